@@ -1,0 +1,7 @@
+"""Placeholder: filled in by its issue."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

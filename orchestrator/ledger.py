@@ -1,0 +1,116 @@
+"""The run ledger: every resource a run creates is appended here *before* anything else happens.
+
+``.orchestrator/runs/<run-id>/ledger.jsonl`` holds one JSON object a line:
+
+- ``{"op": "create", "kind": "lane", "id": "...", "lane": "...", "meta": {...}}``
+- ``{"op": "delete", "kind": "lane", "id": "..."}``
+- ``{"op": "delete_failed", "kind": "user", "id": "...", "error": "..."}``
+
+A resource is *open* while it has a ``create`` and no ``delete``. A failed delete stays open, so a
+later ``orchestrator cleanup`` finds it. Lines are flushed and fsynced as they are written: a
+SIGKILL loses at most the line being written, never one already returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from orchestrator.redact import redact_obj
+
+#: Kinds torn down later come first: users before lanes, lanes last.
+TEARDOWN_ORDER = ("workflow", "credential", "user", "folder", "service", "networkpolicy", "lane")
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("ORCHESTRATOR_STATE_DIR", ".orchestrator"))
+
+
+@dataclass
+class Entry:
+    kind: str
+    id: str
+    lane: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    last_error: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.lane, self.id)
+
+
+class Ledger:
+    """Append-only record of what one run created and deleted."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / "ledger.jsonl"
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_run(cls, run_id: str, state_dir: Path | None = None) -> "Ledger":
+        run_dir = (state_dir or default_state_dir()) / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return cls(run_dir)
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    def _append(self, record: dict[str, Any]) -> None:
+        record["ts"] = round(time.time(), 3)
+        line = json.dumps(redact_obj(record), sort_keys=True) + "\n"
+        with self._lock:
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def created(self, kind: str, id: str, *, lane: str = "", **meta: Any) -> None:
+        self._append({"op": "create", "kind": kind, "id": id, "lane": lane, "meta": meta})
+
+    def deleted(self, kind: str, id: str, *, lane: str = "") -> None:
+        self._append({"op": "delete", "kind": kind, "id": id, "lane": lane})
+
+    def delete_failed(self, kind: str, id: str, error: str, *, lane: str = "") -> None:
+        self._append({"op": "delete_failed", "kind": kind, "id": id, "lane": lane, "error": error})
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            return
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line torn by a SIGKILL mid-write
+
+    def open_entries(self, kind: str | None = None) -> list[Entry]:
+        """Resources created and not (successfully) deleted, in creation order."""
+        entries: dict[tuple[str, str, str], Entry] = {}
+        for rec in self.records():
+            key = (rec.get("kind", ""), rec.get("lane", ""), rec.get("id", ""))
+            op = rec.get("op")
+            if op == "create":
+                entries[key] = Entry(kind=key[0], id=key[2], lane=key[1], meta=rec.get("meta") or {})
+            elif op == "delete":
+                entries.pop(key, None)
+            elif op == "delete_failed" and key in entries:
+                entries[key].last_error = rec.get("error", "")
+        out = list(entries.values())
+        return [e for e in out if kind is None or e.kind == kind]
+
+
+def all_runs(state_dir: Path | None = None) -> list[Ledger]:
+    root = (state_dir or default_state_dir()) / "runs"
+    if not root.is_dir():
+        return []
+    return [Ledger(p) for p in sorted(root.iterdir()) if (p / "ledger.jsonl").exists()]

@@ -1,0 +1,158 @@
+"""The shape of ``eval-results.json`` and of the per-unit records the run appends as it goes.
+
+A *unit* of work is one (case, iteration): one build, then its verification. A *scoring unit* is
+what pass@k counts: one execution scenario, or one evaluated expectation, of a case; each is
+measured once per iteration. Keys follow the reference harness: ``<slug>/<scenario>`` for scenarios
+and ``<slug>#expectation:<text>`` for expectations.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Attribution(str, enum.Enum):
+    """Who a failure is charged to (the four buckets of the reference harness)."""
+
+    builder_issue = "builder_issue"
+    mock_issue = "mock_issue"
+    framework_issue = "framework_issue"
+    verification_gap = "verification_gap"
+
+
+class BuildStatus(str, enum.Enum):
+    ok = "ok"
+    failed = "failed"  # claude ran but produced no workflow id after every attempt
+    timeout = "timeout"
+    provider_outage = "provider_outage"
+    lane_failure = "lane_failure"
+    skipped = "skipped"  # not started: spend cap reached or run interrupted
+
+
+PROVIDER_OUTAGE_ROOT_CAUSE = "provider_outage:"
+
+
+class BuildRecord(BaseModel):
+    status: BuildStatus
+    workflow_id: str | None = None
+    attempts: int = 0
+    cost_usd: float = 0.0
+    turns: int = 0
+    duration_s: float = 0.0
+    error: str | None = None
+    root_cause: str | None = None
+
+
+class Verdict(str, enum.Enum):
+    passed = "pass"
+    failed = "fail"
+    incomplete = "incomplete"  # not judged: excluded from scoring
+
+
+class ScenarioResult(BaseModel):
+    name: str
+    verdict: Verdict
+    failure_category: str | None = None
+    attribution: Attribution | None = None
+    reason: str = ""
+    execution_id: str | None = None
+
+
+class ExpectationResult(BaseModel):
+    kind: Literal["outcome", "process"]
+    text: str
+    verdict: Verdict
+    attribution: Attribution | None = None
+    reason: str = ""
+
+
+class StructuralCheck(BaseModel):
+    name: str
+    passed: bool | None  # None: not applicable to this workflow
+    detail: str = ""
+
+
+class UnitResult(BaseModel):
+    """One finished (case, iteration)."""
+
+    case: str
+    iteration: int
+    lane: str | None = None
+    started_at: float
+    finished_at: float
+    build: BuildRecord
+    scenarios: list[ScenarioResult] = Field(default_factory=list)
+    expectations: list[ExpectationResult] = Field(default_factory=list)
+    structural: list[StructuralCheck] = Field(default_factory=list)
+    failure_category: str | None = None
+    attribution: Attribution | None = None
+    verify_duration_s: float = 0.0
+
+    @property
+    def unit_id(self) -> str:
+        return f"{self.case}#{self.iteration}"
+
+
+class Band(BaseModel):
+    rate: float
+    low: float
+    high: float
+
+
+class ScoringUnitSummary(BaseModel):
+    key: str
+    kind: Literal["scenario", "expectation"]
+    n: int
+    c: int
+    pass_at_k: float | None
+    pass_hat_k: float | None
+
+
+class CaseSummary(BaseModel):
+    case: str
+    iterations: int
+    units: list[ScoringUnitSummary]
+    build_cost_usd_per_run: list[float]
+    build_turns_per_run: list[int]
+    failure_categories: dict[str, int] = Field(default_factory=dict)
+
+
+class RunSummary(BaseModel):
+    k: int
+    scoring_units: int
+    trials: int
+    passed_trials: int
+    pass_rate: Band | None
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    build_cost_usd: float
+    build_turns: int
+    attribution: dict[str, int]
+    units_total: int
+    units_finished: int
+    units_skipped: int
+    stopped_reason: str | None = None
+
+
+class LaneRecord(BaseModel):
+    lane: str
+    backend: str
+    base_url: str
+    fingerprint: dict[str, str]
+
+
+class EvalResults(BaseModel):
+    run_id: str
+    experiment_name: str | None = None
+    started_at: float
+    finished_at: float | None = None
+    config: dict[str, object] = Field(default_factory=dict)
+    lanes: list[LaneRecord] = Field(default_factory=list)
+    cases: list[CaseSummary] = Field(default_factory=list)
+    units: list[UnitResult] = Field(default_factory=list)
+    summary: RunSummary | None = None
+    cleanup_failures: list[str] = Field(default_factory=list)
+    comparison: dict[str, object] | None = None
