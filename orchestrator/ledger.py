@@ -38,6 +38,7 @@ class Entry:
     lane: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     last_error: str = ""
+    created_at: float = 0.0
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -100,7 +101,9 @@ class Ledger:
             key = (rec.get("kind", ""), rec.get("lane", ""), rec.get("id", ""))
             op = rec.get("op")
             if op == "create":
-                entries[key] = Entry(kind=key[0], id=key[2], lane=key[1], meta=rec.get("meta") or {})
+                entries[key] = Entry(
+                    kind=key[0], id=key[2], lane=key[1], meta=rec.get("meta") or {}, created_at=rec.get("ts", 0.0)
+                )
             elif op == "delete":
                 entries.pop(key, None)
             elif op == "delete_failed" and key in entries:

@@ -1,5 +1,143 @@
-"""Placeholder: filled in by its issue."""
+"""``orchestrator lanes``: install the toolchain, bring a pool up, show it, take it down."""
 
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
+import httpx
 import typer
+from rich.console import Console
+from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True)
+from orchestrator.cli.common import new_run_id, positive, run_async
+from orchestrator.errors import ConfigError
+from orchestrator.lanes.backend import LaneError, available_backends, get_backend
+from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
+from orchestrator.lanes.install import InstallError, ensure_toolchain
+from orchestrator.lanes.model import Lane, LaneState
+from orchestrator.lanes.pool import lane_from_entry, make_spec
+from orchestrator.ledger import Ledger, all_runs, default_state_dir
+
+app = typer.Typer(no_args_is_help=True, help="Provision, inspect and tear down n8n lane pools.")
+console = Console(stderr=True)
+
+
+@app.command("install")
+def install(
+    skip_claude: bool = typer.Option(False, help="Install only n8n and Node 24."),
+) -> None:
+    """Install the pinned n8n, Node 24 and claude CLI into the cache (idempotent)."""
+    try:
+        tc = ensure_toolchain(claude=not skip_claude, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    except InstallError as exc:
+        raise ConfigError(str(exc)) from None
+    console.print(f"n8n {tc.n8n_version} ready: {tc.n8n_entry}")
+
+
+@app.command("up")
+def up(
+    backend: str = typer.Option("process", help=f"Lane backend: {', '.join(available_backends())}."),
+    count: int = typer.Option(1, "--count", "-n", help="How many lanes."),
+    profile: str = typer.Option("eval", help="Env profile from lanes/profiles/."),
+    env: list[str] = typer.Option([], "--env", help="KEY=VALUE override for every lane (repeatable)."),
+    run_id: Optional[str] = typer.Option(None, help="Run id (default: a new one)."),
+    state_dir: Path = typer.Option(default_state_dir(), help="Where ledgers live."),
+    base_url: Optional[str] = typer.Option(None, help="Comma-separated lane URLs (static backend)."),
+    retries: int = typer.Option(1, help="Replacements per lane that fails to come up."),
+) -> None:
+    """Bring up COUNT lanes, seed their owners, and leave them running (Ctrl-C tears them down)."""
+    positive(count, "--count")
+    positive(retries, "--retries", allow_zero=True)
+    rid = run_id or new_run_id()
+    run_async(_up(backend, count, profile, env, rid, state_dir, base_url, retries))
+
+
+async def _up(backend_name, count, profile, env, run_id, state_dir, base_url, retries) -> None:
+    spec = make_spec(profile, env)
+    ledger = Ledger.for_run(run_id, state_dir)
+    backend = get_backend(backend_name)(run_id, ledger, state_dir, base_url=base_url)
+    if backend_name == "process":
+        await asyncio.to_thread(ensure_toolchain, claude=False, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    try:
+        result = await bring_up(backend, count, spec, make_owner(run_id), retries=retries)
+    except LaneError as exc:
+        raise ConfigError(f"lanes up (run {run_id}): {exc}") from None
+    finally:
+        await backend.close()
+    for failure in result.failures:
+        console.print(f"[yellow]lane failed:[/yellow] {failure}")
+    _print_lanes(result.lanes)
+    console.print(f"run id: [bold]{run_id}[/bold]  (orchestrator lanes down --run-id {run_id})")
+    print(json.dumps({"run_id": run_id, "lanes": [l.base_url for l in result.lanes]}))
+
+
+def _print_lanes(lanes: list[Lane]) -> None:
+    table = Table("lane", "URL", "backend", "state", "uptime")
+    for lane in lanes:
+        table.add_row(lane.lane_id, lane.base_url, lane.backend, lane.state.value, f"{lane.uptime_s:.0f} s")
+    Console().print(table)
+
+
+async def _probe(lane: Lane) -> None:
+    try:
+        async with httpx.AsyncClient(timeout=3.0) as http:
+            resp = await http.get(f"{lane.base_url}/healthz/readiness")
+        lane.state = LaneState.ready if resp.status_code == 200 else LaneState.starting
+    except httpx.HTTPError:
+        lane.state = LaneState.dead
+
+
+def _open_lanes(run_id: str | None, state_dir: Path) -> list[Lane]:
+    ledgers = [Ledger.for_run(run_id, state_dir)] if run_id else all_runs(state_dir)
+    return [lane_from_entry(l.run_id, e) for l in ledgers for e in l.open_entries("lane")]
+
+
+@app.command("status")
+def status(
+    run_id: Optional[str] = typer.Option(None, help="One run (default: every run with open lanes)."),
+    state_dir: Path = typer.Option(default_state_dir(), help="Where ledgers live."),
+) -> None:
+    """Table of open lanes: lane, URL, state (probed now), uptime."""
+    lanes = _open_lanes(run_id, state_dir)
+
+    async def probe_all() -> None:
+        await asyncio.gather(*(_probe(l) for l in lanes))
+
+    run_async(probe_all())
+    if not lanes:
+        console.print("no open lanes")
+        return
+    _print_lanes(lanes)
+
+
+@app.command("down")
+def down(
+    run_id: str = typer.Option(..., help="The run whose lanes to tear down."),
+    state_dir: Path = typer.Option(default_state_dir(), help="Where ledgers live."),
+) -> None:
+    """Tear down every open lane of RUN_ID (by ledger), then sweep its leftovers by label."""
+    if not (state_dir / "runs" / run_id).is_dir():
+        raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'}")
+    failures = run_async(_down(run_id, state_dir))
+    if failures:
+        for f in failures:
+            console.print(f"[red]{f}[/red]")
+        raise typer.Exit(1)
+    console.print(f"run {run_id}: lanes down")
+
+
+async def _down(run_id: str, state_dir: Path) -> list[str]:
+    ledger = Ledger.for_run(run_id, state_dir)
+    lanes = [lane_from_entry(run_id, e) for e in ledger.open_entries("lane")]
+    failures: list[str] = []
+    for name in sorted({l.backend for l in lanes}):
+        backend = get_backend(name)(run_id, ledger, state_dir)
+        try:
+            failures += await teardown_pool(backend, [l for l in lanes if l.backend == name])
+            await backend.sweep(run_id)
+        finally:
+            await backend.close()
+    return failures

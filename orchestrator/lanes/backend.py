@@ -60,6 +60,10 @@ class LaneBackend(abc.ABC):
     async def sweep(self, run_id: str | None = None) -> list[str]:
         """Remove leftovers of ``run_id`` (every run when None) found by label or ledger; return what went."""
 
+    async def is_gone(self, lane: Lane) -> bool:
+        """True when the lane's process/container/pod has already exited (no point waiting on it)."""
+        return False
+
     async def close(self) -> None:
         """Release client connections; lanes themselves are left as they are."""
 

@@ -131,6 +131,8 @@ class RunSummary(BaseModel):
     build_cost_usd: float
     build_turns: int
     attribution: dict[str, int]
+    #: Failed trials per failure category across the run (added for drift and the report).
+    failure_categories: dict[str, int] = Field(default_factory=dict)
     units_total: int
     units_finished: int
     units_skipped: int

@@ -1,0 +1,719 @@
+"""Work-stealing allocator: which lane runs which (case, iteration), and what happens when a lane fails.
+
+Every lane has its own FIFO queue. ``submit`` shuffles the units with a seeded RNG and deals them
+round-robin over the lanes, so a seed fixes the schedule. A lane with a free slot takes the first
+unit of its own queue it may run; with nothing of its own it steals from the tail of the most
+loaded queue (quarantined lanes' queues first: nobody else drains them). A lane may run a unit
+when it is not quarantined or dead, runs fewer than ``per_lane_cap`` builds ("n8n degrades above
+~4 concurrent builds per lane"), is not already building the same case slug, and the global cap
+has room. Under the global cap, free slots go to the least-loaded lanes first.
+
+Lane health:
+
+* ``Outcome.lane_fault`` is a transport-level failure. ``quarantine_after`` consecutive ones
+  quarantine the lane (no new units); any other outcome resets the count. A quarantined lane is
+  re-probed every ``reprobe_interval_s`` with ``probe(lane_id)``; a passing probe un-quarantines it.
+  Without a probe a quarantined lane stays quarantined.
+* ``drain(lane_id, reason)`` retires a lane for good: its queue moves to the other lanes, its
+  in-flight builds are cancelled and count as a lane fault for their unit.
+* A unit survives ``max_lane_fault_retries`` lane faults (requeued elsewhere); one more finishes it
+  as ``lane_failure``. ``Outcome.retry_elsewhere`` retries up to ``max_retries_elsewhere`` times,
+  then the unit finishes as ``failed``. A requeued unit goes to the front of another lane's queue
+  and is not taken by the lane that just failed it while another lane accepts work.
+* When no lane has accepted work (all quarantined or dead) for ``abort_after_all_quarantined_s``
+  continuously, every waiting unit -- and any unit requeued while that lasts -- finishes as
+  ``aborted``. A lane coming back ends the abort.
+
+The worker is ``worker(lane_id, unit, attempt) -> (Outcome, value)``; ``attempt`` counts from 1.
+Results reach ``on_result`` as units finish (a sync callback: write the record, don't block).
+Not thread-safe: call every method on the event loop's thread (for SIGINT use
+``loop.add_signal_handler`` and call ``stop_new`` from there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.redact import redact
+
+from .model import (
+    AllocatorEvent,
+    AllocatorStats,
+    EventKind,
+    LaneStats,
+    Outcome,
+    ResultStatus,
+    WorkResult,
+    WorkUnit,
+)
+
+log = logging.getLogger(__name__)
+
+Worker = Callable[[str, WorkUnit, int], Awaitable[tuple[Outcome, Any]]]
+Probe = Callable[[str], Awaitable[bool]]
+EventHook = Callable[[AllocatorEvent], None]
+ResultHook = Callable[[WorkResult], None]
+
+#: How deep a lane looks into a queue for a unit whose slug it is not already building.
+SCAN_DEPTH = 64
+
+
+@dataclass(eq=False)
+class _Entry:
+    """A unit and its history while it is not final."""
+
+    unit: WorkUnit
+    attempts: int = 0
+    lane_faults: int = 0
+    retries_elsewhere: int = 0
+    avoid_lane: str | None = None
+    lanes_tried: list[str] = field(default_factory=list)
+    last_value: Any = None
+    cancel_reason: str | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(eq=False)
+class _Lane:
+    lane_id: str
+    index: int
+    queue: deque[_Entry] = field(default_factory=deque)
+    running: dict[_Entry, None] = field(default_factory=dict)  # insertion-ordered: deterministic
+    slugs: set[str] = field(default_factory=set)
+    quarantined: bool = False
+    dead: bool = False
+    consecutive_transport_failures: int = 0
+    max_active: int = 0
+    started: int = 0
+    stolen: int = 0
+    probe_task: asyncio.Task[None] | None = None
+
+    @property
+    def accepting(self) -> bool:
+        return not self.dead and not self.quarantined
+
+
+class Allocator:
+    def __init__(
+        self,
+        lanes: Sequence[str],
+        *,
+        per_lane_cap: int = 4,
+        global_cap: int | None = None,
+        seed: int = 0,
+        quarantine_after: int = 3,
+        reprobe_interval_s: float = 30.0,
+        abort_after_all_quarantined_s: float = 300.0,
+        max_lane_fault_retries: int = 1,
+        max_retries_elsewhere: int = 2,
+        probe: Probe | None = None,
+        on_event: EventHook | None = None,
+        on_result: ResultHook | None = None,
+        steal: bool = True,
+    ) -> None:
+        """``global_cap=None`` means 2 x the lanes not drained (recomputed as lanes come and go).
+        ``steal=False`` gives static sharding (each lane runs only its own queue), for comparison."""
+        _require(per_lane_cap >= 1, f"per_lane_cap must be >= 1, got {per_lane_cap}")
+        _require(global_cap is None or global_cap >= 1, f"global_cap must be >= 1, got {global_cap}")
+        _require(quarantine_after >= 1, f"quarantine_after must be >= 1, got {quarantine_after}")
+        _require(reprobe_interval_s > 0, f"reprobe_interval_s must be > 0, got {reprobe_interval_s}")
+        _require(
+            abort_after_all_quarantined_s >= 0,
+            f"abort_after_all_quarantined_s must be >= 0, got {abort_after_all_quarantined_s}",
+        )
+        _require(max_lane_fault_retries >= 0, f"max_lane_fault_retries must be >= 0, got {max_lane_fault_retries}")
+        _require(max_retries_elsewhere >= 0, f"max_retries_elsewhere must be >= 0, got {max_retries_elsewhere}")
+        self.per_lane_cap = per_lane_cap
+        self._fixed_global_cap = global_cap
+        self.quarantine_after = quarantine_after
+        self.reprobe_interval_s = reprobe_interval_s
+        self.abort_after_all_quarantined_s = abort_after_all_quarantined_s
+        self.max_lane_fault_retries = max_lane_fault_retries
+        self.max_retries_elsewhere = max_retries_elsewhere
+        self.steal = steal
+        self._probe = probe
+        self._on_event = on_event
+        self._on_result = on_result
+        self._rng = random.Random(seed)
+
+        self._lanes: dict[str, _Lane] = {}
+        self._accepting = 0
+        self._live = 0  # lanes not drained
+        for lane_id in lanes:
+            self._new_lane(lane_id)
+        self._orphans: deque[_Entry] = deque()  # waiting while no lane is live
+        self._deal_cursor = 0
+        self._keys: set[str] = set()
+        self._queued = 0
+        self._running = 0
+        self._max_running = 0
+        self._steals = 0
+        self._pending = 0
+        self._results: list[WorkResult] = []
+
+        self._worker: Worker | None = None
+        self._started_run = False
+        self._all_final = asyncio.Event()
+        self._crash: BaseException | None = None
+        self._stop_reason: str | None = None
+        self._cancel_reason: str | None = None
+        self._abort_reason: str | None = None
+        self._abort_timer: asyncio.Task[None] | None = None
+
+    # ----------------------------------------------------------------- public API
+
+    @property
+    def global_cap(self) -> int:
+        return self._fixed_global_cap if self._fixed_global_cap is not None else 2 * self._live
+
+    def submit(self, units: Iterable[WorkUnit], *, lane: str | None = None) -> None:
+        """Queue units. ``lane`` puts them all on that lane's queue (others may steal them)."""
+        entries: list[_Entry] = []
+        for unit in units:
+            if unit.key in self._keys:
+                raise ValueError(f"unit {unit.key} was submitted twice")
+            self._keys.add(unit.key)
+            entries.append(_Entry(unit))
+        target = self._lane(lane) if lane is not None else None
+        if target is not None and target.dead:
+            raise ValueError(f"lane {lane} is drained: it takes no units")
+        self._rng.shuffle(entries)
+        self._pending += len(entries)
+        if self._pending:
+            self._all_final.clear()
+        homes = [target] if target is not None else self._homes()
+        for entry in entries:
+            if self._refuse_waiting(entry, None):
+                continue
+            home = homes[self._deal_cursor % len(homes)] if homes else None
+            self._deal_cursor += 1
+            self._enqueue(home, entry)
+            self._emit(EventKind.queued, lane=home.lane_id if home else None, unit=entry.unit)
+        self._update_abort_timer()
+        self._schedule()
+
+    async def run(self, worker: Worker) -> list[WorkResult]:
+        """Run every submitted unit (and any submitted meanwhile) to a final result; results come
+        back in the order units finished."""
+        if self._started_run:
+            raise RuntimeError("Allocator.run() can only be called once")
+        self._started_run = True
+        self._worker = worker
+        try:
+            self._update_abort_timer()
+            self._schedule()
+            if self._pending:
+                await self._all_final.wait()
+            if self._crash is not None:
+                raise RuntimeError("allocator bookkeeping failed") from self._crash
+            return list(self._results)
+        finally:
+            self._worker = None
+            self._cancel_background()
+            for entry in [e for lane in self._lanes.values() for e in lane.running]:
+                if entry.task is not None:
+                    entry.task.cancel()
+
+    def drain(self, lane_id: str, reason: str) -> None:
+        """Retire a lane: move its queue elsewhere, cancel its builds (each a lane fault for its unit)."""
+        lane = self._lane(lane_id)
+        if lane.dead:
+            return
+        reason = redact(reason)
+        if lane.accepting:
+            self._accepting -= 1
+        lane.dead = True
+        lane.quarantined = False
+        self._live -= 1
+        _cancel_task(lane.probe_task)
+        lane.probe_task = None
+        log.info("lane %s drained: %s", lane_id, reason)
+        self._emit(EventKind.drained, lane=lane_id, reason=reason)
+        moved = list(lane.queue)
+        lane.queue.clear()
+        self._queued -= len(moved)
+        for entry in moved:
+            if not self._refuse_waiting(entry, None):
+                self._place(entry, avoid=lane_id, front=False, reason=f"drained: {reason}")
+        for entry in list(lane.running):
+            if entry.task is not None and entry.cancel_reason is None:
+                entry.cancel_reason = f"lane {lane_id} drained: {reason}"
+                entry.task.cancel()
+        self._update_abort_timer()
+        self._schedule()
+
+    def add_lane(self, lane_id: str) -> None:
+        """A (replacement) lane joins the pool. A drained lane id may come back as a fresh lane."""
+        existing = self._lanes.get(lane_id)
+        if existing is not None and not existing.dead:
+            raise ValueError(f"lane {lane_id} is already in the pool")
+        if existing is not None:
+            del self._lanes[lane_id]
+        lane = self._new_lane(lane_id)
+        self._emit(EventKind.lane_added, lane=lane_id)
+        while self._orphans:
+            self._queued -= 1
+            self._enqueue(lane, self._orphans.popleft())
+        self._end_abort()
+        self._update_abort_timer()
+        self._schedule()
+
+    def stop_new(self, reason: str) -> None:
+        """Start nothing more; waiting units finish as ``skipped``; running ones complete normally."""
+        if self._stop_reason is not None:
+            return
+        self._stop_reason = redact(reason)
+        self._emit(EventKind.stopped, reason=self._stop_reason)
+        self._finish_waiting(ResultStatus.skipped, self._stop_reason)
+        self._update_abort_timer()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Hard stop: waiting and running units finish as ``cancelled`` (running ones once their
+        worker has unwound)."""
+        if self._cancel_reason is not None:
+            return
+        self._cancel_reason = redact(reason)
+        if self._stop_reason is None:
+            self._stop_reason = self._cancel_reason
+        self._emit(EventKind.cancelled, reason=self._cancel_reason)
+        self._finish_waiting(ResultStatus.cancelled, self._cancel_reason)
+        for lane in self._lanes.values():
+            for entry in list(lane.running):
+                if entry.task is not None and entry.cancel_reason is None:
+                    entry.cancel_reason = self._cancel_reason
+                    entry.task.cancel()
+        self._update_abort_timer()
+
+    def stats(self) -> AllocatorStats:
+        return AllocatorStats(
+            lanes={
+                lane.lane_id: LaneStats(
+                    lane=lane.lane_id,
+                    active=len(lane.running),
+                    queued=len(lane.queue),
+                    max_active=lane.max_active,
+                    started=lane.started,
+                    stolen=lane.stolen,
+                    quarantined=lane.quarantined,
+                    dead=lane.dead,
+                    consecutive_transport_failures=lane.consecutive_transport_failures,
+                )
+                for lane in self._lanes.values()
+            },
+            active=self._running,
+            max_active=self._max_running,
+            queued=self._queued,
+            steals=self._steals,
+            pending=self._pending,
+            finished=len(self._results),
+        )
+
+    @property
+    def results(self) -> list[WorkResult]:
+        return list(self._results)
+
+    # ----------------------------------------------------------------- lanes and queues
+
+    def _new_lane(self, lane_id: str) -> _Lane:
+        if not lane_id:
+            raise ValueError("lane id must be a non-empty string")
+        if lane_id in self._lanes:
+            raise ValueError(f"lane {lane_id} is listed twice")
+        lane = _Lane(lane_id, index=len(self._lanes))
+        self._lanes[lane_id] = lane
+        self._accepting += 1
+        self._live += 1
+        return lane
+
+    def _lane(self, lane_id: str) -> _Lane:
+        try:
+            return self._lanes[lane_id]
+        except KeyError:
+            raise ValueError(f"unknown lane {lane_id!r} (known: {', '.join(self._lanes) or 'none'})") from None
+
+    def _homes(self) -> list[_Lane]:
+        """Where new units are dealt (round-robin): accepting lanes, else live ones, else none."""
+        return [lane for lane in self._lanes.values() if lane.accepting] or [
+            lane for lane in self._lanes.values() if not lane.dead
+        ]
+
+    def _enqueue(self, lane: _Lane | None, entry: _Entry, *, front: bool = False) -> None:
+        queue = lane.queue if lane is not None else self._orphans
+        if front:
+            queue.appendleft(entry)
+        else:
+            queue.append(entry)
+        self._queued += 1
+
+    def _place(self, entry: _Entry, *, avoid: str | None, front: bool, reason: str) -> None:
+        """Queue a unit that comes back: on the least-loaded live lane, accepting and not ``avoid`` first."""
+        live = [lane for lane in self._lanes.values() if not lane.dead]
+        home = (
+            min(
+                live,
+                key=lambda lane: (
+                    not lane.accepting,
+                    lane.lane_id == avoid,
+                    len(lane.queue) + len(lane.running),
+                    lane.index,
+                ),
+            )
+            if live
+            else None
+        )
+        self._enqueue(home, entry, front=front)
+        self._emit(
+            EventKind.requeued,
+            lane=home.lane_id if home else None,
+            unit=entry.unit,
+            from_lane=avoid,
+            attempt=entry.attempts,
+            reason=reason,
+        )
+
+    def _may_run(self, lane: _Lane, entry: _Entry) -> bool:
+        if entry.unit.case in lane.slugs:
+            return False
+        return not (entry.avoid_lane == lane.lane_id and self._accepting > 1)
+
+    def _take_from(self, queue: deque[_Entry], lane: _Lane, *, from_tail: bool) -> _Entry | None:
+        n = len(queue)
+        for i in range(min(n, SCAN_DEPTH)):
+            index = n - 1 - i if from_tail else i
+            entry = queue[index]
+            if self._may_run(lane, entry):
+                del queue[index]
+                self._queued -= 1
+                return entry
+        return None
+
+    def _steal_for(self, thief: _Lane) -> tuple[_Entry, _Lane] | None:
+        victims = [lane for lane in self._lanes.values() if lane is not thief and lane.queue]
+        victims.sort(key=lambda lane: (lane.accepting, -len(lane.queue), lane.index))
+        for victim in victims:
+            entry = self._take_from(victim.queue, thief, from_tail=True)
+            if entry is not None:
+                return entry, victim
+        return None
+
+    # ----------------------------------------------------------------- scheduling
+
+    def _starting_allowed(self) -> bool:
+        return (
+            self._worker is not None
+            and self._stop_reason is None
+            and self._abort_reason is None
+            and self._crash is None
+        )
+
+    def _schedule(self) -> None:
+        """Start units while slots are free: rounds over lanes with room, least loaded first."""
+        if not self._starting_allowed():
+            return
+        cap = self.per_lane_cap
+        while self._queued and self._running < self.global_cap:
+            open_lanes = [lane for lane in self._lanes.values() if lane.accepting and len(lane.running) < cap]
+            if not open_lanes:
+                return
+            open_lanes.sort(key=lambda lane: (len(lane.running), lane.index))
+            started = False
+            for lane in open_lanes:
+                if self._running >= self.global_cap or not self._queued:
+                    return
+                entry = self._take_from(lane.queue, lane, from_tail=False)
+                victim = None
+                if entry is None and self.steal:
+                    stolen = self._steal_for(lane)
+                    if stolen is not None:
+                        entry, victim = stolen
+                if entry is not None:
+                    self._start(lane, entry, stolen_from=victim)
+                    started = True
+            if not started:
+                return
+
+    def _start(self, lane: _Lane, entry: _Entry, *, stolen_from: _Lane | None) -> None:
+        assert self._worker is not None
+        entry.attempts += 1
+        entry.lanes_tried.append(lane.lane_id)
+        lane.running[entry] = None
+        lane.slugs.add(entry.unit.case)
+        lane.started += 1
+        lane.max_active = max(lane.max_active, len(lane.running))
+        self._running += 1
+        self._max_running = max(self._max_running, self._running)
+        if stolen_from is not None:
+            lane.stolen += 1
+            self._steals += 1
+            self._emit(EventKind.stolen, lane=lane.lane_id, unit=entry.unit, from_lane=stolen_from.lane_id)
+        self._emit(EventKind.started, lane=lane.lane_id, unit=entry.unit, attempt=entry.attempts)
+        task = asyncio.get_running_loop().create_task(
+            self._execute(self._worker, lane, entry), name=f"allocator:{entry.unit.key}@{lane.lane_id}"
+        )
+        entry.task = task
+        task.add_done_callback(self._on_task_done)
+
+    async def _execute(self, worker: Worker, lane: _Lane, entry: _Entry) -> None:
+        outcome: Outcome | None = None
+        value: Any = None
+        error: Exception | None = None
+        try:
+            answer = await worker(lane.lane_id, entry.unit, entry.attempts)
+            outcome, value = (answer, None) if isinstance(answer, Outcome) else answer
+            if not isinstance(outcome, Outcome):
+                raise TypeError(f"worker must return (Outcome, value), got {type(answer).__name__}")
+        except asyncio.CancelledError:
+            if entry.cancel_reason is None:  # not ours: the whole run is being torn down
+                self._release(lane, entry)
+                raise
+        except Exception as exc:  # a worker bug must not hang the run
+            error = exc
+        cancel_reason, entry.cancel_reason = entry.cancel_reason, None
+        self._release(lane, entry)
+        if outcome is None and error is None:  # cancelled by drain() or cancel()
+            self._settle_cancelled(lane, entry, cancel_reason or "cancelled")
+        elif error is not None:
+            log.warning("worker raised on %s for %s: %s", lane.lane_id, entry.unit.key, type(error).__name__)
+            self._finish(entry, lane, ResultStatus.failed, error, f"worker raised {type(error).__name__}")
+        else:
+            assert outcome is not None
+            self._settle(lane, entry, outcome, value)
+        self._schedule()
+
+    def _on_task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("allocator bookkeeping failed", exc_info=exc)
+            self._crash = exc
+            self._all_final.set()
+
+    def _release(self, lane: _Lane, entry: _Entry) -> None:
+        if entry in lane.running:
+            del lane.running[entry]
+            lane.slugs.discard(entry.unit.case)
+            self._running -= 1
+        entry.task = None
+
+    # ----------------------------------------------------------------- outcomes
+
+    def _settle(self, lane: _Lane, entry: _Entry, outcome: Outcome, value: Any) -> None:
+        entry.last_value = value
+        if outcome is Outcome.lane_fault:
+            lane.consecutive_transport_failures += 1
+            if lane.consecutive_transport_failures >= self.quarantine_after and lane.accepting:
+                self._quarantine(lane)
+            self._lane_fault(lane, entry, f"lane fault on {lane.lane_id}")
+            return
+        lane.consecutive_transport_failures = 0
+        if outcome is Outcome.done:
+            self._finish(entry, lane, ResultStatus.done, value, None)
+        elif entry.retries_elsewhere >= self.max_retries_elsewhere:
+            entry.retries_elsewhere += 1
+            self._finish(entry, lane, ResultStatus.failed, value, f"no success after {entry.attempts} attempts")
+        else:
+            entry.retries_elsewhere += 1
+            self._retry(lane, entry, f"retry elsewhere after attempt {entry.attempts} on {lane.lane_id}")
+
+    def _settle_cancelled(self, lane: _Lane, entry: _Entry, reason: str) -> None:
+        if self._cancel_reason is not None:
+            self._finish(entry, lane, ResultStatus.cancelled, entry.last_value, reason)
+        else:
+            self._lane_fault(lane, entry, reason)
+
+    def _lane_fault(self, lane: _Lane, entry: _Entry, reason: str) -> None:
+        entry.lane_faults += 1
+        if entry.lane_faults > self.max_lane_fault_retries:
+            self._finish(entry, lane, ResultStatus.lane_failure, entry.last_value, reason)
+        else:
+            self._retry(lane, entry, reason)
+
+    def _retry(self, lane: _Lane, entry: _Entry, reason: str) -> None:
+        entry.avoid_lane = lane.lane_id
+        if self._refuse_waiting(entry, lane):
+            return
+        self._place(entry, avoid=lane.lane_id, front=True, reason=reason)
+
+    def _refuse_waiting(self, entry: _Entry, lane: _Lane | None) -> bool:
+        """Finish a unit that would wait, when nothing more may start; True when it was finished."""
+        if self._cancel_reason is not None:
+            self._finish(entry, lane, ResultStatus.cancelled, entry.last_value, self._cancel_reason)
+        elif self._stop_reason is not None:
+            self._finish(entry, lane, ResultStatus.skipped, entry.last_value, self._stop_reason)
+        elif self._abort_reason is not None:
+            self._finish(entry, lane, ResultStatus.aborted, entry.last_value, self._abort_reason)
+        else:
+            return False
+        return True
+
+    def _finish_waiting(self, status: ResultStatus, reason: str) -> None:
+        waiting: list[tuple[_Lane | None, _Entry]] = [(None, e) for e in self._orphans]
+        self._orphans.clear()
+        for lane in self._lanes.values():
+            waiting.extend((lane, e) for e in lane.queue)
+            lane.queue.clear()
+        self._queued = 0
+        for _lane, entry in waiting:
+            self._finish(entry, None, status, entry.last_value, reason)
+
+    def _finish(self, entry: _Entry, lane: _Lane | None, status: ResultStatus, value: Any, reason: str | None) -> None:
+        result = WorkResult(
+            unit=entry.unit,
+            lane=lane.lane_id if lane is not None else None,
+            status=status,
+            value=value,
+            attempts=entry.attempts,
+            reason=reason,
+            lanes_tried=tuple(entry.lanes_tried),
+            finished_at=_now(),
+        )
+        self._results.append(result)
+        self._pending -= 1
+        self._emit(
+            EventKind.finished,
+            lane=result.lane,
+            unit=entry.unit,
+            attempt=entry.attempts,
+            status=status,
+            reason=reason,
+        )
+        if self._on_result is not None:
+            try:
+                self._on_result(result)
+            except Exception:
+                log.exception("on_result hook failed for %s", entry.unit.key)
+        if self._pending == 0:
+            self._all_final.set()
+
+    # ----------------------------------------------------------------- quarantine and abort
+
+    def _quarantine(self, lane: _Lane) -> None:
+        lane.quarantined = True
+        self._accepting -= 1
+        reason = f"{lane.consecutive_transport_failures} consecutive transport failures"
+        log.warning("lane %s quarantined: %s", lane.lane_id, reason)
+        self._emit(EventKind.quarantined, lane=lane.lane_id, reason=reason)
+        if self._probe is not None:
+            lane.probe_task = asyncio.get_running_loop().create_task(
+                self._reprobe(lane), name=f"allocator:reprobe@{lane.lane_id}"
+            )
+            lane.probe_task.add_done_callback(self._on_task_done)
+        self._update_abort_timer()
+
+    def _unquarantine(self, lane: _Lane) -> None:
+        lane.quarantined = False
+        lane.consecutive_transport_failures = 0
+        self._accepting += 1
+        log.info("lane %s back from quarantine", lane.lane_id)
+        self._emit(EventKind.unquarantined, lane=lane.lane_id, reason="probe passed")
+        self._end_abort()
+        self._update_abort_timer()
+        self._schedule()
+
+    async def _reprobe(self, lane: _Lane) -> None:
+        assert self._probe is not None
+        try:
+            while lane.quarantined and not lane.dead:
+                await asyncio.sleep(self.reprobe_interval_s)
+                try:
+                    healthy = bool(await self._probe(lane.lane_id))
+                except Exception as exc:
+                    healthy = False
+                    log.info("probe of lane %s raised %s", lane.lane_id, type(exc).__name__)
+                if not lane.quarantined or lane.dead:
+                    return
+                if healthy:
+                    self._unquarantine(lane)
+                    return
+                self._emit(EventKind.probe_failed, lane=lane.lane_id)
+        finally:
+            if lane.probe_task is asyncio.current_task():
+                lane.probe_task = None
+
+    def _update_abort_timer(self) -> None:
+        """Keep a timer running exactly while the run is live and no lane accepts work."""
+        wanted = (
+            self._worker is not None
+            and self._accepting == 0
+            and self._abort_reason is None
+            and self._stop_reason is None
+            and self._pending > 0
+        )
+        if wanted and self._abort_timer is None:
+            self._abort_timer = asyncio.get_running_loop().create_task(
+                self._abort_when_due(), name="allocator:abort-timer"
+            )
+            self._abort_timer.add_done_callback(self._on_task_done)
+        elif not wanted and self._abort_timer is not None:
+            _cancel_task(self._abort_timer)
+            self._abort_timer = None
+
+    async def _abort_when_due(self) -> None:
+        await asyncio.sleep(self.abort_after_all_quarantined_s)
+        self._abort_timer = None
+        if self._accepting != 0:
+            return
+        self._abort_reason = (
+            f"no lane accepted work for {self.abort_after_all_quarantined_s:g} s (all quarantined or drained)"
+        )
+        log.error("allocator: %s; aborting waiting units", self._abort_reason)
+        self._emit(EventKind.aborted, reason=self._abort_reason)
+        self._finish_waiting(ResultStatus.aborted, self._abort_reason)
+
+    def _end_abort(self) -> None:
+        if self._abort_reason is not None and self._accepting > 0:
+            self._abort_reason = None
+
+    def _cancel_background(self) -> None:
+        _cancel_task(self._abort_timer)
+        self._abort_timer = None
+        for lane in self._lanes.values():
+            _cancel_task(lane.probe_task)
+            lane.probe_task = None
+
+    # ----------------------------------------------------------------- events
+
+    def _emit(
+        self,
+        kind: EventKind,
+        *,
+        lane: str | None = None,
+        unit: WorkUnit | None = None,
+        from_lane: str | None = None,
+        attempt: int = 0,
+        status: ResultStatus | None = None,
+        reason: str | None = None,
+    ) -> None:
+        if self._on_event is None:
+            return
+        event = AllocatorEvent(kind, _now(), lane, unit, from_lane, attempt, status, reason)
+        try:
+            self._on_event(event)
+        except Exception:
+            log.exception("on_event hook failed for %s", kind.value)
+
+
+def _now() -> float:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
+def _cancel_task(task: asyncio.Task[None] | None) -> None:
+    if task is not None and not task.done():
+        task.cancel()
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)

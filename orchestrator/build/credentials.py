@@ -1,0 +1,138 @@
+"""Data templates for the credentials a case may declare (the closed set below).
+
+Each template fills the fields n8n 2.41.1 needs for that type (``GET /types/credentials.json``)
+with a placeholder, or with a live value when the type's ``EVAL_*`` environment variable is set;
+live values are registered as secrets. Builds and verification never call the real services, so
+placeholders are enough: verification mocks every node. n8n does not validate credential data on
+``POST /rest/credentials`` (unknown fields are stored too), so the field names here were checked
+against the type definitions by ``tests/test_credential_templates.py``.
+
+Facts the templates encode: ``gmailOAuth2`` extends ``googleOAuth2Api`` and
+``microsoftTeamsOAuth2Api`` extends ``microsoftOAuth2Api``; an OAuth2 credential counts as
+connected when it carries ``oauthTokenData`` (n8n then reports ``{"oauthTokenData": true}``).
+(n8n's own TypeScript seeder names the Gmail type ``gmailOAuth2Api``, which is not a credential
+type in 2.41.1: creating it fails with 400 "Unrecognized credential type".)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from orchestrator.errors import UserError
+from orchestrator.redact import register_secret
+
+PLACEHOLDER = "eval-placeholder"
+
+
+def _oauth2(token: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **extra,
+        "clientId": "eval-client-id",
+        "clientSecret": "eval-client-secret",
+        "oauthTokenData": {"access_token": token, "token_type": "Bearer"},
+    }
+
+
+@dataclass(frozen=True)
+class CredentialTemplate:
+    type: str
+    default_name: str
+    #: Environment variable holding a live secret for this type (else :data:`PLACEHOLDER`).
+    env_var: str
+    build: Callable[[str], dict[str, Any]]
+    #: What the placeholder stands in for when ``env_var`` is unset (header auth wants a full value).
+    placeholder: str = PLACEHOLDER
+
+
+TEMPLATES: dict[str, CredentialTemplate] = {
+    t.type: t
+    for t in (
+        CredentialTemplate("slackApi", "[eval] Slack", "EVAL_SLACK_ACCESS_TOKEN", lambda s: {"accessToken": s}),
+        CredentialTemplate("notionApi", "[eval] Notion", "EVAL_NOTION_API_KEY", lambda s: {"apiKey": s}),
+        CredentialTemplate(
+            "githubApi",
+            "[eval] GitHub",
+            "EVAL_GITHUB_ACCESS_TOKEN",
+            lambda s: {"server": "https://api.github.com", "user": "eval-user", "accessToken": s},
+        ),
+        CredentialTemplate("gmailOAuth2", "[eval] Gmail", "EVAL_GMAIL_ACCESS_TOKEN", _oauth2),
+        CredentialTemplate(
+            "microsoftTeamsOAuth2Api",
+            "[eval] Teams",
+            "EVAL_TEAMS_ACCESS_TOKEN",
+            lambda s: _oauth2(s, scope="openid"),
+        ),
+        CredentialTemplate(
+            "whatsAppTriggerApi",
+            "[eval] WhatsApp OAuth account",
+            "EVAL_WHATSAPP_CLIENT_SECRET",
+            lambda s: {"clientId": "eval-client-id", "clientSecret": s},
+        ),
+        CredentialTemplate(
+            "httpHeaderAuth",
+            "[eval] HTTP Header",
+            "EVAL_HTTP_HEADER_VALUE",
+            lambda s: {"name": "Authorization", "value": s},
+            placeholder=f"Bearer {PLACEHOLDER}",
+        ),
+        CredentialTemplate(
+            "httpBasicAuth",
+            "[eval] HTTP Basic",
+            "EVAL_HTTP_BASIC_PASSWORD",
+            lambda s: {"user": "eval-user", "password": s},
+        ),
+    )
+}
+
+SUPPORTED_TYPES: frozenset[str] = frozenset(TEMPLATES)
+
+
+class UnknownCredentialType(UserError):
+    """A case declared a credential type without a template here."""
+
+
+class CredentialBody(NamedTuple):
+    """What ``POST /rest/credentials`` needs: ``(type, data, name)``."""
+
+    type: str
+    data: dict[str, Any]
+    name: str
+
+
+def template_for(credential_type: str) -> CredentialTemplate:
+    try:
+        return TEMPLATES[credential_type]
+    except KeyError:
+        raise UnknownCredentialType(
+            f"credential type {credential_type!r} has no template in orchestrator/build/credentials.py "
+            f"(supported: {', '.join(sorted(SUPPORTED_TYPES))})"
+        ) from None
+
+
+def credential_body(
+    credential_type: str, name: str | None = None, *, env: Mapping[str, str] | None = None
+) -> CredentialBody:
+    """Type, data and name (``name`` or the type's default) for one declared credential."""
+    template = template_for(credential_type)
+    live = (env if env is not None else os.environ).get(template.env_var, "").strip()
+    if live:
+        register_secret(live)
+    return CredentialBody(template.type, template.build(live or template.placeholder), name or template.default_name)
+
+
+def credential_bodies(
+    declared: Iterable[tuple[str, str | None]], *, env: Mapping[str, str] | None = None
+) -> list[CredentialBody]:
+    """Bodies for ``(type, name-or-None)`` pairs in order; a repeated name gets `` #2``, `` #3``…"""
+    seen: dict[str, int] = {}
+    out: list[CredentialBody] = []
+    for credential_type, name in declared:
+        body = credential_body(credential_type, name, env=env)
+        seen[body.name] = seen.get(body.name, 0) + 1
+        if seen[body.name] > 1:
+            body = body._replace(name=f"{body.name} #{seen[body.name]}")
+        out.append(body)
+    return out

@@ -1,0 +1,147 @@
+"""Build users: every build runs as its own freshly invited member of the lane.
+
+MCP visibility is user-scoped, so a member sees exactly what we put in its personal project: the
+case's declared credentials and seed workflows, nothing of concurrent builds. Members are invited
+through the lane owner in batches (the invitations endpoint is rate-limited), accepted lazily when
+a build needs one, and deleted after the build; deleting a user also deletes what is left in its
+personal project — which is how a build that never printed its workflow id leaks nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass, field
+
+from orchestrator.build.credentials import credential_bodies
+from orchestrator.cases import CredentialSpec
+from orchestrator.lanes.model import Lane
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.errors import N8nError
+from orchestrator.n8n.rest import N8nClient, N8nSession
+from orchestrator.redact import redact, register_secret
+
+log = logging.getLogger(__name__)
+
+INVITE_BATCH = 8
+
+
+@dataclass
+class BuildUser:
+    user_id: str
+    email: str
+    session: N8nSession
+    mcp_key: str = field(repr=False)
+    project_id: str
+    credential_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Invite:
+    email: str
+    user_id: str
+    token: str = field(repr=False)
+
+
+class BuildUserPool:
+    """Per-lane supply of fresh members, invited ``INVITE_BATCH`` at a time through the owner."""
+
+    def __init__(self, lane: Lane, owner: N8nSession, client: N8nClient, ledger: Ledger) -> None:
+        self.lane = lane
+        self.owner = owner
+        self.client = client
+        self.ledger = ledger
+        self._nonce = secrets.token_hex(3)
+        self._seq = 0
+        self._pending: list[_Invite] = []
+        self._lock = asyncio.Lock()
+
+    async def _invite_batch(self) -> None:
+        emails = []
+        for _ in range(INVITE_BATCH):
+            self._seq += 1
+            emails.append(f"eval-build-{self._nonce}-{self._seq}@n8n-eval.invalid")
+        invitations = await self.owner.invite(emails)
+        for inv in invitations:
+            register_secret(inv.token)
+            self.ledger.created("user", inv.user_id, lane=self.lane.lane_id, email=inv.email, state="invited")
+            self._pending.append(_Invite(inv.email, inv.user_id, inv.token))
+
+    async def acquire(self, credentials: list[CredentialSpec]) -> BuildUser:
+        async with self._lock:
+            if not self._pending:
+                await self._invite_batch()
+            invite = self._pending.pop(0)
+        password = f"Bu{secrets.token_urlsafe(16)}7"
+        register_secret(password)
+        session = await self.client.accept_invitation(invite.token, "Eval", "Builder", password)
+        try:
+            key = await session.rotate_mcp_key()
+            register_secret(key)
+            project_id = await session.personal_project()
+            user = BuildUser(invite.user_id, invite.email, session, key, project_id)
+            for body in credential_bodies((c.type, c.name) for c in credentials):
+                cid = await session.create_credential(body.name, body.type, body.data, project_id=project_id)
+                self.ledger.created("credential", cid, lane=self.lane.lane_id, type=body.type, user=invite.user_id)
+                user.credential_ids.append(cid)
+        except BaseException:
+            await session.aclose()
+            await self._delete_user(invite.user_id)
+            raise
+        return user
+
+    async def release(self, user: BuildUser, *, keep: bool = False) -> list[str]:
+        """Delete the user's workflows, credentials and the user; return failures (never raise)."""
+        failures: list[str] = []
+        if keep:
+            await user.session.aclose()
+            return failures
+        try:
+            leftovers = await user.session.list_workflows()
+        except N8nError as exc:
+            leftovers = []
+            failures.append(redact(f"{self.lane.lane_id}: list workflows of {user.email}: {exc}"))
+        for wf in leftovers:
+            wid = str(wf.get("id"))
+            try:
+                await user.session.delete_workflow(wid)
+                self.ledger.deleted("workflow", wid, lane=self.lane.lane_id)
+            except N8nError as exc:
+                msg = redact(f"{self.lane.lane_id}: delete workflow {wid}: {exc}")
+                self.ledger.delete_failed("workflow", wid, msg, lane=self.lane.lane_id)
+                failures.append(msg)
+        for cid in user.credential_ids:
+            try:
+                await user.session.delete_credential(cid)
+                self.ledger.deleted("credential", cid, lane=self.lane.lane_id)
+            except N8nError as exc:
+                msg = redact(f"{self.lane.lane_id}: delete credential {cid}: {exc}")
+                self.ledger.delete_failed("credential", cid, msg, lane=self.lane.lane_id)
+                failures.append(msg)
+        await user.session.aclose()
+        failure = await self._delete_user(user.user_id)
+        if failure:
+            failures.append(failure)
+        return failures
+
+    async def _delete_user(self, user_id: str) -> str | None:
+        try:
+            await self.owner.delete_user(user_id)
+        except N8nError as exc:
+            msg = redact(f"{self.lane.lane_id}: delete user {user_id}: {exc}")
+            self.ledger.delete_failed("user", user_id, msg, lane=self.lane.lane_id)
+            log.warning("%s", msg)
+            return msg
+        self.ledger.deleted("user", user_id, lane=self.lane.lane_id)
+        return None
+
+    async def close(self) -> list[str]:
+        """Delete invited users no build used."""
+        failures = []
+        for invite in self._pending:
+            if failure := await self._delete_user(invite.user_id):
+                failures.append(failure)
+        self._pending.clear()
+        return failures
+

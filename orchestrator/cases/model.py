@@ -1,0 +1,185 @@
+"""One evaluation case: what the user says (``conversation``), what the build is graded on
+(``executionScenarios``, ``processExpectations``, ``outcomeExpectations``), and the world it
+starts in (``credentials``, ``seed``).
+
+JSON uses camelCase (``triggerType``); Python attributes are snake_case (``trigger_type``); both
+are accepted on input. Validation applies every load-time rule, so an ``EvalCase`` that exists
+is one the harness can run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from orchestrator.cases.base import CaseModel
+from orchestrator.cases.credentials import CredentialSpec
+from orchestrator.cases.issues import raise_violations
+from orchestrator.cases.rules import check_case, director_notes
+from orchestrator.cases.seed import InlineSeed, ReplaySeed, Seed
+
+Complexity = Literal["simple", "medium", "complex"]
+TriggerType = Literal["manual", "webhook", "schedule", "form"]
+DEFAULT_DATASETS: tuple[str, ...] = ("full",)
+SETUP_PANEL_EXECUTE = "setup-panel-execute"
+
+#: Keys of the pre-union seeding design; a case carrying one fails by name rather than running
+#: unseeded.
+PRE_UNION_SEED_KEYS: tuple[str, ...] = (
+    "conversationSeed",
+    "priorConversation",
+    "seedThread",
+    "seedFile",
+)
+RETIRED_KEYS: tuple[str, ...] = ("buildExpectations", *PRE_UNION_SEED_KEYS)
+
+
+def _join_lines(value: object) -> object:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "\n".join(value)
+    raise ValueError("text must be a string or a list of strings")
+
+
+TurnText = Annotated[str, BeforeValidator(_join_lines)]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+class Attachment(CaseModel):
+    """The resource the user has open when they start the conversation (editor hand-off)."""
+
+    workflow: NonEmptyStr | None = None
+    agent: NonEmptyStr | None = None
+    source: Literal["setup-panel-execute"] | None = None
+
+    @property
+    def kind(self) -> Literal["workflow", "agent"]:
+        return "workflow" if self.workflow is not None else "agent"
+
+    @property
+    def ref(self) -> str:
+        return self.workflow if self.workflow is not None else self.agent or ""
+
+
+class Turn(CaseModel):
+    role: Literal["user", "assistant"]
+    #: Always a string once validated (a list of lines is joined with newlines).
+    text: TurnText
+    attach: Attachment | None = None
+
+    @property
+    def director_notes(self) -> list[str]:
+        return director_notes(self.text) if self.role == "user" else []
+
+
+class ExecutionScenario(CaseModel):
+    name: NonEmptyStr
+    description: str
+    data_setup: str
+    success_criteria: str
+    requires: str | None = None
+    #: Typed data tables created and row-seeded before this scenario executes (opaque here).
+    seed_data_tables: list[dict[str, Any]] = Field(default_factory=list, max_length=20)
+
+
+class EvalCase(CaseModel):
+    description: str | None = None
+    conversation: list[Turn] = Field(default_factory=list)
+    complexity: Complexity
+    tags: list[str]
+    trigger_type: TriggerType | None = None
+    datasets: list[str] = Field(default_factory=lambda: list(DEFAULT_DATASETS), min_length=1)
+    execution_scenarios: list[ExecutionScenario] = Field(default_factory=list)
+    process_expectations: list[NonEmptyStr] = Field(default_factory=list)
+    outcome_expectations: list[NonEmptyStr] = Field(default_factory=list)
+    credentials: list[CredentialSpec] = Field(default_factory=list)
+    message_budget: Annotated[StrictInt, Field(gt=0)] | None = None
+    requires_memory_compaction: StrictBool = False
+    allow_user_execution: StrictBool = False
+    seed: Seed | None = None
+
+    # Retired keys: declared only so their presence fails with a migration hint.
+    build_expectations: Any = Field(default=None, exclude=True, repr=False)
+    conversation_seed: Any = Field(default=None, exclude=True, repr=False)
+    prior_conversation: Any = Field(default=None, exclude=True, repr=False)
+    seed_thread: Any = Field(default=None, exclude=True, repr=False)
+    seed_file: Any = Field(default=None, exclude=True, repr=False)
+
+    @field_validator(
+        "build_expectations",
+        "conversation_seed",
+        "prior_conversation",
+        "seed_thread",
+        "seed_file",
+        mode="before",
+    )
+    @classmethod
+    def _retired(cls, value: object, info: ValidationInfo) -> object:
+        if info.field_name == "build_expectations":
+            raise ValueError(
+                "`buildExpectations` is no longer supported: split it into processExpectations "
+                "(about the build conversation) and outcomeExpectations (about the result)"
+            )
+        key = cls.model_fields[info.field_name or ""].alias
+        raise ValueError(
+            f"`{key}` is a pre-union seeding key and is no longer supported: declare the seed in "
+            "`seed` with mode 'inline' (authored history) or 'replay' (a LangSmith threadId)"
+        )
+
+    @model_validator(mode="after")
+    def _rules(self) -> EvalCase:
+        raise_violations(check_case(self))
+        return self
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def is_build_only(self) -> bool:
+        """No execution scenarios: graded by expectations and the workflow checks only."""
+        return not self.execution_scenarios
+
+    @property
+    def is_single_prompt(self) -> bool:
+        """One user turn and nothing else: sent as-is with every confirmation auto-approved."""
+        turns = self.conversation
+        return len(turns) == 1 and turns[0].role == "user" and not self.is_replay
+
+    @property
+    def is_replay(self) -> bool:
+        return isinstance(self.seed, ReplaySeed)
+
+    @property
+    def inline_seed(self) -> InlineSeed | None:
+        return self.seed if isinstance(self.seed, InlineSeed) else None
+
+    @property
+    def expectation_count(self) -> int:
+        return len(self.process_expectations) + len(self.outcome_expectations)
+
+    @property
+    def opening_attachment(self) -> Attachment | None:
+        return self.conversation[0].attach if self.conversation else None
+
+    def opening_prompt(self) -> str:
+        """The text of turn 0, sent to the builder verbatim.
+
+        Raises ``ValueError`` for a replay-seeded case without a conversation: its live turn
+        comes from the trace, not the case.
+        """
+        if not self.conversation:
+            raise ValueError("this case has no conversation: its live turn comes from a replay seed")
+        return self.conversation[0].text
+
+    def to_json(self) -> dict[str, Any]:
+        """The case body as camelCase JSON (retired keys never appear)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

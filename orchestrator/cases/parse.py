@@ -1,0 +1,76 @@
+"""Turn raw input (JSON text or a decoded object) into an :class:`EvalCase` or a list of issues.
+
+Never raises for bad input: every problem becomes a :class:`CaseIssue`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.cases.issues import (
+    JSON_FIELD,
+    ROOT_FIELD,
+    CaseIssue,
+    issues_from_validation_error,
+)
+from orchestrator.cases.model import EvalCase
+
+ParseResult = tuple[EvalCase | None, list[CaseIssue]]
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}
+    return names.get(type(value), type(value).__name__)
+
+
+def parse_case(data: object, source: str) -> ParseResult:
+    """Validate one decoded case body."""
+    if not isinstance(data, dict):
+        message = f"a case must be a JSON object, got {_json_type(data)}"
+        return None, [CaseIssue(source, ROOT_FIELD, message)]
+    try:
+        return EvalCase.model_validate(data), []
+    except ValidationError as exc:
+        return None, issues_from_validation_error(source, exc)
+    except RecursionError:
+        return None, [CaseIssue(source, ROOT_FIELD, "the case is nested too deeply to validate")]
+
+
+class _DuplicateKeys(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeys(key)
+        result[key] = value
+    return result
+
+
+def decode_json(text: str, source: str) -> tuple[object, list[CaseIssue]]:
+    """Decode JSON text; a syntax error is reported with its line and column."""
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicate_keys), []
+    except json.JSONDecodeError as exc:
+        message = f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+        return None, [CaseIssue(source, JSON_FIELD, message)]
+    except _DuplicateKeys as exc:
+        message = f"duplicate key {exc.key!r} in one object (only one value would survive)"
+        return None, [CaseIssue(source, JSON_FIELD, message)]
+    except RecursionError:
+        return None, [CaseIssue(source, JSON_FIELD, "the document is nested too deeply")]
+
+
+def parse_case_text(text: str, source: str) -> ParseResult:
+    data, issues = decode_json(text, source)
+    if issues:
+        return None, issues
+    return parse_case(data, source)

@@ -1,0 +1,258 @@
+"""The ``seed`` slot: history and artifacts restored into the build thread before the live turn.
+
+One slot, two modes (a discriminated union on ``mode``):
+
+* ``inline`` — authored in the case body: prior ``messages`` plus the ``workflows``, ``dataTables``,
+  ``agents``, ``folders`` and ``projects`` they reference, and ``priorRuns`` (executions staged
+  before the live turn).
+* ``replay`` — only a LangSmith ``threadId``; the harness rebuilds the thread at run time and the
+  trace supplies the live turn.
+
+Messages may be written as ``{role, text}`` shorthand; it is expanded into a full envelope stamped
+on fixed, ascending slots in the past (never derived from the clock, so loading is reproducible).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from orchestrator.cases.base import CaseModel, OpenModel
+from orchestrator.cases.issues import Violation, raise_violations
+from orchestrator.cases.rules import check_inline_seed, check_seed_message
+
+#: The seed id remap refuses to rewrite shorter ids safely.
+MIN_ARTIFACT_ID_LENGTH = 8
+MAX_SEED_FOLDERS = 20
+FOLDER_NAME_MAX_LENGTH = 128
+
+#: Fixed timestamp slots for seeded messages: message ``i`` sits at ``base + i * step``.
+SEED_SLOT_BASE = datetime(2024, 1, 1, tzinfo=UTC)
+SEED_SLOT_STEP = timedelta(minutes=1)
+SHORTHAND_MESSAGE_TYPE = "llm"
+
+
+def seed_slot(index: int) -> datetime:
+    return SEED_SLOT_BASE + index * SEED_SLOT_STEP
+
+
+def _artifact_id(value: str) -> str:
+    if len(value) < MIN_ARTIFACT_ID_LENGTH:
+        raise ValueError(
+            f"id {value!r} is shorter than {MIN_ARTIFACT_ID_LENGTH} characters "
+            "(the seed id remap refuses short ids)"
+        )
+    return value
+
+
+def _folder_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("folder name must not be blank")
+    if value != value.strip():
+        raise ValueError("folder name must be trimmed (no leading or trailing whitespace)")
+    if "/" in value:
+        raise ValueError("folder name cannot contain '/' (it separates folderPath segments)")
+    if len(value) > FOLDER_NAME_MAX_LENGTH:
+        raise ValueError(f"folder name is longer than {FOLDER_NAME_MAX_LENGTH} characters")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError("folder name must not contain control characters")
+    return value
+
+
+ArtifactId = Annotated[str, AfterValidator(_artifact_id)]
+FolderName = Annotated[str, AfterValidator(_folder_name)]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+
+class SeedWorkflow(OpenModel):
+    id: ArtifactId
+    name: NonEmptyStr
+    nodes: list[dict[str, Any]] = Field(default_factory=list)
+    connections: dict[str, Any] = Field(default_factory=dict)
+    #: A ``seed.folders[].id``; omitted → the project root.
+    parent_folder_id: str | None = None
+
+
+class SeedDataTable(OpenModel):
+    """Created schema-only (no rows) on the lane."""
+
+    id: ArtifactId
+    name: NonEmptyStr
+    columns: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AgentSkillRef(OpenModel):
+    type: str = "skill"
+    id: NonEmptyStr
+
+
+class AgentConfig(OpenModel):
+    name: NonEmptyStr
+    skills: list[AgentSkillRef] = Field(default_factory=list)
+
+
+class AgentSkill(OpenModel):
+    name: str | None = None
+    description: str | None = None
+    instructions: str | None = None
+
+
+class SeedAgent(OpenModel):
+    id: ArtifactId
+    config: AgentConfig
+    #: Skill bodies keyed by the id ``config.skills[].id`` refers to.
+    skills: dict[str, AgentSkill] = Field(default_factory=dict)
+
+
+class SeedFolder(CaseModel):
+    id: ArtifactId
+    name: FolderName
+    parent_folder_id: str | None = None
+
+
+class SeedProject(OpenModel):
+    id: ArtifactId
+    name: NonEmptyStr
+
+
+class PriorRun(CaseModel):
+    """A run of a seeded workflow staged before the live turn; ``hints`` steer its mocks."""
+
+    workflow: NonEmptyStr
+    hints: str = ""
+
+
+class SeedMessage(OpenModel):
+    """A stored thread message. Only the envelope is checked; content blocks and unknown keys are
+    kept as authored. A ``custom`` message is stored but never rendered, so it may omit ``role``
+    and carry any content."""
+
+    id: NonEmptyStr
+    type: NonEmptyStr
+    role: Literal["user", "assistant"] | None = None
+    created_at: datetime
+    content: Any = None
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        try:
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("createdAt is out of the representable range") from None
+
+    @model_validator(mode="after")
+    def _envelope(self) -> SeedMessage:
+        raise_violations(check_seed_message(self))
+        return self
+
+
+def _is_shorthand(item: object) -> bool:
+    if not isinstance(item, dict) or set(item) != {"role", "text"}:
+        return False
+    text = item["text"]
+    return item["role"] in ("user", "assistant") and (
+        isinstance(text, str) or (isinstance(text, list) and all(isinstance(t, str) for t in text))
+    )
+
+
+def expand_shorthand(item: dict[str, Any], index: int) -> dict[str, Any]:
+    text = item["text"] if isinstance(item["text"], str) else "\n".join(item["text"])
+    return {
+        "id": f"seed-message-{index + 1:04d}",
+        "role": item["role"],
+        "type": SHORTHAND_MESSAGE_TYPE,
+        "createdAt": seed_slot(index).isoformat().replace("+00:00", "Z"),
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def _stamps_in_order(messages: list[SeedMessage], now: datetime) -> bool:
+    stamps = [m.created_at for m in messages]
+    ascending = all(earlier < later for earlier, later in zip(stamps, stamps[1:], strict=False))
+    return ascending and all(stamp <= now for stamp in stamps)
+
+
+class InlineSeed(CaseModel):
+    mode: Literal["inline"]
+    messages: list[SeedMessage] = Field(default_factory=list)
+    workflows: list[SeedWorkflow] = Field(default_factory=list)
+    data_tables: list[SeedDataTable] = Field(default_factory=list)
+    agents: list[SeedAgent] = Field(default_factory=list)
+    folders: list[SeedFolder] = Field(default_factory=list, max_length=MAX_SEED_FOLDERS)
+    projects: list[SeedProject] = Field(default_factory=list)
+    prior_runs: list[PriorRun] = Field(default_factory=list)
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _expand_shorthand(cls, value: object) -> object:
+        if not isinstance(value, list):
+            return value
+        return [expand_shorthand(m, i) if _is_shorthand(m) else m for i, m in enumerate(value)]
+
+    @field_validator("messages")
+    @classmethod
+    def _restamp(cls, messages: list[SeedMessage]) -> list[SeedMessage]:
+        """Keep authored stamps only if the whole sequence ascends and sits in the past;
+        otherwise move every message onto the fixed slots, preserving array order."""
+        if not _stamps_in_order(messages, datetime.now(UTC)):
+            for index, message in enumerate(messages):
+                message.created_at = seed_slot(index)
+        return messages
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> InlineSeed:
+        raise_violations(check_inline_seed(self))
+        return self
+
+    def workflow_ids(self) -> set[str]:
+        return {w.id for w in self.workflows}
+
+    def agent_ids(self) -> set[str]:
+        return {a.id for a in self.agents}
+
+
+class ReplaySeed(CaseModel):
+    mode: Literal["replay"]
+    thread_id: NonEmptyStr
+    project: NonEmptyStr = "instance-ai"
+    #: Pins the LangSmith host the source trace lives on.
+    endpoint: str | None = None
+    #: Pins which user turn is sent live (its LangSmith run id).
+    live_turn_run_id: NonEmptyStr | None = None
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"endpoint must be an http(s) URL, got {value!r}")
+        return value
+
+
+Seed = Annotated[InlineSeed | ReplaySeed, Field(discriminator="mode")]
+
+__all__ = [
+    "AgentConfig",
+    "AgentSkill",
+    "AgentSkillRef",
+    "InlineSeed",
+    "PriorRun",
+    "ReplaySeed",
+    "Seed",
+    "SeedAgent",
+    "SeedDataTable",
+    "SeedFolder",
+    "SeedMessage",
+    "SeedProject",
+    "SeedWorkflow",
+    "seed_slot",
+]

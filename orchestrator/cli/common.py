@@ -1,0 +1,29 @@
+"""Helpers shared by the CLI commands: option checks that name the flag, and running coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any, Coroutine, TypeVar
+
+from orchestrator.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def positive(value: int | None, flag: str, *, allow_zero: bool = False) -> int | None:
+    if value is None:
+        return None
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "≥ 0" if allow_zero else "≥ 1"
+        raise ConfigError(f"{flag}: must be {bound}, got {value}")
+    return value
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)

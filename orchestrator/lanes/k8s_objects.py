@@ -1,0 +1,325 @@
+"""The Kubernetes objects of a ``kubernetes`` lane pool, built as plain dicts (no API calls here).
+
+Per run: one NetworkPolicy (only the orchestrator reaches the run's lanes) and, unless an existing
+Secret is named, one Secret holding the lanes' secret env. Per lane: a Pod running the n8n lane
+image and a ClusterIP Service in front of it.
+
+Every object carries the same labels, which are the only index ``sweep`` needs::
+
+    app.kubernetes.io/name=n8n-eval-lane
+    app.kubernetes.io/managed-by=n8n-eval-orchestrator
+    app.kubernetes.io/instance=<run label>
+    n8n-eval/run-id=<run label>
+    n8n-eval/lane-index=<index>          (pods and services only)
+    n8n-eval/lane=<pod name>             (pods and services only; what a Service selects)
+
+``<run label>`` is the run id made fit for a label value (see :func:`run_label`); the raw run id is
+kept in the ``n8n-eval/run-id`` annotation.
+
+When the orchestrator itself runs in the cluster, the downward API gives it ``POD_NAME``,
+``POD_NAMESPACE`` and ``POD_UID`` (and, for a Job owner, ``JOB_NAME`` / ``JOB_UID`` from the pod's
+``batch.kubernetes.io/job-name`` / ``batch.kubernetes.io/controller-uid`` labels). Every object then
+gets an ``ownerReference`` to that Pod (or Job) so the cluster garbage-collects the lanes when the
+orchestrator dies. Owners are namespaced: a reference is only set when the lanes live in the
+orchestrator's own namespace (a cross-namespace owner makes the garbage collector delete the child).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from orchestrator.lanes.model import LaneSpec
+
+N8N_PORT = 5678
+CONTAINER_NAME = "n8n"
+LANE_APP = "n8n-eval-lane"
+ORCHESTRATOR_APP = "n8n-eval-orchestrator"
+MANAGED_BY = "n8n-eval-orchestrator"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_RUN_ID = "n8n-eval/run-id"
+LABEL_LANE_INDEX = "n8n-eval/lane-index"
+LABEL_LANE = "n8n-eval/lane"
+ANNOTATION_RUN_ID = "n8n-eval/run-id"
+
+#: Downward-API env the orchestrator reads to own its lanes (the Helm chart sets all of them).
+ENV_POD_NAME = "POD_NAME"
+ENV_POD_NAMESPACE = "POD_NAMESPACE"
+ENV_POD_UID = "POD_UID"
+ENV_JOB_NAME = "JOB_NAME"
+ENV_JOB_UID = "JOB_UID"
+
+#: Where the lane's n8n keeps its SQLite database: an emptyDir, gone with the pod.
+USER_FOLDER = "/var/lib/n8n-lane"
+DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.cluster.local:{port}"
+
+OwnerKind = Literal["pod", "job", "none"]
+_LABEL_OK = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """The object lanes belong to: the orchestrator's Pod or Job."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    namespace: str
+
+    def as_dict(self) -> dict[str, Any]:
+        # blockOwnerDeletion would need `update` on the owner's finalizers: not worth the RBAC.
+        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid, "controller": False}
+
+
+def owner_from_env(env: Mapping[str, str], kind: OwnerKind = "pod") -> OwnerRef | None:
+    """The owner named by the downward-API env, or None when not running in a cluster."""
+    namespace = env.get(ENV_POD_NAMESPACE, "")
+    if kind == "none" or not namespace:
+        return None
+    if kind == "job":
+        name, uid = env.get(ENV_JOB_NAME, ""), env.get(ENV_JOB_UID, "")
+        return OwnerRef("batch/v1", "Job", name, uid, namespace) if name and uid else None
+    name, uid = env.get(ENV_POD_NAME, ""), env.get(ENV_POD_UID, "")
+    return OwnerRef("v1", "Pod", name, uid, namespace) if name and uid else None
+
+
+def _short_hash(text: str, n: int = 6) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def run_label(run_id: str) -> str:
+    """``run_id`` as a label value and DNS-label fragment: lower-case ``[a-z0-9-]``, ≤ 40 chars.
+
+    Ids that had to change (case, characters, length) get a hash suffix so two runs never collide.
+    """
+    slug = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")
+    if slug == run_id and len(slug) <= 40:
+        return slug
+    return f"{slug[:33].strip('-')}-{_short_hash(run_id)}".strip("-")
+
+
+def pod_name(run_id: str, index: int, attempt: int = 0) -> str:
+    """Pod (and Service) name of lane ``index``; a replacement lane gets a new ``attempt``."""
+    return f"n8n-lane-{run_label(run_id)}-{index}-{attempt}"
+
+
+def network_policy_name(run_id: str) -> str:
+    return f"n8n-lanes-{run_label(run_id)}"
+
+
+def secret_name(run_id: str) -> str:
+    return f"n8n-lanes-{run_label(run_id)}-env"
+
+
+def run_labels(run_id: str, component: str) -> dict[str, str]:
+    value = run_label(run_id)
+    return {
+        LABEL_NAME: LANE_APP,
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_INSTANCE: value,
+        LABEL_COMPONENT: component,
+        LABEL_RUN_ID: value,
+    }
+
+
+def lane_labels(run_id: str, index: int, attempt: int = 0) -> dict[str, str]:
+    return {**run_labels(run_id, "lane"), LABEL_LANE_INDEX: str(index), LABEL_LANE: pod_name(run_id, index, attempt)}
+
+
+def lane_selector(run_id: str, index: int, attempt: int = 0) -> dict[str, str]:
+    """What a lane's Service selects: exactly its own pod (a replacement has another attempt)."""
+    return {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id), LABEL_LANE: pod_name(run_id, index, attempt)}
+
+
+def sweep_selector(run_id: str | None = None) -> str:
+    """Label selector for everything this orchestrator created: one run, or every run."""
+    parts = [f"{LABEL_NAME}={LANE_APP}", f"{LABEL_MANAGED_BY}={MANAGED_BY}"]
+    if run_id is not None:
+        parts.append(f"{LABEL_RUN_ID}={run_label(run_id)}")
+    return ",".join(parts)
+
+
+def _metadata(name: str, namespace: str, labels: dict[str, str], run_id: str, owner: OwnerRef | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": {ANNOTATION_RUN_ID: run_id},
+    }
+    if owner is not None and owner.namespace == namespace:
+        meta["ownerReferences"] = [owner.as_dict()]
+    return meta
+
+
+def secret_object(run_id: str, namespace: str, secret_env: Mapping[str, str], owner: OwnerRef | None = None) -> dict[str, Any]:
+    """The per-run Secret the lanes' secret env is read from (``valueFrom.secretKeyRef``)."""
+    bad = [k for k in secret_env if not _ENV_NAME.match(k)]
+    if bad:
+        raise ValueError(f"secret env names not usable as Secret keys: {', '.join(sorted(bad))}")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _metadata(secret_name(run_id), namespace, run_labels(run_id, "lane-secrets"), run_id, owner),
+        "type": "Opaque",
+        "stringData": dict(sorted(secret_env.items())),
+    }
+
+
+def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = None) -> dict[str, Any]:
+    """One policy per run: the run's lanes admit ingress only from orchestrator pods, on the n8n port.
+
+    The lanes expose ``POST /rest/e2e/reset`` (it wipes a lane), so nothing else may reach them.
+    Egress stays open: lanes call the model provider.
+    """
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(network_policy_name(run_id), namespace, run_labels(run_id, "lane-network-policy"), run_id, owner),
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id)}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": {"matchLabels": {LABEL_NAME: ORCHESTRATOR_APP}}}],
+                    "ports": [{"protocol": "TCP", "port": N8N_PORT}],
+                }
+            ],
+        },
+    }
+
+
+def lane_env(spec: LaneSpec, secret: str) -> list[dict[str, Any]]:
+    """Plain env from ``spec.env``; secret env only as references into ``secret``, never as values."""
+    forced = {
+        "N8N_PORT": str(N8N_PORT),
+        "N8N_LISTEN_ADDRESS": "0.0.0.0",
+        "N8N_USER_FOLDER": USER_FOLDER,
+        "HOME": USER_FOLDER,
+    }
+    plain = {k: v for k, v in spec.env.items() if k not in spec.secret_env and k not in forced}
+    plain.update(forced)
+    env: list[dict[str, Any]] = [{"name": k, "value": str(v)} for k, v in sorted(plain.items())]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k, "optional": False}}}
+        for k in sorted(spec.secret_env)
+    ]
+    return env
+
+
+def _probe(path: str, *, period: int, failures: int, timeout: int = 3) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "http", "scheme": "HTTP"},
+        "periodSeconds": period,
+        "timeoutSeconds": timeout,
+        "failureThreshold": failures,
+    }
+
+
+def pod_object(
+    run_id: str,
+    index: int,
+    namespace: str,
+    spec: LaneSpec,
+    *,
+    secret: str,
+    attempt: int = 0,
+    image: str | None = None,
+    image_pull_policy: str = "IfNotPresent",
+    run_as_user: int = 1000,
+    owner: OwnerRef | None = None,
+) -> dict[str, Any]:
+    """One n8n lane. ``restartPolicy: Never``: a crashed lane is dead (and replaced), not silently reborn."""
+    res = spec.resources
+    startup_failures = max(6, int(spec.ready_timeout_s // 5) + 1)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt), run_id, owner),
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            # Service links would inject e.g. N8N_PORT=tcp://… for a Service named n8n.
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 10,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": run_as_user,
+                "runAsGroup": run_as_user,
+                "fsGroup": run_as_user,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": CONTAINER_NAME,
+                    "image": image or spec.image,
+                    "imagePullPolicy": image_pull_policy,
+                    "ports": [{"name": "http", "containerPort": N8N_PORT, "protocol": "TCP"}],
+                    "env": lane_env(spec, secret),
+                    "startupProbe": _probe("/healthz", period=5, failures=startup_failures),
+                    "readinessProbe": _probe("/healthz/readiness", period=2, failures=3),
+                    "livenessProbe": _probe("/healthz", period=10, failures=6, timeout=5),
+                    "resources": {
+                        "requests": {"cpu": res.cpu_request, "memory": res.memory_request},
+                        "limits": {"cpu": res.cpu_limit, "memory": res.memory_limit},
+                    },
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "allowPrivilegeEscalation": False,
+                        "privileged": False,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "volumeMounts": [
+                        {"name": "lane-data", "mountPath": USER_FOLDER},
+                        {"name": "tmp", "mountPath": "/tmp"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "lane-data", "emptyDir": {}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None) -> dict[str, Any]:
+    """ClusterIP Service of one lane, named like its pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(
+            pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt), run_id, owner
+        ),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": lane_selector(run_id, index, attempt),
+            "ports": [{"name": "http", "port": N8N_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def lane_url(template: str, *, service: str, namespace: str, index: int, base_port: int) -> str:
+    """Render ``url_template``: fields ``{service} {pod} {namespace} {index} {port} {local_port}``.
+
+    ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use.
+    """
+    try:
+        url = template.format(
+            service=service, pod=service, namespace=namespace, index=index, port=N8N_PORT, local_port=base_port + index
+        )
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"url_template {template!r}: unknown or malformed field {exc}") from None
+    return url.rstrip("/")
+
+
+def check_label_value(value: str) -> bool:
+    return len(value) <= 63 and bool(_LABEL_OK.match(value))

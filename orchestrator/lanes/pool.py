@@ -1,0 +1,29 @@
+"""Glue between profiles, specs and the ledger: build a LaneSpec, rebuild Lanes from ledger entries."""
+
+from __future__ import annotations
+
+from orchestrator.lanes.install import N8N_VERSION
+from orchestrator.lanes.model import Lane, LaneSpec, LaneState
+from orchestrator.lanes.profiles import resolve_env
+from orchestrator.ledger import Entry
+
+
+def make_spec(profile: str, overrides: list[str] | None = None, **kwargs) -> LaneSpec:
+    env, secret_env = resolve_env(profile, overrides)
+    return LaneSpec(n8n_version=N8N_VERSION, profile=profile, env=env, secret_env=secret_env, **kwargs)
+
+
+def lane_from_entry(run_id: str, entry: Entry) -> Lane:
+    """A Lane handle rebuilt from its ledger ``create`` record (for status, down and cleanup)."""
+    meta = entry.meta
+    handle = str(meta.get("pid") or meta.get("container_id") or meta.get("pod") or meta.get("name") or entry.id)
+    return Lane(
+        lane_id=entry.id,
+        index=int(meta.get("index", 0) or 0),
+        base_url=str(meta.get("base_url", "")),
+        backend=str(meta.get("backend", "process")),
+        run_id=run_id,
+        state=LaneState.starting,
+        handle=handle,
+        started_at=entry.created_at,
+    )

@@ -1,0 +1,243 @@
+"""The ``process`` backend, the embedded default: one real n8n process per lane on loopback.
+
+Each lane gets its own user folder (SQLite database), its own ``N8N_PORT`` and its own
+``N8N_RUNNERS_BROKER_PORT`` (the task broker's default 5679 collides between lanes: with only the
+HTTP port distinct, three of four lanes died). Lanes run in their own session so a Ctrl-C to the
+orchestrator reaches us, not them, and we stop them in order. Every lane process carries
+``N8N_EVAL_RUN_ID`` in its environment: that is the process backend's *label*, which
+``sweep`` uses to find lanes a crashed orchestrator left, even without a ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from orchestrator.lanes.backend import LaneBackend, LaneError, register_backend
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.lanes.model import Lane, LaneSpec, LaneState
+from orchestrator.lanes.ports import release_ports, reserve_ports
+from orchestrator.redact import redact
+
+RUN_LABEL = "N8N_EVAL_RUN_ID"
+INDEX_LABEL = "N8N_EVAL_LANE_INDEX"
+_KEEP_ENV = ("LANG", "LC_ALL", "TZ", "TMPDIR")
+STOP_GRACE_S = 10.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    env: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def labelled_processes(run_id: str | None = None) -> list[int]:
+    """PIDs of lane processes (and their children) carrying our run label."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if pid == os.getpid():
+            continue
+        label = _environ(pid).get(RUN_LABEL)
+        if label and (run_id is None or label == run_id):
+            pids.append(pid)
+    return sorted(pids)
+
+
+async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the lane's process group, SIGKILL after ``grace_s``, return once it is gone."""
+    try:
+        pgid = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)  # also reaps the task-runner child if n8n left it
+    except ProcessLookupError:
+        pass
+    for _ in range(50):
+        if not _alive(pid):
+            return
+        await asyncio.sleep(0.1)
+
+
+@register_backend
+class ProcessBackend(LaneBackend):
+    name = "process"
+
+    def __init__(self, run_id, ledger, state_dir, **options):
+        super().__init__(run_id, ledger, state_dir, **options)
+        self.toolchain = Toolchain(Path(str(options.get("cache") or default_cache_dir())))
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._http = httpx.AsyncClient(timeout=5.0)
+
+    def lanes_dir(self) -> Path:
+        return self.state_dir / "runs" / self.run_id / "lanes"
+
+    def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
+        env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+        env.update(spec.env)
+        env.update(spec.secret_env)
+        env.update(
+            PATH=self.toolchain.node_path_env(),
+            HOME=str(folder),
+            N8N_USER_FOLDER=str(folder),
+            N8N_PORT=str(port),
+            N8N_LISTEN_ADDRESS="127.0.0.1",
+            N8N_HOST="127.0.0.1",
+            N8N_RUNNERS_BROKER_PORT=str(broker),
+            N8N_RUNNERS_BROKER_LISTEN_ADDRESS="127.0.0.1",
+            **{RUN_LABEL: self.run_id, INDEX_LABEL: str(index)},
+        )
+        return env
+
+    async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        if not self.toolchain.n8n_ready():
+            raise LaneError(
+                f"n8n {self.toolchain.n8n_version} is not installed in {self.toolchain.cache}: "
+                "run `orchestrator lanes install`"
+            )
+        port, broker = reserve_ports(2)
+        lane_id = f"p{index}-{port}"
+        folder = self.lanes_dir() / lane_id
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, mode=0o700)
+        log_path = folder / "n8n.log"
+        lane = Lane(
+            lane_id=lane_id,
+            index=index,
+            base_url=f"http://127.0.0.1:{port}",
+            backend=self.name,
+            run_id=self.run_id,
+            state=LaneState.starting,
+        )
+        env = self._lane_env(spec, index, folder, port, broker)
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(
+                [str(self.toolchain.node_bin), str(self.toolchain.n8n_entry), "start"],
+                cwd=folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        lane.handle = str(proc.pid)
+        self._procs[lane_id] = proc
+        self.ledger.created(
+            "lane", lane_id, lane=lane_id, backend=self.name, index=index, pid=proc.pid, port=port,
+            broker_port=broker, folder=str(folder), base_url=lane.base_url,
+        )
+        return lane
+
+    def _pid(self, lane: Lane) -> int:
+        return int(lane.handle)
+
+    async def health(self, lane: Lane) -> bool:
+        proc = self._procs.get(lane.lane_id)
+        if proc is not None and proc.poll() is not None:
+            return False
+        if proc is None and not _alive(self._pid(lane)):
+            return False
+        try:
+            resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    async def is_gone(self, lane: Lane) -> bool:
+        proc = self._procs.get(lane.lane_id)
+        if proc is not None:
+            return proc.poll() is not None
+        return not _alive(self._pid(lane))
+
+    async def logs(self, lane: Lane, lines: int = 40) -> str:
+        path = self.lanes_dir() / lane.lane_id / "n8n.log"
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return redact("\n".join(text.splitlines()[-lines:]))
+
+    async def teardown(self, lane: Lane) -> None:
+        pid = self._pid(lane)
+        await _kill_group(pid)
+        proc = self._procs.pop(lane.lane_id, None)
+        if proc is not None:
+            proc.poll()
+        if _alive(pid):
+            raise LaneError(f"{lane.describe()}: process {pid} survived SIGKILL")
+        folder = self.lanes_dir() / lane.lane_id
+        self._keep_log(folder, lane.lane_id)
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            raise LaneError(f"{lane.describe()}: could not remove {folder}")
+        release_ports([int(lane.base_url.rsplit(":", 1)[1])])
+        lane.state = LaneState.stopped
+        self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
+
+    def _keep_log(self, folder: Path, lane_id: str) -> None:
+        """Keep a redacted copy of the lane's log beside the ledger; the user folder itself goes."""
+        log = folder / "n8n.log"
+        if not log.exists():
+            return
+        dest = self.state_dir / "runs" / self.run_id / "logs"
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / f"{lane_id}.log").write_text(redact(log.read_text(errors="replace")))
+
+    async def sweep(self, run_id: str | None = None) -> list[str]:
+        removed: list[str] = []
+        for pid in labelled_processes(run_id):
+            if _alive(pid):
+                await _kill_group(pid, grace_s=3.0)
+                removed.append(f"process {pid}")
+        runs_root = self.state_dir / "runs"
+        run_dirs = [runs_root / run_id] if run_id else (list(runs_root.iterdir()) if runs_root.is_dir() else [])
+        for run_dir in run_dirs:
+            lanes_dir = run_dir / "lanes"
+            if lanes_dir.is_dir():
+                for folder in lanes_dir.iterdir():
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed.append(f"folder {folder}")
+        return removed
+
+    async def close(self) -> None:
+        await self._http.aclose()

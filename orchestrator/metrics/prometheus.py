@@ -1,0 +1,157 @@
+"""Prometheus metrics of one run, in their own registry (never the process-global one).
+
+Names are in base units with the conventional suffixes (``_seconds``, ``_total``, ``_usd``).
+Label values come from closed sets only — lane states, unit outcomes, cleanup kinds — so the
+series count is bounded and no case slug, user, workflow id or secret can reach a label.
+The run scrapes them via :meth:`RunMetrics.serve` or pushes them via :meth:`RunMetrics.push`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, push_to_gateway, start_http_server
+
+from orchestrator.lanes.model import LaneState
+from orchestrator.redact import redact
+from orchestrator.results.scoring import UnitOutcome
+
+log = logging.getLogger(__name__)
+
+PREFIX = "n8n_eval"
+
+#: What a cleanup failure was about; anything else is counted as ``other``.
+CLEANUP_KINDS = (
+    "workflow", "credential", "user", "project", "data_table", "folder", "agent", "thread",
+    "lane", "process", "container", "pod", "volume", "other",
+)
+
+LANE_UP_BUCKETS = (5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600)
+BUILD_BUCKETS = (10, 30, 60, 120, 180, 300, 450, 600, 900, 1200, 1800, 3600)
+VERIFY_BUCKETS = (5, 10, 30, 60, 120, 180, 300, 600, 900, 1800)
+
+
+@dataclass
+class MetricsEndpoint:
+    """A running ``/metrics`` HTTP endpoint; :meth:`close` stops it."""
+
+    server: WSGIServer
+    thread: threading.Thread
+    addr: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.addr}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+class RunMetrics:
+    """The metrics the run updates as lanes come up and units flow through."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.lanes = Gauge(f"{PREFIX}_lanes", "Lanes by state.", ["state"], registry=r)
+        self.lane_bringup_seconds = Histogram(
+            f"{PREFIX}_lane_bringup_seconds", "Time from provisioning a lane to it being ready.",
+            buckets=LANE_UP_BUCKETS, registry=r,
+        )
+        self.units_queued = Gauge(f"{PREFIX}_units_queued", "Units waiting for a lane.", registry=r)
+        self.units_in_flight = Gauge(f"{PREFIX}_units_in_flight", "Units building or verifying.", registry=r)
+        self.units_done = Counter(f"{PREFIX}_units_done", "Finished units by outcome.", ["outcome"], registry=r)
+        self.build_seconds = Histogram(f"{PREFIX}_build_seconds", "Build wall time per unit.",
+                                       buckets=BUILD_BUCKETS, registry=r)
+        self.verify_seconds = Histogram(f"{PREFIX}_verify_seconds", "Verification wall time per unit.",
+                                        buckets=VERIFY_BUCKETS, registry=r)
+        self.build_cost_usd = Counter(f"{PREFIX}_build_cost_usd", "Model spend of builds, in US dollars.", registry=r)
+        self.build_turns = Counter(f"{PREFIX}_build_turns", "Agent turns used by builds.", registry=r)
+        self.provider_outage_retries = Counter(
+            f"{PREFIX}_provider_outage_retries", "Builds retried after a model-provider outage.", registry=r)
+        self.cleanup_failures = Counter(f"{PREFIX}_cleanup_failures", "Cleanup steps that failed, by kind.",
+                                        ["kind"], registry=r)
+        self.steals = Counter(f"{PREFIX}_steals", "Units taken over by another lane.", registry=r)
+        for state in LaneState:
+            self.lanes.labels(state=state.value).set(0)
+        for outcome in UnitOutcome:
+            self.units_done.labels(outcome=outcome.value)
+        for kind in CLEANUP_KINDS:
+            self.cleanup_failures.labels(kind=kind)
+
+    # ------------------------------------------------------------------ updates
+
+    def lane_state(self, state_counts: Mapping[LaneState | str, int]) -> None:
+        """Set the lane gauge from a full census; states left out are set to 0."""
+        counts = {LaneState(s).value: n for s, n in state_counts.items()}
+        for state in LaneState:
+            self.lanes.labels(state=state.value).set(counts.get(state.value, 0))
+
+    def lane_up(self, seconds: float) -> None:
+        self.lane_bringup_seconds.observe(seconds)
+
+    def unit_queued(self, n: int = 1) -> None:
+        self.units_queued.inc(n)
+
+    def unit_started(self) -> None:
+        self.units_queued.dec()
+        self.units_in_flight.inc()
+
+    def unit_finished(
+        self,
+        outcome: UnitOutcome | str,
+        build_s: float | None = None,
+        verify_s: float | None = None,
+        cost: float = 0.0,
+        turns: int = 0,
+    ) -> None:
+        label = UnitOutcome(outcome).value
+        self.units_in_flight.dec()
+        self.units_done.labels(outcome=label).inc()
+        if build_s is not None:
+            self.build_seconds.observe(build_s)
+        if verify_s is not None:
+            self.verify_seconds.observe(verify_s)
+        if cost > 0:
+            self.build_cost_usd.inc(cost)
+        if turns > 0:
+            self.build_turns.inc(turns)
+
+    def unit_skipped(self) -> None:
+        """A queued unit that will never start (spend cap, interruption)."""
+        self.units_queued.dec()
+        self.units_done.labels(outcome=UnitOutcome.skipped.value).inc()
+
+    def outage_retry(self) -> None:
+        self.provider_outage_retries.inc()
+
+    def cleanup_failed(self, kind: str) -> None:
+        self.cleanup_failures.labels(kind=kind if kind in CLEANUP_KINDS else "other").inc()
+
+    def stolen(self) -> None:
+        self.steals.inc()
+
+    # ------------------------------------------------------------------ export
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsEndpoint:
+        """Serve ``/metrics`` on ``addr:port`` (port 0 picks a free one) until ``close()``."""
+        server, thread = start_http_server(port, addr=addr, registry=self.registry)
+        return MetricsEndpoint(server=server, thread=thread, addr=addr, port=server.server_port)
+
+    def push(self, gateway_url: str, job: str, grouping_key: Mapping[str, str] | None = None,
+             timeout: float = 10.0) -> bool:
+        """Push to a Pushgateway; a failure is logged, never raised. Returns whether it worked."""
+        try:
+            push_to_gateway(gateway_url, job=job, registry=self.registry,
+                            grouping_key=dict(grouping_key or {}), timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - metrics must never fail the run
+            log.warning("metrics push to %s failed: %s", redact(gateway_url), redact(f"{type(exc).__name__}: {exc}"))
+            return False
+        return True

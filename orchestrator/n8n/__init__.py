@@ -1,0 +1,15 @@
+"""Clients for one n8n lane: REST (:mod:`.rest`), the instance MCP server (:mod:`.mcp_client`)."""
+
+from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
+from orchestrator.n8n.rest import Invitation, MockExecutionResult, N8nClient, N8nSession, RetryPolicy
+
+__all__ = [
+    "Invitation",
+    "MockExecutionResult",
+    "N8nClient",
+    "N8nError",
+    "N8nHTTPError",
+    "N8nSession",
+    "N8nTransportError",
+    "RetryPolicy",
+]

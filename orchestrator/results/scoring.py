@@ -1,0 +1,326 @@
+"""Scoring: pass@k, pass^k, the Wilson band, and the run / per-case summaries of ``eval-results.json``.
+
+A *scoring unit* is one execution scenario or one evaluated expectation of a case, measured once
+per iteration (a *trial*). Keys follow the reference harness: ``<case>/<scenario name>`` and
+``<case>#expectation:<text>``.
+
+Which trials count:
+
+* ``incomplete`` verdicts are not judgements and are left out of every count.
+* Units whose build was lost to the infrastructure (``provider_outage``, ``lane_failure``) or never
+  ran (``skipped``) contribute no trials: they say nothing about the builder.
+* A unit whose build produced no workflow (``failed`` / ``timeout``) and carries no verdicts counts
+  as one *failed* trial for every scoring unit its case shows in other iterations, so a failed build
+  cannot drop out of the denominator. When no iteration of the case produced a verdict at all, the
+  case is scored on one synthetic scenario unit ``<case>/(build)``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal
+
+from scipy.stats import binomtest, norm
+
+from orchestrator.results.model import (
+    Attribution,
+    Band,
+    BuildStatus,
+    CaseSummary,
+    EvalResults,
+    RunSummary,
+    ScoringUnitSummary,
+    UnitResult,
+    Verdict,
+)
+
+UnitKind = Literal["scenario", "expectation"]
+
+#: Build outcomes charged to the builder: the unit's scoring units fail.
+BUILDER_FAILURES = frozenset({BuildStatus.failed, BuildStatus.timeout})
+#: Build outcomes that say nothing about the builder: the unit is not scored.
+UNSCORED_BUILDS = frozenset({BuildStatus.provider_outage, BuildStatus.lane_failure, BuildStatus.skipped})
+#: Category given to the trials of a failed build whose unit names none.
+BUILD_FAILED_CATEGORY = "build_failed"
+#: Scenario name of the stand-in unit for a case no iteration produced a verdict for.
+BUILD_ONLY_SCENARIO = "(build)"
+UNATTRIBUTED = "unattributed"
+
+
+def scenario_key(case: str, scenario: str) -> str:
+    return f"{case}/{scenario}"
+
+
+def expectation_key(case: str, text: str) -> str:
+    return f"{case}#expectation:{text}"
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def _check_counts(n: int, c: int, k: int) -> None:
+    if n < 0 or c < 0 or c > n:
+        raise ValueError(f"need 0 <= c <= n, got n={n} c={c}")
+    if k < 1 or k > n:
+        raise ValueError(f"need 1 <= k <= n, got n={n} k={k}")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased chance that at least one of k trials drawn from n passes: 1 − C(n−c,k)/C(n,k)."""
+    _check_counts(n, c, k)
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased chance that all k trials drawn from n pass: C(c,k)/C(n,k) (not the plug-in (c/n)^k)."""
+    _check_counts(n, c, k)
+    return float(Fraction(math.comb(c, k), math.comb(n, k)))
+
+
+def wilson_band(c: int, n: int, z: float = 1.96) -> Band:
+    """Wilson score interval for c passes out of n; ``[0, 1]`` when there are no trials."""
+    if n < 0 or c < 0 or c > n:
+        raise ValueError(f"need 0 <= c <= n, got c={c} n={n}")
+    if n == 0:
+        return Band(rate=0.0, low=0.0, high=1.0)
+    confidence = 2.0 * float(norm.cdf(z)) - 1.0
+    ci = binomtest(c, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return Band(rate=c / n, low=max(0.0, float(ci.low)), high=min(1.0, float(ci.high)))
+
+
+# --------------------------------------------------------------------------- scoring units
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One judged measurement of a scoring unit."""
+
+    iteration: int
+    passed: bool
+    failure_category: str | None = None
+    attribution: Attribution | None = None
+
+
+@dataclass
+class ScoringUnit:
+    key: str
+    kind: UnitKind
+    case: str
+    trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.trials)
+
+    @property
+    def c(self) -> int:
+        return sum(1 for t in self.trials if t.passed)
+
+
+def _verdict_trials(unit: UnitResult) -> list[tuple[str, UnitKind, Trial]]:
+    out: list[tuple[str, UnitKind, Trial]] = []
+    for s in unit.scenarios:
+        if s.verdict is Verdict.incomplete:
+            continue
+        failed = s.verdict is Verdict.failed
+        out.append((
+            scenario_key(unit.case, s.name),
+            "scenario",
+            Trial(
+                iteration=unit.iteration,
+                passed=not failed,
+                failure_category=(s.failure_category or unit.failure_category) if failed else None,
+                attribution=(s.attribution or unit.attribution) if failed else None,
+            ),
+        ))
+    for e in unit.expectations:
+        if e.verdict is Verdict.incomplete:
+            continue
+        failed = e.verdict is Verdict.failed
+        out.append((
+            expectation_key(unit.case, e.text),
+            "expectation",
+            Trial(
+                iteration=unit.iteration,
+                passed=not failed,
+                attribution=(e.attribution or unit.attribution) if failed else None,
+            ),
+        ))
+    return out
+
+
+def _has_verdicts(unit: UnitResult) -> bool:
+    return bool(unit.scenarios or unit.expectations)
+
+
+def scoring_units(units: list[UnitResult]) -> dict[str, ScoringUnit]:
+    """Group every judged trial by scoring-unit key (cases in name order, keys in first-seen order)."""
+    by_case: dict[str, list[UnitResult]] = defaultdict(list)
+    for u in units:
+        by_case[u.case].append(u)
+    result: dict[str, ScoringUnit] = {}
+    for case in sorted(by_case):
+        case_units = sorted(by_case[case], key=lambda u: u.iteration)
+        known: dict[str, UnitKind] = {}
+        for u in case_units:
+            if u.build.status in UNSCORED_BUILDS:
+                continue
+            for s in u.scenarios:  # incomplete verdicts still name their scoring unit
+                known.setdefault(scenario_key(case, s.name), "scenario")
+            for e in u.expectations:
+                known.setdefault(expectation_key(case, e.text), "expectation")
+        for u in case_units:
+            if u.build.status in UNSCORED_BUILDS:
+                continue
+            if u.build.status in BUILDER_FAILURES and not _has_verdicts(u):
+                targets = known or {scenario_key(case, BUILD_ONLY_SCENARIO): "scenario"}
+                trial = Trial(
+                    iteration=u.iteration,
+                    passed=False,
+                    failure_category=u.failure_category or BUILD_FAILED_CATEGORY,
+                    attribution=u.attribution or Attribution.builder_issue,
+                )
+                entries = [(key, kind, trial) for key, kind in targets.items()]
+            else:
+                entries = _verdict_trials(u)
+            for key, kind, trial in entries:
+                su = result.setdefault(key, ScoringUnit(key=key, kind=kind, case=case))
+                su.trials.append(trial)
+        for key, kind in known.items():  # units whose every trial was incomplete: n = 0
+            result.setdefault(key, ScoringUnit(key=key, kind=kind, case=case))
+    return result
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _unit_summary(su: ScoringUnit, k: int) -> ScoringUnitSummary:
+    scored = su.n >= k
+    return ScoringUnitSummary(
+        key=su.key,
+        kind=su.kind,
+        n=su.n,
+        c=su.c,
+        pass_at_k=pass_at_k(su.n, su.c, k) if scored else None,
+        pass_hat_k=pass_hat_k(su.n, su.c, k) if scored else None,
+    )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _failure_categories(sus: list[ScoringUnit]) -> dict[str, int]:
+    counts = Counter(t.failure_category for su in sus for t in su.trials if not t.passed and t.failure_category)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def summarize(units: list[UnitResult], k: int, units_total: int) -> tuple[RunSummary, list[CaseSummary]]:
+    """The run summary and the per-case summaries for ``eval-results.json``."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    sus = scoring_units(units)
+    per_case_units: dict[str, list[ScoringUnit]] = defaultdict(list)
+    for su in sus.values():
+        per_case_units[su.case].append(su)
+
+    ran = sorted((u for u in units if u.build.status is not BuildStatus.skipped), key=lambda u: (u.case, u.iteration))
+    per_case_runs: dict[str, list[UnitResult]] = defaultdict(list)
+    for u in ran:
+        per_case_runs[u.case].append(u)
+
+    cases: list[CaseSummary] = []
+    for case in sorted(set(per_case_units) | set(per_case_runs)):
+        runs = per_case_runs.get(case, [])
+        case_sus = per_case_units.get(case, [])
+        cases.append(CaseSummary(
+            case=case,
+            iterations=len(runs),
+            units=[_unit_summary(su, k) for su in case_sus],
+            build_cost_usd_per_run=[u.build.cost_usd for u in runs],
+            build_turns_per_run=[u.build.turns for u in runs],
+            failure_categories=_failure_categories(case_sus),
+        ))
+
+    all_sus = list(sus.values())
+    trials = sum(su.n for su in all_sus)
+    passed = sum(su.c for su in all_sus)
+    eligible = [su for su in all_sus if su.n >= k]
+    attribution: dict[str, int] = {a.value: 0 for a in Attribution}
+    for su in all_sus:
+        for t in su.trials:
+            if not t.passed:
+                bucket = t.attribution.value if t.attribution else UNATTRIBUTED
+                attribution[bucket] = attribution.get(bucket, 0) + 1
+
+    summary = RunSummary(
+        k=k,
+        scoring_units=sum(1 for su in all_sus if su.n > 0),
+        trials=trials,
+        passed_trials=passed,
+        pass_rate=wilson_band(passed, trials) if trials else None,
+        pass_at_k=_mean([pass_at_k(su.n, su.c, k) for su in eligible]),
+        pass_hat_k=_mean([pass_hat_k(su.n, su.c, k) for su in eligible]),
+        build_cost_usd=sum(u.build.cost_usd for u in units),
+        build_turns=sum(u.build.turns for u in units),
+        attribution=attribution,
+        failure_categories=_failure_categories(all_sus),
+        units_total=units_total,
+        units_finished=len(ran),
+        units_skipped=max(0, units_total - len(ran)),
+    )
+    return summary, cases
+
+
+def summaries(results: EvalResults) -> tuple[RunSummary, list[CaseSummary]]:
+    """A run's stored summaries, or ones computed from its units when it has none."""
+    if results.summary is not None and results.cases:
+        return results.summary, results.cases
+    configured = results.config.get("k")
+    k = results.summary.k if results.summary else (configured if isinstance(configured, int) and configured >= 1 else 1)
+    computed, cases = summarize(results.units, k=k, units_total=len(results.units))
+    return results.summary or computed, results.cases or cases
+
+
+def case_pass_means(case: CaseSummary) -> tuple[float | None, float | None]:
+    """A case's pass@k and pass^k: means over its scoring units with n >= k."""
+    return (_mean([u.pass_at_k for u in case.units if u.pass_at_k is not None]),
+            _mean([u.pass_hat_k for u in case.units if u.pass_hat_k is not None]))
+
+
+# --------------------------------------------------------------------------- unit outcome
+
+
+class UnitOutcome(str, enum.Enum):
+    """One word for how a (case, iteration) ended: metric label, timeline colour."""
+
+    passed = "passed"  # every judged verdict passed
+    failed = "failed"  # at least one judged verdict failed
+    incomplete = "incomplete"  # built, but nothing was judged
+    build_failed = "build_failed"
+    build_timeout = "build_timeout"
+    provider_outage = "provider_outage"
+    lane_failure = "lane_failure"
+    skipped = "skipped"
+
+
+_BUILD_OUTCOMES = {
+    BuildStatus.failed: UnitOutcome.build_failed,
+    BuildStatus.timeout: UnitOutcome.build_timeout,
+    BuildStatus.provider_outage: UnitOutcome.provider_outage,
+    BuildStatus.lane_failure: UnitOutcome.lane_failure,
+    BuildStatus.skipped: UnitOutcome.skipped,
+}
+
+
+def unit_outcome(unit: UnitResult) -> UnitOutcome:
+    if unit.build.status in _BUILD_OUTCOMES:
+        return _BUILD_OUTCOMES[unit.build.status]
+    verdicts = [r.verdict for r in (*unit.scenarios, *unit.expectations) if r.verdict is not Verdict.incomplete]
+    if not verdicts:
+        return UnitOutcome.incomplete
+    return UnitOutcome.failed if Verdict.failed in verdicts else UnitOutcome.passed

@@ -1,0 +1,107 @@
+"""Write results as units finish, so a crash loses nothing already finished.
+
+Two files:
+
+- ``<run dir>/units.jsonl`` — one finished unit a line, appended and fsynced as each unit ends.
+  It is the source of truth for ``--resume``.
+- ``<output dir>/eval-results.json`` — the whole document, rewritten atomically (temp file +
+  rename) after each unit (throttled for big runs) and once more at the end.
+
+A write that fails (disk full, read-only folder) raises :class:`ResultsWriteError` naming the path;
+the run then stops starting units and still tears its lanes down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Iterable
+
+from orchestrator.redact import redact, redact_obj
+from orchestrator.results.model import EvalResults, UnitResult
+
+REWRITE_EVERY_S = 2.0
+
+
+class ResultsWriteError(OSError):
+    """Results could not be written; the message names the file."""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise ResultsWriteError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def read_units(path: Path) -> list[UnitResult]:
+    """Finished units from a ``units.jsonl`` (a torn last line from a crash is skipped)."""
+    units: list[UnitResult] = []
+    if not path.exists():
+        return units
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            units.append(UnitResult.model_validate_json(line))
+        except ValueError:
+            continue
+    return units
+
+
+class ResultsWriter:
+    def __init__(self, results: EvalResults, output_dir: Path, run_dir: Path) -> None:
+        self.results = results
+        self.output_dir = output_dir
+        self.units_path = run_dir / "units.jsonl"
+        self.results_path = output_dir / "eval-results.json"
+        self._lock = threading.Lock()
+        self._last_rewrite = 0.0
+        try:
+            output_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ResultsWriteError(exc.errno, f"--output-dir: cannot create {output_dir}: {exc.strerror}") from exc
+
+    def preload(self, units: Iterable[UnitResult]) -> None:
+        """Units finished by an earlier attempt of this run (``--resume``)."""
+        self.results.units.extend(units)
+
+    def add(self, unit: UnitResult) -> None:
+        line = redact(unit.model_dump_json()) + "\n"
+        with self._lock:
+            try:
+                with self.units_path.open("a", encoding="utf-8") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                raise ResultsWriteError(exc.errno, f"cannot write {self.units_path}: {exc.strerror or exc}") from exc
+            self.results.units.append(unit)
+            if time.monotonic() - self._last_rewrite >= (0 if len(self.results.units) < 200 else REWRITE_EVERY_S):
+                self._rewrite()
+
+    def _rewrite(self) -> None:
+        data = redact_obj(json.loads(self.results.model_dump_json()))
+        _atomic_write(self.results_path, json.dumps(data, indent=2) + "\n")
+        self._last_rewrite = time.monotonic()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._rewrite()
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.output_dir / name
+        _atomic_write(path, redact(text))
+        return path

@@ -1,0 +1,65 @@
+"""Where model calls go: the real provider, or the embedded scripted model for offline runs.
+
+``--model-server auto`` (the default) uses the real provider when ``ANTHROPIC_API_KEY`` is set and
+otherwise starts the embedded scripted Anthropic-compatible server on loopback, so the README's
+one command runs end to end on a machine with no key and no internet. A scripted run measures
+the pipeline (lanes, MCP builds, verification, cleanup), not a model: the run says so in its
+console output and records ``model_server: scripted`` in ``eval-results.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+from orchestrator.errors import ConfigError
+from orchestrator.redact import register_secret
+
+log = logging.getLogger(__name__)
+
+SCRIPTED_API_KEY = "scripted-model-key-not-a-secret"
+
+
+@dataclass
+class ModelRoute:
+    kind: str  # real | scripted
+    base_url: str | None
+    api_key: str | None = field(repr=False)
+    server: object | None = None
+
+    def lane_env(self) -> dict[str, str]:
+        """Env for lanes so their server-side eval LLM (mock layer) uses the same route."""
+        if self.kind != "scripted" or not self.base_url:
+            return {}
+        # The lane appends /v1 itself; the URL is only used when the eval model is the lane's model.
+        return {"N8N_INSTANCE_AI_MODEL_URL": self.base_url,
+                "N8N_INSTANCE_AI_MODEL": "anthropic/claude-sonnet-4-6"}
+
+    def lane_secrets(self) -> dict[str, str]:
+        if self.kind != "scripted":
+            return {}
+        return {"N8N_INSTANCE_AI_MODEL_API_KEY": SCRIPTED_API_KEY}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()  # type: ignore[attr-defined]
+            self.server = None
+
+
+def open_route(mode: str, server_name: str) -> ModelRoute:
+    api_key = os.environ.get("ANTHROPIC_API_KEY") or None
+    if mode == "real" or (mode == "auto" and api_key):
+        if not api_key:
+            raise ConfigError("--model-server real: ANTHROPIC_API_KEY is not set")
+        register_secret(api_key)
+        return ModelRoute("real", os.environ.get("ANTHROPIC_BASE_URL") or None, api_key)
+    from orchestrator.testing.model_scripts import demo_script
+    from orchestrator.testing.scripted_model import ScriptedModelServer
+
+    server = ScriptedModelServer(demo_script(server_name)).start()
+    log.warning(
+        "no ANTHROPIC_API_KEY: using the embedded scripted model at %s (offline run: it measures "
+        "the pipeline, not a model)", server.base_url,
+    )
+    return ModelRoute("scripted", server.base_url, SCRIPTED_API_KEY, server)

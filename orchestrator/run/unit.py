@@ -1,0 +1,218 @@
+"""One unit of work — a (case, iteration) on one lane: build with claude, verify, clean up.
+
+The allocator calls :meth:`UnitRunner.__call__` with the lane it picked. The answer tells it what
+to do next: ``done`` (a final result, whatever the agent built), ``retry_elsewhere`` (claude printed
+no workflow id: try again, preferably on another lane), ``lane_fault`` (the lane itself failed:
+counts towards quarantine). Cost and turns of every attempt are summed into the final record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from orchestrator.allocator import Outcome, WorkUnit
+from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt
+from orchestrator.build.outage import retry_provider_outage
+from orchestrator.build.prompt import build_prompt
+from orchestrator.build.users import BuildUser
+from orchestrator.cases import EvalCase, LoadedCase
+from orchestrator.n8n.errors import N8nError, N8nTransportError
+from orchestrator.redact import redact
+from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, Attribution, BuildRecord, BuildStatus, UnitResult
+from orchestrator.run.lane_context import LaneContext
+from orchestrator.verify.judge import Judge
+from orchestrator.verify.verifier import Verification, not_built, verify_workflow
+
+log = logging.getLogger(__name__)
+
+COMPLEX_TIMEOUT_FACTOR = 1.5
+
+
+@dataclass
+class Attempts:
+    """What earlier attempts of one unit cost, carried across lanes."""
+
+    attempts: int = 0
+    cost_usd: float = 0.0
+    turns: int = 0
+    duration_s: float = 0.0
+    started_at: float = field(default_factory=time.time)
+
+    def add(self, result: AttemptResult) -> None:
+        self.attempts += 1
+        self.cost_usd += result.cost_usd
+        self.turns += result.turns
+        self.duration_s += result.duration_s
+
+
+@dataclass
+class UnitSettings:
+    claude: ClaudeConfig
+    max_attempts: int
+    timeout_ms: int
+    build_cwd: Path | None
+    keep_workflows: bool
+    outage_waits_s: tuple[float, ...]
+
+
+class UnitRunner:
+    def __init__(
+        self,
+        cases: dict[str, LoadedCase],
+        lanes: dict[str, LaneContext],
+        judge: Judge,
+        settings: UnitSettings,
+        *,
+        on_cost: Callable[[float], None] | None = None,
+        on_outage_retry: Callable[[], None] | None = None,
+        on_cleanup_failure: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.cases = cases
+        self.lanes = lanes
+        self.judge = judge
+        self.settings = settings
+        self.on_cost = on_cost
+        self.on_outage_retry = on_outage_retry
+        self.on_cleanup_failure = on_cleanup_failure
+        self._attempts: dict[str, Attempts] = {}
+        self.cleanup_failures: list[str] = []
+
+    def _timeout_ms(self, case: EvalCase) -> int:
+        factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
+        return int(self.settings.timeout_ms * factor)
+
+    def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
+                workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
+                verify_s: float = 0.0) -> UnitResult:
+        acc = self._attempts.pop(unit.key, Attempts())
+        failure_category, attribution = None, None
+        if status == BuildStatus.provider_outage:
+            failure_category, attribution = "framework_issue", Attribution.framework_issue
+        elif status in (BuildStatus.failed, BuildStatus.timeout):
+            failure_category, attribution = "build_failure", Attribution.builder_issue
+        elif status == BuildStatus.lane_failure:
+            failure_category, attribution = "framework_issue", Attribution.framework_issue
+        else:
+            failed = [s for s in verification.scenarios if s.verdict.value == "fail"]
+            if failed:
+                failure_category, attribution = failed[0].failure_category, failed[0].attribution
+            elif any(e.verdict.value == "fail" for e in verification.expectations):
+                failure_category, attribution = "expectations_failed", Attribution.builder_issue
+        return UnitResult(
+            case=unit.case, iteration=unit.iteration, lane=lane_id, started_at=acc.started_at, finished_at=time.time(),
+            build=BuildRecord(status=status, workflow_id=workflow_id, attempts=acc.attempts, cost_usd=round(acc.cost_usd, 6),
+                              turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause),
+            scenarios=verification.scenarios, expectations=verification.expectations, structural=verification.structural,
+            failure_category=failure_category, attribution=attribution, verify_duration_s=round(verify_s, 3),
+        )
+
+    def lane_failure_record(self, unit: WorkUnit, lane_id: str | None, reason: str) -> UnitResult:
+        case = self.cases[unit.case].case
+        v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+        return self._record(unit, lane_id or "", BuildStatus.lane_failure, v, error=reason)
+
+    def error_record(self, unit: WorkUnit, lane_id: str | None, reason: str) -> UnitResult:
+        """The orchestrator itself failed on this unit: a framework problem, never the builder's."""
+        case = self.cases[unit.case].case
+        v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+        record = self._record(unit, lane_id or "", BuildStatus.failed, v, error=reason)
+        record.failure_category, record.attribution = "framework_issue", Attribution.framework_issue
+        return record
+
+    def skipped_record(self, unit: WorkUnit, reason: str) -> UnitResult:
+        case = self.cases[unit.case].case
+        v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+        return self._record(unit, "", BuildStatus.skipped, v, error=reason)
+
+    async def __call__(self, lane_id: str, unit: WorkUnit, attempt: int) -> tuple[Outcome, UnitResult | str]:
+        ctx = self.lanes[lane_id]
+        loaded = self.cases[unit.case]
+        case = loaded.case
+        acc = self._attempts.setdefault(unit.key, Attempts())
+        try:
+            user = await ctx.users.acquire(case.credentials)
+        except N8nTransportError as exc:
+            return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
+        except N8nError as exc:
+            if exc.status is not None and exc.status >= 500:
+                return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
+            raise
+        try:
+            return await self._build_and_verify(ctx, unit, case, user, acc, attempt)
+        except N8nTransportError as exc:
+            return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
+        finally:
+            failures = await ctx.users.release(user, keep=self.settings.keep_workflows)
+            for f in failures:
+                self.cleanup_failures.append(f)
+                if self.on_cleanup_failure:
+                    self.on_cleanup_failure("user", f)
+
+    async def _restore_seed(self, user: BuildUser, case: EvalCase) -> dict[str, str]:
+        """Create the inline seed's workflows in the build user's project; map seed id → real id."""
+        seed = case.inline_seed
+        id_map: dict[str, str] = {}
+        if seed is None:
+            return id_map
+        for wf in seed.workflows:
+            body = {
+                "name": wf.name,
+                "nodes": [{k: v for k, v in n.items() if k != "credentials"} for n in wf.nodes],
+                "connections": wf.connections,
+                "settings": {},
+                "projectId": user.project_id,
+            }
+            id_map[wf.id] = await user.session.create_workflow(body)
+        return id_map
+
+    async def _build_and_verify(self, ctx: LaneContext, unit: WorkUnit, case: EvalCase, user: BuildUser,
+                                acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:
+        lane_id = ctx.lane.lane_id
+        try:
+            id_map = await self._restore_seed(user, case)
+        except N8nTransportError:
+            raise
+        except N8nError as exc:
+            reason = redact(f"seed restore failed: {exc}")
+            v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)
+        prompt = build_prompt(case, id_map=id_map)
+        outage_tries = 0
+
+        async def one_attempt() -> AttemptResult:
+            nonlocal outage_tries
+            outage_tries += 1
+            if outage_tries > 1 and self.on_outage_retry:
+                self.on_outage_retry()
+            result = await run_build_attempt(prompt, ctx.lane.base_url, user.mcp_key, self.settings.claude,
+                                             cwd=self.settings.build_cwd)
+            acc.add(result)
+            if self.on_cost:
+                self.on_cost(result.cost_usd)
+            return result
+
+        result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+        if result.outage is not None:
+            reason = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")
+            v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.provider_outage, v, error=reason, root_cause=reason)
+        if result.timed_out:
+            reason = redact(f"build timed out after {self.settings.claude.timeout_ms / 1000:.0f} s")
+            v = not_built(case, reason=reason, attribution=Attribution.builder_issue, category="build_failure")
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.timeout, v, error=reason)
+        if result.workflow_id is None:
+            reason = redact(result.error_text or "claude printed no WORKFLOW_ID trailer")
+            if not result.spawn_failed and acc.attempts < self.settings.max_attempts:
+                return Outcome.retry_elsewhere, reason
+            v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)
+        ctx_ledger = ctx.users.ledger
+        ctx_ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
+        t0 = time.monotonic()
+        verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge, timeout_ms=self._timeout_ms(case))
+        return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification, workflow_id=result.workflow_id,
+                                          verify_s=time.monotonic() - t0)

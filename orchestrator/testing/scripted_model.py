@@ -1,0 +1,346 @@
+"""A scripted Anthropic-compatible model server on loopback, for tests and the offline demo run.
+
+``ScriptedModelServer(script)`` serves the Messages API on ``127.0.0.1:<ephemeral>``:
+
+- ``POST /v1/messages`` (any query, e.g. ``?beta=true``): the script decides the answer; streamed
+  as SSE (``message_start`` … ``message_stop``) when the body says ``"stream": true``, else JSON.
+- ``POST /v1/messages/count_tokens``: a deterministic estimate, never scripted.
+- anything else: a harmless empty JSON object (the CLI's start-up probes must not fail a test).
+
+Every request is recorded (headers without credentials) so tests can assert what was sent.
+The server refuses to bind anything but a loopback address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from orchestrator.testing.model_replies import (
+    Action,
+    HttpError,
+    Hang,
+    Malformed,
+    Reply,
+    Script,
+    TextBlock,
+    ToolUseBlock,
+    _next_id,
+)
+
+_CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: Any
+    at: float
+
+    @property
+    def is_messages(self) -> bool:
+        return self.method == "POST" and self.path == "/v1/messages"
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _chunks(text: str, size: int = 40) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def stream_events(reply: Reply, request: dict[str, Any]) -> list[bytes]:
+    """The SSE frames of one streamed assistant message."""
+    usage = reply.resolved_usage(request)
+    start_usage = usage.to_json() | {"output_tokens": 1}
+    message = {
+        "id": _next_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "scripted"),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    frames = [_sse("message_start", {"type": "message_start", "message": message}), _sse("ping", {"type": "ping"})]
+    for index, block in enumerate(reply.blocks):
+        if isinstance(block, TextBlock):
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": part} for part in _chunks(block.text)]
+        else:
+            start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _chunks(json.dumps(block.input))]
+        frames.append(_sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
+        for delta in deltas:
+            frames.append(_sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        frames.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    frames.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reply.resolved_stop_reason(), "stop_sequence": None},
+                "usage": {"output_tokens": usage.output_tokens},
+            },
+        )
+    )
+    frames.append(_sse("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def message_json(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
+    """The non-streaming JSON body of one assistant message."""
+    return {
+        "id": _next_id("msg"),
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", "scripted"),
+        "content": [b.to_json() for b in reply.blocks],
+        "stop_reason": reply.resolved_stop_reason(),
+        "stop_sequence": None,
+        "usage": reply.resolved_usage(request).to_json(),
+    }
+
+
+def _count_tokens(body: Any) -> int:
+    return max(1, len(json.dumps(body)) // 4)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_LoopbackHTTPServer"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return  # recorded requests are the log; keep test output quiet
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode(errors="replace")
+
+    def _record(self, body: Any) -> RecordedRequest:
+        parts = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
+        rec = RecordedRequest(self.command, parts.path, parts.query, headers, body, time.time())
+        self.server.owner._record(rec)
+        return rec
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", _next_id("req"))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._record(None)
+        self._send_json(200, {})
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._record(None)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self._read_body()
+        rec = self._record(body)
+        if rec.path == "/v1/messages/count_tokens":
+            self._send_json(200, {"input_tokens": _count_tokens(body)})
+            return
+        if rec.path != "/v1/messages":
+            self._send_json(200, {})
+            return
+        if not isinstance(body, dict):
+            self._send_json(400, HttpError(400, message="request body is not a JSON object").body())
+            return
+        try:
+            action = self.server.owner.script(body)
+        except Exception as exc:  # a broken script must show up in the test, not hang the client
+            self.server.owner._script_errors.append(exc)
+            self._send_json(500, HttpError(500, message=f"scripted model error: {exc!r}").body())
+            return
+        self._answer(action, body)
+
+    def _answer(self, action: Action, body: dict[str, Any]) -> None:
+        if isinstance(action, HttpError):
+            self._send_json(action.status, action.body(), action.headers)
+        elif isinstance(action, Hang):
+            self.server.owner._stopping.wait(action.seconds)
+            self.close_connection = True
+        elif isinstance(action, Malformed):
+            ctype = "text/event-stream" if body.get("stream") else "application/json"
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(action.body)))
+            self.end_headers()
+            self.wfile.write(action.body)
+        elif isinstance(action, Reply):
+            if body.get("stream"):
+                self._stream(action, body)
+            else:
+                self._send_json(200, message_json(action, body))
+        else:
+            raise TypeError(f"script returned {type(action).__name__}, expected Reply/HttpError/Hang/Malformed")
+
+    def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.send_header("request-id", _next_id("req"))
+        self.end_headers()
+        self.close_connection = True
+        for frame in stream_events(reply, body):
+            self.wfile.write(frame)
+            self.wfile.flush()
+
+
+class _LoopbackHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, port: int, owner: "ScriptedModelServer") -> None:
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError(f"scripted model server binds loopback only, not {host!r}")
+        self.owner = owner
+        super().__init__((host, port), _Handler)
+
+
+class ScriptedModelServer:
+    """``with ScriptedModelServer(script) as srv: srv.base_url`` — see the module docstring."""
+
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.script = script
+        self._host = host
+        self._port = port
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._script_errors: list[BaseException] = []
+        self._stopping = threading.Event()
+        self._httpd: _LoopbackHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> "ScriptedModelServer":
+        self._httpd = _LoopbackHTTPServer(self._host, self._port, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-model", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+
+    def __enter__(self) -> "ScriptedModelServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what tests read ----------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    def _record(self, rec: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(rec)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.is_messages]
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    def count(self, path: str) -> int:
+        return sum(1 for r in self.requests if r.path == path)
+
+    @property
+    def script_errors(self) -> list[BaseException]:
+        return list(self._script_errors)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a built-in script until interrupted (for the offline demo): prints the base URL."""
+    import argparse
+
+    from orchestrator.testing import model_scripts
+
+    scripts = {
+        "demo": lambda a: model_scripts.demo_script(a.server_name),
+        "mcp_builder": lambda a: model_scripts.mcp_builder(a.server_name),
+        "no_trailer": lambda a: model_scripts.no_trailer(),
+        "judge": lambda a: model_scripts.judge(),
+        "overloaded": lambda a: model_scripts.status_storm(529),
+    }
+    parser = argparse.ArgumentParser(description="Scripted Anthropic-compatible model server on loopback")
+    parser.add_argument("--script", choices=sorted(scripts), default="demo")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--server-name", default="n8n-local", help="MCP server name claude is given")
+    args = parser.parse_args(argv)
+    with ScriptedModelServer(scripts[args.script](args), port=args.port) as srv:
+        print(srv.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = [
+    "HttpError",
+    "Hang",
+    "Malformed",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedModelServer",
+    "TextBlock",
+    "ToolUseBlock",
+    "message_json",
+    "stream_events",
+]

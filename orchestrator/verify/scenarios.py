@@ -1,0 +1,61 @@
+"""Run one execution scenario on the lane that built the workflow, with every external call mocked.
+
+Uses the lane's eval endpoint ``POST /rest/instance-ai/eval/execute-with-llm-mock/:id``. A lane
+whose n8n has no such endpoint gets a ``verification_gap`` — never a pass nobody measured. Network
+errors are retried (5 attempts), timeouts twice, like the reference harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
+from orchestrator.n8n.rest import EVAL_SCENARIO_HINTS_MAX, EVAL_TIMEOUT_MS_MAX, EVAL_TIMEOUT_MS_MIN, MockExecutionResult, N8nSession
+from orchestrator.redact import redact
+
+log = logging.getLogger(__name__)
+
+NETWORK_ATTEMPTS = 5
+TIMEOUT_ATTEMPTS = 2
+
+
+@dataclass
+class ScenarioRun:
+    result: MockExecutionResult | None
+    gap: str | None = None  # why it could not be measured
+    framework_error: str | None = None
+
+
+def _clamp_timeout(timeout_ms: int) -> int:
+    return max(EVAL_TIMEOUT_MS_MIN, min(EVAL_TIMEOUT_MS_MAX, timeout_ms))
+
+
+async def execute_scenario(owner: N8nSession, workflow_id: str, data_setup: str, timeout_ms: int) -> ScenarioRun:
+    hints = (data_setup or "")[:EVAL_SCENARIO_HINTS_MAX] or None
+    network_failures = timeouts = 0
+    while True:
+        try:
+            result = await owner.execute_with_llm_mock(workflow_id, scenario_hints=hints, timeout_ms=_clamp_timeout(timeout_ms))
+        except N8nHTTPError as exc:
+            if exc.status in (404, 405):
+                return ScenarioRun(None, gap=f"lane has no eval execution endpoint ({exc.status})")
+            if exc.status is not None and exc.status >= 500 and network_failures + 1 < NETWORK_ATTEMPTS:
+                network_failures += 1
+                await asyncio.sleep(min(2.0 * network_failures, 10.0))
+                continue
+            return ScenarioRun(None, framework_error=redact(f"eval execution failed: {exc}"))
+        except N8nTransportError as exc:
+            timed_out = "timeout" in str(exc).lower() or "timed out" in str(exc).lower()
+            if timed_out:
+                timeouts += 1
+                if timeouts < TIMEOUT_ATTEMPTS:
+                    continue
+            else:
+                network_failures += 1
+                if network_failures < NETWORK_ATTEMPTS:
+                    await asyncio.sleep(min(2.0 * network_failures, 10.0))
+                    continue
+            return ScenarioRun(None, framework_error=redact(f"eval execution unreachable: {exc}"))
+        return ScenarioRun(result)

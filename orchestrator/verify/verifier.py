@@ -1,0 +1,123 @@
+"""Verification of one built workflow, on the lane that built it.
+
+Three independent signals: deterministic structural checks of the workflow JSON; each execution
+scenario run with mocks and judged against its success criteria; the case's outcome expectations
+judged against the workflow JSON. Process expectations need the build transcript, which an MCP
+build does not have (claude drives the lane's tools directly), so they are reported
+``incomplete`` — not judged, excluded from scoring — exactly as the reference harness skips them
+in prebuilt/MCP runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.cases import EvalCase
+from orchestrator.n8n.errors import N8nError
+from orchestrator.n8n.rest import N8nSession
+from orchestrator.redact import redact
+from orchestrator.results.model import (
+    Attribution,
+    ExpectationResult,
+    ScenarioResult,
+    StructuralCheck,
+    Verdict,
+)
+from orchestrator.verify.judge import (
+    EXPECTATION_SYSTEM,
+    SCENARIO_SYSTEM,
+    Judge,
+    expectation_prompt,
+    scenario_prompt,
+)
+from orchestrator.verify.scenarios import execute_scenario
+from orchestrator.verify.structural import structural_checks
+
+PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, which MCP builds do not produce"
+
+
+@dataclass
+class Verification:
+    scenarios: list[ScenarioResult] = field(default_factory=list)
+    expectations: list[ExpectationResult] = field(default_factory=list)
+    structural: list[StructuralCheck] = field(default_factory=list)
+    workflow: dict[str, Any] | None = None
+
+
+def _process_incomplete(case: EvalCase) -> list[ExpectationResult]:
+    return [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=PROCESS_NOT_JUDGED)
+            for t in case.process_expectations]
+
+
+def not_built(case: EvalCase, *, reason: str, attribution: Attribution, category: str) -> Verification:
+    """Every unit of a case whose build produced no workflow.
+
+    A builder failure fails them (charged to the builder); a provider outage or a lane fault
+    leaves them ``incomplete``: nothing was built, so there is nothing to grade.
+    """
+    verdict = Verdict.failed if attribution == Attribution.builder_issue else Verdict.incomplete
+    v = Verification()
+    v.scenarios = [ScenarioResult(name=s.name, verdict=verdict, failure_category=category, attribution=attribution, reason=reason)
+                   for s in case.execution_scenarios]
+    v.expectations = [ExpectationResult(kind="outcome", text=t, verdict=verdict, attribution=attribution, reason=reason)
+                      for t in case.outcome_expectations]
+    v.expectations += _process_incomplete(case)
+    return v
+
+
+async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario, timeout_ms: int) -> ScenarioResult:
+    run = await execute_scenario(owner, workflow_id, scenario.data_setup, timeout_ms)
+    if run.gap:
+        return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
+                              attribution=Attribution.verification_gap, reason=run.gap)
+    if run.framework_error or run.result is None:
+        return ScenarioResult(name=scenario.name, verdict=Verdict.failed, failure_category="framework_issue",
+                              attribution=Attribution.framework_issue, reason=run.framework_error or "no result")
+    result = run.result
+    framework = [e for e in result.errors if e.startswith("FRAMEWORK ISSUE:")]
+    if framework:
+        return ScenarioResult(name=scenario.name, verdict=Verdict.failed, failure_category="framework_issue",
+                              attribution=Attribution.framework_issue, reason=redact(framework[0])[:500],
+                              execution_id=result.execution_id)
+    execution = {
+        "success": result.success,
+        "errors": result.errors,
+        "mockErrors": result.mock_errors,
+        "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode"}) for name, node in result.node_results.items()},
+    }
+    [judgement] = await judge.judge(SCENARIO_SYSTEM, scenario_prompt(workflow, scenario, execution), 1)
+    category = judgement.category
+    if judgement.verdict == Verdict.failed and result.mock_errors and category == "builder_issue":
+        category = "mock_issue"  # the mock failed to answer: not the builder's fault
+    return ScenarioResult(
+        name=scenario.name, verdict=judgement.verdict, failure_category=category,
+        attribution=Attribution(category) if category in Attribution.__members__ else judgement.attribution,
+        reason=judgement.reason, execution_id=result.execution_id,
+    )
+
+
+async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
+    v = Verification()
+    try:
+        workflow = await owner.get_workflow(workflow_id)
+    except N8nError as exc:
+        reason = redact(f"could not fetch workflow {workflow_id}: {exc}")
+        return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+    v.workflow = workflow
+    v.structural = structural_checks(workflow)
+
+    async def outcomes() -> list[ExpectationResult]:
+        if not case.outcome_expectations:
+            return []
+        verdicts = await judge.judge(EXPECTATION_SYSTEM, expectation_prompt(workflow, case.outcome_expectations), len(case.outcome_expectations))
+        return [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
+                for t, j in zip(case.outcome_expectations, verdicts)]
+
+    scenario_tasks = [_scenario(owner, judge, workflow, workflow_id, s, timeout_ms) for s in case.execution_scenarios]
+    # Expectations are judged concurrently with the scenario batch, as in the reference harness.
+    results = await asyncio.gather(outcomes(), *scenario_tasks)
+    v.expectations = list(results[0]) + _process_incomplete(case)
+    v.scenarios = list(results[1:])
+    return v

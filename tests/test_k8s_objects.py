@@ -1,0 +1,233 @@
+"""The kubernetes lane objects, checked against the real Kubernetes OpenAPI schema (offline).
+
+``kubernetes-validate`` ships the upstream JSON schemas; strict mode also refuses unknown fields.
+No API server runs here, so schema validation is the check that the cluster would accept them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import kubernetes_validate
+import pytest
+
+from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.model import LaneSpec, Resources
+
+#: The Kubernetes version every object is validated against (kubernetes-validate's schema set).
+K8S_VERSION = "1.30"
+
+SECRET_VALUE = "sk-ant-api03-objects-test-secret-value-0123456789"
+MODEL_KEY = "model-key-objects-test-9876543210"
+IN_CLUSTER_ENV = {"POD_NAME": "orch-abc12", "POD_NAMESPACE": "evals", "POD_UID": "0f3b6a2e-7e0c-4f5e-9a55-1b1c2d3e4f50",
+                  "JOB_NAME": "nightly-1", "JOB_UID": "9a8b7c6d-0000-4000-8000-000000000001"}
+
+
+def validate(obj: dict) -> None:
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def spec(**kw) -> LaneSpec:
+    base = dict(
+        n8n_version="2.41.1",
+        env={"E2E_TESTS": "true", "N8N_ENABLED_MODULES": "instance-ai,agents", "N8N_AI_ASSISTANT_BASE_URL": "",
+             "N8N_PORT": "9999", "ANTHROPIC_API_KEY": "should-be-dropped"},
+        secret_env={"ANTHROPIC_API_KEY": SECRET_VALUE, "N8N_INSTANCE_AI_MODEL_API_KEY": MODEL_KEY},
+        image="registry.invalid/n8n-eval-lane:2.41.1",
+        resources=Resources(cpu_request="250m", cpu_limit="1500m", memory_request="768Mi", memory_limit="2Gi"),
+    )
+    base.update(kw)
+    return LaneSpec(**base)
+
+
+def all_objects(owner: k8s.OwnerRef | None = None, run_id: str = "20261202-nightly") -> list[dict]:
+    s = spec()
+    return [
+        k8s.secret_object(run_id, "evals", s.secret_env, owner),
+        k8s.network_policy_object(run_id, "evals", owner),
+        k8s.pod_object(run_id, 0, "evals", s, secret=k8s.secret_name(run_id), owner=owner),
+        k8s.pod_object(run_id, 3, "evals", s, secret=k8s.secret_name(run_id), attempt=2, owner=owner),
+        k8s.service_object(run_id, 0, "evals", owner=owner),
+        k8s.service_object(run_id, 3, "evals", attempt=2, owner=owner),
+    ]
+
+
+@pytest.mark.parametrize("owned", [False, True], ids=["out-of-cluster", "in-cluster"])
+def test_every_object_passes_strict_schema(owned: bool) -> None:
+    owner = k8s.owner_from_env(IN_CLUSTER_ENV) if owned else None
+    for obj in all_objects(owner):
+        validate(obj)  # raises on the first error
+
+
+def test_pod_without_secret_env_passes_and_has_no_secret_refs() -> None:
+    pod = k8s.pod_object("r1", 0, "evals", spec(secret_env={}), secret="unused")
+    validate(pod)
+    assert "secretKeyRef" not in json.dumps(pod)
+
+
+@pytest.mark.parametrize(
+    "break_it, where",
+    [
+        (lambda p: p["spec"]["containers"][0]["ports"][0].__setitem__("containerPort", "5678"), "containerPort"),
+        (lambda p: p["spec"]["containers"][0]["securityContext"].__setitem__("runAsRoot", False), "runAsRoot"),
+        (lambda p: p["spec"].__setitem__("restartPolicy", 7), "restartPolicy"),
+        (lambda p: p["spec"]["containers"][0].pop("name"), "name"),
+    ],
+    ids=["port-as-string", "unknown-field", "wrong-type", "missing-required"],
+)
+def test_a_wrong_pod_fails_validation(break_it, where: str) -> None:
+    pod = copy.deepcopy(k8s.pod_object("r1", 0, "evals", spec(), secret="s"))
+    break_it(pod)
+    with pytest.raises(kubernetes_validate.ValidationError) as info:
+        validate(pod)
+    assert where in (info.value.message + " ".join(map(str, info.value.path)))
+
+
+def test_a_wrong_network_policy_fails_validation() -> None:
+    policy = k8s.network_policy_object("r1", "evals")
+    policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"] = ["not", "a", "map"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(policy)
+
+
+def test_labels_on_every_object() -> None:
+    run_id = "20261202-nightly"
+    for obj in all_objects():
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "n8n-eval-lane"
+        assert labels["app.kubernetes.io/managed-by"] == "n8n-eval-orchestrator"
+        assert labels["app.kubernetes.io/instance"] == run_id
+        assert labels["n8n-eval/run-id"] == run_id
+        assert obj["metadata"]["annotations"]["n8n-eval/run-id"] == run_id
+        assert all(k8s.check_label_value(v) for v in labels.values())
+    pod = all_objects()[3]
+    assert pod["metadata"]["labels"]["n8n-eval/lane-index"] == "3"
+    assert pod["metadata"]["name"] == "n8n-lane-20261202-nightly-3-2"
+
+
+def test_sweep_selector_matches_every_object_of_the_run_only() -> None:
+    def matches(selector: str, labels: dict[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in (p.split("=", 1) for p in selector.split(",")))
+
+    for obj in all_objects(run_id="run-a"):
+        assert matches(k8s.sweep_selector("run-a"), obj["metadata"]["labels"])
+        assert matches(k8s.sweep_selector(None), obj["metadata"]["labels"])
+        assert not matches(k8s.sweep_selector("run-b"), obj["metadata"]["labels"])
+
+
+def test_owner_references_only_in_cluster_and_same_namespace() -> None:
+    pod_owner = k8s.owner_from_env(IN_CLUSTER_ENV)
+    assert pod_owner is not None
+    for obj in all_objects(pod_owner):
+        (ref,) = obj["metadata"]["ownerReferences"]
+        assert ref == {"apiVersion": "v1", "kind": "Pod", "name": "orch-abc12", "uid": IN_CLUSTER_ENV["POD_UID"],
+                       "controller": False}
+    for obj in all_objects(None):
+        assert "ownerReferences" not in obj["metadata"]
+    assert k8s.owner_from_env({}) is None
+    assert k8s.owner_from_env({"POD_NAMESPACE": "evals", "POD_NAME": "x"}) is None  # no uid: no owner
+    # A namespaced owner in another namespace would make the GC delete the lane at once: not set.
+    other = k8s.pod_object("r1", 0, "elsewhere", spec(), secret="s", owner=pod_owner)
+    assert "ownerReferences" not in other["metadata"]
+
+
+def test_job_owner_from_downward_api_labels() -> None:
+    job = k8s.owner_from_env(IN_CLUSTER_ENV, "job")
+    assert job is not None and (job.kind, job.api_version, job.name) == ("Job", "batch/v1", "nightly-1")
+    assert k8s.owner_from_env(IN_CLUSTER_ENV, "none") is None
+    validate(k8s.service_object("r1", 0, "evals", owner=job))
+
+
+def test_no_secret_value_anywhere_in_the_pod() -> None:
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="n8n-lanes-r1-env")
+    text = json.dumps(pod)
+    assert SECRET_VALUE not in text and MODEL_KEY not in text and "should-be-dropped" not in text
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    for key in ("ANTHROPIC_API_KEY", "N8N_INSTANCE_AI_MODEL_API_KEY"):
+        assert "value" not in env[key]
+        assert env[key]["valueFrom"] == {"secretKeyRef": {"name": "n8n-lanes-r1-env", "key": key, "optional": False}}
+    # the per-run Secret is where the values live
+    secret = k8s.secret_object("r1", "evals", spec().secret_env)
+    assert secret["stringData"] == {"ANTHROPIC_API_KEY": SECRET_VALUE, "N8N_INSTANCE_AI_MODEL_API_KEY": MODEL_KEY}
+
+
+def test_pod_env_forces_in_pod_listen_address_and_port() -> None:
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="s")
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["N8N_LISTEN_ADDRESS"] == "0.0.0.0"
+    assert env["N8N_PORT"] == "5678"  # the profile's 9999 does not win in a pod
+    assert env["E2E_TESTS"] == "true" and env["N8N_AI_ASSISTANT_BASE_URL"] == ""
+    assert env["N8N_USER_FOLDER"] == k8s.USER_FOLDER
+
+
+def test_pod_security_probes_and_resources() -> None:
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="s", run_as_user=1001)
+    pspec = pod["spec"]
+    (c,) = pspec["containers"]
+    assert pspec["securityContext"]["runAsNonRoot"] is True
+    assert pspec["securityContext"]["runAsUser"] == 1001
+    assert pspec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pspec["automountServiceAccountToken"] is False
+    assert pspec["enableServiceLinks"] is False
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz/readiness", "port": "http", "scheme": "HTTP"}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["resources"] == {"requests": {"cpu": "250m", "memory": "768Mi"}, "limits": {"cpu": "1500m", "memory": "2Gi"}}
+    assert c["image"] == "registry.invalid/n8n-eval-lane:2.41.1"
+    assert k8s.pod_object("r1", 0, "evals", spec(), secret="s", image="other:1")["spec"]["containers"][0]["image"] == "other:1"
+
+
+def test_network_policy_selects_run_lanes_and_admits_only_the_orchestrator() -> None:
+    policy = k8s.network_policy_object("run-a", "evals")
+    pod_labels = k8s.pod_object("run-a", 1, "evals", spec(), secret="s")["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "n8n-eval-lane", "n8n-eval/run-id": "run-a"}
+    assert selector.items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-orchestrator"}}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 5678}]
+
+
+def test_service_selects_exactly_its_pod() -> None:
+    pod = k8s.pod_object("run-a", 2, "evals", spec(), secret="s", attempt=1)
+    svc = k8s.service_object("run-a", 2, "evals", attempt=1)
+    replacement = k8s.pod_object("run-a", 2, "evals", spec(), secret="s", attempt=2)
+    sel = svc["spec"]["selector"]
+    assert svc["metadata"]["name"] == pod["metadata"]["name"]
+    assert sel.items() <= pod["metadata"]["labels"].items()
+    assert not sel.items() <= replacement["metadata"]["labels"].items()
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 5678, "targetPort": "http", "protocol": "TCP"}]
+
+
+@pytest.mark.parametrize("run_id", ["Run_2026/12/02 nightly", "x" * 120, "UPPER", "a--b-", "20261202t0930-3f2a"])
+def test_run_label_is_a_valid_label_and_dns_fragment(run_id: str) -> None:
+    label = k8s.run_label(run_id)
+    assert k8s.check_label_value(label) and len(label) <= 40
+    assert label == k8s.run_label(run_id)
+    name = k8s.pod_name(run_id, 12, 3)
+    assert len(name) <= 63
+    validate(k8s.service_object(run_id, 12, "evals", attempt=3))  # Service names are the strictest (DNS-1035)
+
+
+def test_run_labels_of_distinct_ids_differ() -> None:
+    assert k8s.run_label("Run-A") != k8s.run_label("run-a")
+    assert k8s.run_label("x" * 100 + "1") != k8s.run_label("x" * 100 + "2")
+
+
+def test_lane_url_templates() -> None:
+    kw = dict(service="n8n-lane-r-0-0", namespace="evals", index=2, base_port=5700)
+    assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == "http://n8n-lane-r-0-0.evals.svc.cluster.local:5678"
+    assert k8s.lane_url("http://127.0.0.1:{local_port}/", **kw) == "http://127.0.0.1:5702"
+    with pytest.raises(ValueError, match="url_template"):
+        k8s.lane_url("http://{nope}:1", **kw)
+
+
+def test_secret_keys_must_be_env_names() -> None:
+    with pytest.raises(ValueError, match="bad key"):
+        k8s.secret_object("r1", "evals", {"bad key": "v"})
