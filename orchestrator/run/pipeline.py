@@ -90,9 +90,35 @@ def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResu
     return [WorkUnit(c.slug, i) for c in cases for i in range(iterations) if (c.slug, i) not in done]
 
 
+class RunHooks:
+    """Observers of a run (LangSmith experiments, A/B bookkeeping). Every call is best-effort:
+    a hook that raises is logged and never fails the run."""
+
+    async def on_cases(self, run_id: str, cases: list[LoadedCase]) -> None: ...
+
+    async def on_unit(self, unit: UnitResult) -> None: ...
+
+    async def on_finish(self, results: EvalResults) -> dict[str, object] | None:
+        """May return a comparison dict (e.g. against a baseline found in LangSmith)."""
+        return None
+
+
+async def _call_hooks(hooks: list[RunHooks], method: str, *args: object) -> list[object]:
+    out = []
+    for hook in hooks:
+        try:
+            out.append(await getattr(hook, method)(*args))
+        except Exception as exc:  # best effort by contract
+            log.warning("%s.%s failed: %s", type(hook).__name__, method, redact(str(exc)))
+    return out
+
+
 class Run:
-    def __init__(self, cfg: RunConfig) -> None:
+    def __init__(self, cfg: RunConfig, hooks: list[RunHooks] | None = None) -> None:
         self.cfg = cfg
+        self.hooks = list(hooks or [])
+        self._pending_hooks: set[asyncio.Task[object]] = set()
+        self._main_task: asyncio.Task[object] | None = None
         self.metrics = RunMetrics()
         self.stop_reason: str | None = None
         self.errors: list[str] = []
@@ -138,6 +164,7 @@ class Run:
         cases = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
         if not cases:
             raise UserError("no cases selected: check the case paths and --filter / --exclude / --tier")
+        await _call_hooks(self.hooks, "on_cases", run_id, cases)
         results = EvalResults(run_id=run_id, experiment_name=cfg.experiment_name, started_at=time.time(), config=cfg.public())
         writer = ResultsWriter(results, output_dir, _run_dir(cfg, run_id))
         finished = read_units(writer.units_path) if cfg.resume else []
@@ -171,9 +198,14 @@ class Run:
             await judge.aclose()
             route.close()
             results.finished_at = time.time()
+            if self._pending_hooks:
+                await asyncio.gather(*self._pending_hooks, return_exceptions=True)
             results.lanes = [LaneRecord(lane=l.lane_id, backend=l.backend, base_url=l.base_url, fingerprint=l.fingerprint)
                              for l in self.lanes.values()]
-            self._finalize(results, writer, units_total, output_dir)
+            summary, case_summaries = summarize(results.units, cfg.iterations, units_total)
+            results.summary, results.cases = summary, case_summaries
+            hook_comparisons = [c for c in await _call_hooks(self.hooks, "on_finish", results) if c]
+            self._finalize(results, writer, units_total, output_dir, hook_comparisons[0] if hook_comparisons else None)
             if endpoint:
                 endpoint.close()
             if cfg.pushgateway:
@@ -231,6 +263,10 @@ class Run:
                 writer.results.units.append(record)
                 allocator.stop_new(f"results cannot be written: {exc}")
             progress.update(task, advance=1, status=f"${self.spent_usd:.2f} · {self._lane_summary()}")
+            if self.hooks:
+                t = asyncio.create_task(_call_hooks(self.hooks, "on_unit", record))
+                self._pending_hooks.add(t)
+                t.add_done_callback(self._pending_hooks.discard)
 
         def on_event(ev: AllocatorEvent) -> None:
             if ev.kind == EventKind.started:
@@ -360,7 +396,8 @@ class Run:
                 failures.append(msg)
         return failures
 
-    def _finalize(self, results: EvalResults, writer: ResultsWriter, units_total: int, output_dir: Path) -> None:
+    def _finalize(self, results: EvalResults, writer: ResultsWriter, units_total: int, output_dir: Path,
+                  hook_comparison: dict[str, object] | None = None) -> None:
         summary, case_summaries = summarize(results.units, self.cfg.iterations, units_total)
         summary.stopped_reason = self.stop_reason
         results.summary = summary
@@ -368,6 +405,8 @@ class Run:
         results.cleanup_failures = list(self.cleanup_failures)
         comparison = baseline = None
         reason = "no baseline given (--baseline)"
+        if hook_comparison is not None:
+            results.comparison = hook_comparison
         if self.cfg.baseline is not None:
             try:
                 baseline = load_results(self.cfg.baseline, role="baseline")
@@ -384,5 +423,5 @@ class Run:
             self.errors.append(redact(f"cannot write results to {output_dir}: {exc}"))
 
 
-async def run(cfg: RunConfig) -> RunOutcome:
-    return await Run(cfg.validate()).execute()
+async def run(cfg: RunConfig, hooks: list[RunHooks] | None = None) -> RunOutcome:
+    return await Run(cfg.validate(), hooks).execute()

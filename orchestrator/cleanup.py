@@ -1,0 +1,114 @@
+"""``orchestrator cleanup``: remove what runs left behind, by ledger and by label.
+
+For lanes the orchestrator owns (process, docker, kubernetes) the lane *is* the container of
+everything a build created — users, credentials and workflows live in its database — so tearing
+the lane down removes them all, and the ledger entries that lived on it are closed with it. Then
+each backend sweeps by label (process: the ``N8N_EVAL_RUN_ID`` env label; docker: container
+labels; kubernetes: ``app.kubernetes.io/instance``), which also finds lanes a ledger never named
+(a SIGKILL between start and the ledger write). For static lanes — someone else's n8n — cleanup
+logs in as the owner (``--email/--password`` or ``N8N_EVAL_EMAIL``/``N8N_EVAL_PASSWORD``) and
+deletes the recorded users, credentials and workflows one by one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.lanes.backend import get_backend
+from orchestrator.lanes.bringup import safe_teardown
+from orchestrator.lanes.pool import lane_from_entry
+from orchestrator.ledger import Ledger, all_runs
+from orchestrator.n8n.errors import N8nError
+from orchestrator.n8n.rest import N8nClient
+from orchestrator.redact import redact
+
+log = logging.getLogger(__name__)
+
+SWEEP_BACKENDS = ("process", "docker", "kubernetes")
+
+
+@dataclass
+class CleanupReport:
+    removed: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+async def _clean_static(ledger: Ledger, lane_urls: dict[str, str], email: str | None, password: str | None,
+                        report: CleanupReport) -> None:
+    entries = [e for e in ledger.open_entries() if e.kind in ("workflow", "credential", "user") and e.lane in lane_urls]
+    if not entries:
+        return
+    if not (email and password):
+        report.failures.append(f"run {ledger.run_id}: {len(entries)} resource(s) on static lanes need --email/--password")
+        return
+    order = {"workflow": 0, "credential": 1, "user": 2}
+    for lane_id, url in lane_urls.items():
+        mine = sorted((e for e in entries if e.lane == lane_id), key=lambda e: order[e.kind])
+        if not mine:
+            continue
+        try:
+            async with N8nClient(url) as client:
+                owner = await client.login(email, password)
+                for e in mine:
+                    try:
+                        if e.kind == "workflow":
+                            await owner.delete_workflow(e.id)
+                        elif e.kind == "credential":
+                            await owner.delete_credential(e.id)
+                        else:
+                            await owner.delete_user(e.id)
+                        ledger.deleted(e.kind, e.id, lane=e.lane)
+                        report.removed.append(f"{lane_id}: {e.kind} {e.id}")
+                    except N8nError as exc:
+                        msg = redact(f"{lane_id}: delete {e.kind} {e.id}: {exc}")
+                        ledger.delete_failed(e.kind, e.id, msg, lane=e.lane)
+                        report.failures.append(msg)
+                await owner.aclose()
+        except N8nError as exc:
+            report.failures.append(redact(f"{lane_id} ({url}): {exc}"))
+
+
+async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str] | None = None, *,
+                  email: str | None = None, password: str | None = None) -> CleanupReport:
+    report = CleanupReport()
+    ledgers = [Ledger.for_run(run_id, state_dir)] if run_id else all_runs(state_dir)
+    static_urls: dict[str, dict[str, str]] = {}
+    for ledger in ledgers:
+        lanes = [lane_from_entry(ledger.run_id, e) for e in ledger.open_entries("lane")]
+        for name in sorted({lane.backend for lane in lanes}):
+            backend = get_backend(name)(ledger.run_id, ledger, state_dir)
+            try:
+                for lane in (l for l in lanes if l.backend == name):
+                    if not backend.owns_lanes:
+                        static_urls.setdefault(ledger.run_id, {})[lane.lane_id] = lane.base_url
+                        continue
+                    failure = await safe_teardown(backend, lane)
+                    if failure:
+                        report.failures.append(failure)
+                        continue
+                    report.removed.append(f"{ledger.run_id}: lane {lane.lane_id}")
+                    for e in ledger.open_entries():
+                        if e.lane == lane.lane_id and e.kind != "lane":
+                            ledger.deleted(e.kind, e.id, lane=e.lane)  # went with the lane
+            finally:
+                await backend.close()
+        if ledger.run_id in static_urls:
+            await _clean_static(ledger, static_urls[ledger.run_id], email, password, report)
+    for name in backends or SWEEP_BACKENDS:
+        try:
+            backend = get_backend(name)(run_id or "sweep", Ledger(state_dir / "runs" / (run_id or "sweep")), state_dir)
+        except Exception as exc:  # a backend whose client is unavailable here (no dockerd, no kubeconfig)
+            log.debug("sweep %s skipped: %s", name, exc)
+            continue
+        try:
+            report.removed += [f"{name}: {r}" for r in await backend.sweep(run_id)]
+        except Exception as exc:
+            if backends:  # asked for explicitly: a failure is a failure
+                report.failures.append(redact(f"sweep {name}: {exc}"))
+            else:
+                log.debug("sweep %s skipped: %s", name, exc)
+        finally:
+            await backend.close()
+    return report
