@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from orchestrator.redact import redact_obj
 
 #: Kinds torn down later come first: users before lanes, lanes last.
-TEARDOWN_ORDER = ("workflow", "credential", "user", "folder", "service", "networkpolicy", "lane")
+TEARDOWN_ORDER = ("workflow", "credential", "user", "folder", "service", "networkpolicy", "secret", "lane")
 
 
 def default_state_dir() -> Path:

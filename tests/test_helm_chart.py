@@ -367,3 +367,96 @@ def test_schema_ships_with_the_chart() -> None:
     assert schema is not None and schema["properties"]["backend"]["enum"] == ["kubernetes", "static"]
     assert json.dumps(defaults)  # the defaults themselves pass (render above would fail otherwise)
     assert defaults["run"]["lanes"] >= 1 and defaults["nightly"]["schedule"]
+
+
+# ---- the values the GitHub workflows install the chart with ---------------------------------------
+
+WORKFLOW_ENV = {"REGISTRY": "registry.invalid/evals", "TAG": "0123abc", "RUNNER_TEMP": "/tmp", "NAMESPACE": NAMESPACE}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _helm_set_values() -> dict[str, Any]:
+    """The --set/--set-string flags of cluster-run.yml's `helm upgrade --install`, as Helm parses them."""
+    import shlex
+    from string import Template
+
+    from test_workflows import WORKFLOWS, load, logical_lines, run_blocks
+
+    (line,) = [l for s in run_blocks(load(WORKFLOWS / "cluster-run.yml")) for l in logical_lines(s)
+               if "helm upgrade --install" in l]
+    words = shlex.split(Template(line).safe_substitute(WORKFLOW_ENV))
+    values: dict[str, Any] = {}
+    for flag, arg in zip(words, words[1:]):
+        if flag == "--set":
+            values = _deep_merge(values, helm.parse_set_string(arg))
+        elif flag == "--set-string":
+            values = _deep_merge(values, helm.parse_set_string_values(arg))
+    assert values["lanes"]["existingSecret"] == "n8n-eval-keys"
+    return values
+
+
+def _nightly_values() -> dict[str, Any]:
+    import re
+
+    from test_workflows import WORKFLOWS, load
+
+    text = load(WORKFLOWS / "nightly.yml")["jobs"]["nightly"]["with"]["values"]
+    # a scheduled run has no inputs: every `${{ inputs.x || default }}` takes its default
+    text = re.sub(r"\$\{\{\s*inputs\.\w+\s*\|\|\s*'?([^'}]*?)'?\s*\}\}", r"\1", text)
+    text = text.replace("${{ github.run_id }}", "4242")
+    assert "${{" not in text
+    return helm.values_from_yaml(text)
+
+
+def _ab_values(tmp_path: Path) -> dict[str, Any]:
+    """Run ab-experiment.yml's `prepare` step (plain Python) with sample inputs; parse its output."""
+    import os
+    import subprocess
+
+    from test_workflows import WORKFLOWS, load
+
+    doc = load(WORKFLOWS / "ab-experiment.yml")
+    (script,) = [s["run"] for s in doc["jobs"]["prepare"]["steps"]]
+    out = tmp_path / "github_output"
+    env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242",
+               CONTROL_MODEL="anthropic/claude-sonnet-4-6", VARIANT_MODEL="openai/gpt-5.5",
+               CONTROL_FLAGS="", VARIANT_FLAGS='{"118_instance_ai_setup_overhaul":"variant"}',
+               SUITE="smoke", ITERATIONS="2", LANES="2")
+    subprocess.run(["bash", "-e", "-c", script], env=env, check=True, timeout=60)
+    key, _, value = out.read_text().strip().partition("=")
+    assert key == "values"
+    return json.loads(value)
+
+
+@pytest.mark.parametrize("mode", ["nightly", "ab"])
+def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path) -> None:
+    extra = _nightly_values() if mode == "nightly" else _ab_values(tmp_path)
+    values = _deep_merge(extra, _helm_set_values())  # Helm: --set wins over -f
+    docs = render(values)
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    assert not [r for r in role_rules(docs) if r[1] == "secrets"]  # lanes read the existing Secret
+    if mode == "nightly":
+        cron = one(docs, "CronJob")
+        assert cron["spec"]["suspend"] is True and not by_kind(docs, "Job")
+        args = container(cron["spec"]["jobTemplate"]["spec"]["template"])["args"]
+        assert _arg(args, "--experiment-name") == "nightly-4242"
+    else:
+        assert not by_kind(docs, "CronJob")
+        args = container(one(docs, "Job")["spec"]["template"])["args"]
+        assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
+        assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
+            'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
+        assert _arg(args, "--run-id") == "gh-ab-4242"
+    template = pod_specs(docs)[0]
+    env = {e["name"]: e for e in container(template)["env"]}
+    assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"
+    assert container(template)["image"] == "registry.invalid/evals/n8n-eval-orchestrator:0123abc"
+    assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "n8n-eval-keys", "key": "OPENAI_API_KEY"}
+    assert "persistentVolumeClaim" in {k for v in template["spec"]["volumes"] for k in v}

@@ -500,10 +500,18 @@ def test_registered_by_name_and_bad_options_are_named() -> None:
     with pytest.raises(ConfigError, match="ORCHESTRATOR_K8S_URL_TEMPLATE"):
         KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(),
                           url_template="http://{nope}")
-    with pytest.raises(ConfigError, match="option 'colour'"):
-        KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), colour="blue")
+    with pytest.raises(ConfigError, match="option 'run_as_user'"):
+        KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), run_as_user=0)
     with pytest.raises(ConfigError, match="ORCHESTRATOR_K8S_OWNER_KIND"):
         KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(),
                           environ={"ORCHESTRATOR_K8S_OWNER_KIND": "deployment"})
-    # options other backends take (the CLI passes them to every backend) are ignored
-    KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), base_url=None, cache=None)
+    # options other backends take (the run passes them to whichever backend it picked) are ignored
+    backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), base_url=None,
+                                email="owner@n8n-eval.invalid", password="Pw-0123456789", cache="/tmp/x")
+    assert backend.opts.namespace is None
+    # env fallbacks: the Helm chart configures the in-cluster orchestrator this way
+    backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), environ={
+        "ORCHESTRATOR_K8S_NAMESPACE": "evals", "ORCHESTRATOR_LANE_IMAGE": "reg.invalid/lane:1",
+        "ORCHESTRATOR_K8S_RUN_AS_USER": "1001", "ORCHESTRATOR_K8S_LANE_SECRET": "keys"})
+    assert (backend.namespace, backend.opts.image, backend.opts.run_as_user, backend.secret_ref) == (
+        "evals", "reg.invalid/lane:1", 1001, "keys")

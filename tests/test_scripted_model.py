@@ -271,13 +271,23 @@ def test_tool_result_with_list_content():
     assert ms.created_workflow_id({**block, "is_error": True}) is None
 
 
-def test_demo_script_routes_judge_and_builder():
+def test_demo_script_routes_judge_builder_and_lane_mock():
+    from orchestrator.verify.judge import EXPECTATION_SYSTEM
+
     script = ms.demo_script()
-    judged = script({"messages": [{"role": "user", "content": "## Expectations\n0. a\n1. b\n"}]})
+    judged = script({"system": EXPECTATION_SYSTEM,
+                     "messages": [{"role": "user", "content": "## Expectations\n0. a\n1. b\n"}]})
     assert json.loads(judged.blocks[0].text) == {"verdicts": [
         {"index": 0, "pass": True, "reason": "scripted judge"}, {"index": 1, "pass": True, "reason": "scripted judge"}]}
     built = script({"tools": [_tool(CREATE)], "messages": [{"role": "user", "content": "build"}]})
     assert built.blocks[-1].name == CREATE
+    # the lane's eval mock: hint planning (no tools, not our judge) gets a JSON plan …
+    plan = json.loads(script({"system": "plan mock data", "messages": [{"role": "user", "content": "x"}]}).blocks[0].text)
+    assert set(plan) == {"globalContext", "nodeHints", "triggerContent"}
+    # … and an intercepted request gets one submit_response call
+    mocked = script({"tools": [_tool("get_endpoint_quirks"), _tool("submit_response")],
+                     "messages": [{"role": "user", "content": "GET /users"}]})
+    assert mocked.blocks[-1].name == "submit_response"
 
 
 def test_module_main_serves_until_interrupted():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -52,10 +53,20 @@ def up(
     positive(count, "--count")
     positive(retries, "--retries", allow_zero=True)
     rid = run_id or new_run_id()
-    run_async(_up(backend, count, profile, env, rid, state_dir, base_url, retries))
+    try:
+        run_async(_up(backend, count, profile, env, rid, state_dir, base_url, retries))
+    except asyncio.CancelledError:
+        console.print(f"[yellow]interrupted: the lanes of run {rid} were torn down[/yellow]")
+        raise typer.Exit(130) from None
 
 
 async def _up(backend_name, count, profile, env, run_id, state_dir, base_url, retries) -> None:
+    # Handlers, not KeyboardInterrupt: a SIGINT disposition inherited as "ignored" (background
+    # jobs, CI) would otherwise leave lanes up; SIGTERM (a pod being stopped) gets the same path.
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    assert main is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main.cancel)
     spec = make_spec(profile, env)
     ledger = Ledger.for_run(run_id, state_dir)
     backend = get_backend(backend_name)(run_id, ledger, state_dir, base_url=base_url)

@@ -75,8 +75,6 @@ TERMINAL_WAITING = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError",
      "CrashLoopBackOff", "ErrImageNeverPull"}
 )
-#: Options other backends take that the CLI may pass to any backend.
-_FOREIGN_OPTIONS = frozenset({"base_url", "cache"})
 _ENV_OPTIONS = {
     "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
     "url_template": "ORCHESTRATOR_K8S_URL_TEMPLATE",
@@ -90,7 +88,7 @@ _ENV_OPTIONS = {
 
 
 class KubernetesOptions(BaseModel):
-    """The backend's options after env fallbacks; unknown options are refused by name."""
+    """The backend's options after env fallbacks; a bad value is refused naming the option."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -108,7 +106,13 @@ class KubernetesOptions(BaseModel):
 
 
 def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
-    given = {k: v for k, v in options.items() if k not in _FOREIGN_OPTIONS and v is not None}
+    """This backend's options (a value, else its env var); options meant for other backends
+    (the run passes ``base_url``, ``email``, … to whichever backend it picked) are ignored."""
+    known = set(KubernetesOptions.model_fields)
+    ignored = sorted(k for k, v in options.items() if k not in known and v is not None)
+    if ignored:
+        log.debug("kubernetes backend: ignoring options %s", ", ".join(ignored))
+    given = {k: v for k, v in options.items() if k in known and v is not None}
     for key, var in _ENV_OPTIONS.items():
         if key not in given and env.get(var):
             given[key] = env[var]
@@ -558,12 +562,9 @@ class KubernetesBackend(LaneBackend):
         run_id = (meta.get("annotations") or {}).get(objects.ANNOTATION_RUN_ID)
         if not run_id:
             return
-        ledger = self.ledger if run_id == self.run_id else None
-        if ledger is None:
-            run_dir = self.state_dir / "runs" / run_id
-            if not (run_dir / "ledger.jsonl").exists():
-                return
-            ledger = Ledger(run_dir)
+        ledger = self.ledger if run_id == self.run_id else Ledger(self.state_dir / "runs" / run_id)
+        if not ledger.path.exists():  # a run recorded elsewhere (another machine, a pod's volume)
+            return
         name = meta.get("name", "")
         if kind == "pod":
             ledger.deleted("lane", name, lane=name)

@@ -32,7 +32,7 @@ _KEEP_ENV = ("LANG", "LC_ALL", "TZ", "TMPDIR")
 STOP_GRACE_S = 10.0
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -86,7 +86,7 @@ async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not pid_alive(pid):
             break
         await asyncio.sleep(0.1)
     try:
@@ -94,7 +94,7 @@ async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
     except ProcessLookupError:
         pass
     for _ in range(50):
-        if not _alive(pid):
+        if not pid_alive(pid):
             return
         await asyncio.sleep(0.1)
 
@@ -175,7 +175,7 @@ class ProcessBackend(LaneBackend):
         proc = self._procs.get(lane.lane_id)
         if proc is not None and proc.poll() is not None:
             return False
-        if proc is None and not _alive(self._pid(lane)):
+        if proc is None and not pid_alive(self._pid(lane)):
             return False
         try:
             resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
@@ -187,7 +187,7 @@ class ProcessBackend(LaneBackend):
         proc = self._procs.get(lane.lane_id)
         if proc is not None:
             return proc.poll() is not None
-        return not _alive(self._pid(lane))
+        return not pid_alive(self._pid(lane))
 
     async def logs(self, lane: Lane, lines: int = 40) -> str:
         path = self.lanes_dir() / lane.lane_id / "n8n.log"
@@ -203,7 +203,7 @@ class ProcessBackend(LaneBackend):
         proc = self._procs.pop(lane.lane_id, None)
         if proc is not None:
             proc.poll()
-        if _alive(pid):
+        if pid_alive(pid):
             raise LaneError(f"{lane.describe()}: process {pid} survived SIGKILL")
         folder = self.lanes_dir() / lane.lane_id
         self._keep_log(folder, lane.lane_id)
@@ -226,7 +226,7 @@ class ProcessBackend(LaneBackend):
     async def sweep(self, run_id: str | None = None) -> list[str]:
         removed: list[str] = []
         for pid in labelled_processes(run_id):
-            if _alive(pid):
+            if pid_alive(pid):
                 await _kill_group(pid, grace_s=3.0)
                 removed.append(f"process {pid}")
         runs_root = self.state_dir / "runs"

@@ -1,0 +1,254 @@
+{{/* The orchestrator's pods carry this name label: the lane NetworkPolicies admit exactly it. */}}
+{{- define "eval.name" -}}n8n-eval-orchestrator{{- end }}
+
+{{- define "eval.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 44 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 44 | trimSuffix "-" -}}
+{{- end -}}
+{{- end }}
+
+{{- define "eval.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "eval.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end }}
+
+{{- define "eval.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "eval.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "eval.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "eval.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "eval.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end }}
+
+{{- define "eval.laneImage" -}}
+{{- printf "%s:%s" .Values.laneImage.repository (default .Chart.AppVersion .Values.laneImage.tag) -}}
+{{- end }}
+
+{{/* `orchestrator run` options shared by the nightly CronJob and the A/B Job (a YAML list). */}}
+{{- define "eval.runArgs" -}}
+{{- $run := .Values.run -}}
+- --backend
+- {{ .Values.backend | quote }}
+{{- if eq .Values.backend "static" }}
+- --base-url
+- {{ join "," .Values.staticBaseUrls | quote }}
+{{- end }}
+- --source
+- {{ $run.source | quote }}
+{{- with $run.suite }}
+- --suite
+- {{ . | quote }}
+{{- end }}
+- --tier
+- {{ $run.tier | quote }}
+- --iterations
+- {{ $run.iterations | quote }}
+- --lanes
+- {{ $run.lanes | quote }}
+- --concurrency
+- {{ $run.concurrency | quote }}
+{{- with $run.perLaneBuilds }}
+- --per-lane-builds
+- {{ . | quote }}
+{{- end }}
+{{- with $run.profile }}
+- --profile
+- {{ . | quote }}
+{{- end }}
+{{- range $k, $v := $run.env }}
+- --env
+- {{ printf "%s=%s" $k $v | quote }}
+{{- end }}
+{{- with $run.baseline }}
+- --baseline
+- {{ . | quote }}
+{{- end }}
+{{- with $run.experimentName }}
+- --experiment-name
+- {{ . | quote }}
+{{- end }}
+{{- with $run.dataset }}
+- --dataset
+- {{ . | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" $run.maxCostUsd) }}
+- --max-cost-usd
+- {{ $run.maxCostUsd | toString | quote }}
+{{- end }}
+- --output-dir
+- {{ printf "%s/$(POD_NAME)" .Values.results.mountPath | quote }}
+- --metrics-port
+- {{ .Values.metrics.port | quote }}
+{{- with .Values.metrics.pushgateway }}
+- --pushgateway
+- {{ . | quote }}
+{{- end }}
+{{- range $run.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- range $run.casesPaths }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "eval.secretEnv" -}}
+{{- $refs := list
+  (list "ANTHROPIC_API_KEY" .Values.secrets.anthropicApiKey)
+  (list "N8N_INSTANCE_AI_MODEL_API_KEY" .Values.secrets.instanceAiModelApiKey)
+  (list "OPENAI_API_KEY" .Values.secrets.openaiApiKey)
+  (list "LANGSMITH_API_KEY" .Values.secrets.langsmithApiKey)
+  (list "LANGTRACER_API_KEY" .Values.secrets.langtracerApiKey) -}}
+{{- range $refs }}
+{{- $name := index . 0 }}
+{{- $ref := index . 1 }}
+{{- if and $ref $ref.existingSecret }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ref.existingSecret | quote }}
+      key: {{ $ref.key | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The orchestrator pod. Call with (dict "root" $ "component" "nightly" "args" (list ...)).
+*/}}
+{{- define "eval.podTemplate" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+metadata:
+  labels:
+    {{- include "eval.selectorLabels" $root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+    {{- with $v.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with $v.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  restartPolicy: Never
+  serviceAccountName: {{ include "eval.serviceAccountName" $root }}
+  automountServiceAccountToken: {{ eq $v.backend "kubernetes" }}
+  enableServiceLinks: false
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: {{ $v.podSecurityContext.runAsUser }}
+    runAsGroup: {{ $v.podSecurityContext.runAsGroup }}
+    fsGroup: {{ $v.podSecurityContext.fsGroup }}
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: orchestrator
+      image: {{ include "eval.image" $root | quote }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      command: ["orchestrator"]
+      args:
+        {{- toYaml .args | nindent 8 }}
+      ports:
+        - name: metrics
+          containerPort: {{ $v.metrics.port }}
+          protocol: TCP
+      env:
+        # Downward API: the kubernetes backend makes lanes owned by this Pod (or Job).
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        - name: POD_UID
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.uid
+        {{- if eq $v.lanes.ownerKind "job" }}
+        - name: JOB_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.labels['batch.kubernetes.io/job-name']
+        - name: JOB_UID
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.labels['batch.kubernetes.io/controller-uid']
+        {{- end }}
+        - name: ORCHESTRATOR_K8S_OWNER_KIND
+          value: {{ $v.lanes.ownerKind | quote }}
+        - name: ORCHESTRATOR_LANE_IMAGE
+          value: {{ include "eval.laneImage" $root | quote }}
+        - name: ORCHESTRATOR_K8S_IMAGE_PULL_POLICY
+          value: {{ $v.laneImage.pullPolicy | quote }}
+        {{- with $v.lanes.existingSecret }}
+        - name: ORCHESTRATOR_K8S_LANE_SECRET
+          value: {{ . | quote }}
+        {{- end }}
+        - name: ORCHESTRATOR_STATE_DIR
+          value: {{ printf "%s/.orchestrator" $v.results.mountPath | quote }}
+        - name: HOME
+          value: /tmp
+        - name: TMPDIR
+          value: /tmp
+        {{- with $v.langtracerUrl }}
+        - name: LANGTRACER_URL
+          value: {{ . | quote }}
+        {{- end }}
+        {{- include "eval.secretEnv" $root | nindent 8 }}
+      resources:
+        {{- toYaml $v.resources | nindent 8 }}
+      securityContext:
+        runAsNonRoot: true
+        privileged: false
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        capabilities:
+          drop: ["ALL"]
+        seccompProfile:
+          type: RuntimeDefault
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        - name: results
+          mountPath: {{ $v.results.mountPath | quote }}
+  volumes:
+    - name: tmp
+      emptyDir: {}
+    - name: results
+      {{- if $v.results.persistence.enabled }}
+      persistentVolumeClaim:
+        claimName: {{ default (printf "%s-results" (include "eval.fullname" $root)) $v.results.persistence.existingClaim | quote }}
+      {{- else }}
+      emptyDir: {}
+      {{- end }}
+  {{- with $v.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $v.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The test command (README and CI). Sets everything up, then runs pytest.
+#
+#   bash scripts/test.sh          default tier: everything but tests marked `slow` (~10–20 min)
+#   bash scripts/test.sh --all    also the slow tier: docker images and lanes, faults, soak-like runs
+#   bash scripts/test.sh --all -k docker   extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tier=(-m "not slow")
+if [ "${1:-}" = "--all" ]; then
+  tier=()
+  shift
+fi
+bash scripts/setup.sh
+if [ ${#tier[@]} -eq 0 ]; then
+  # the slow tier needs dockerd, debootstrap and chromium
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+     && ! { command -v dockerd && command -v debootstrap && command -v chromium; } >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap chromium >/dev/null
+  fi
+  if command -v dockerd >/dev/null 2>&1; then
+    eval "$(bash scripts/dockerd.sh start | grep '^DOCKER_HOST=')"
+    export DOCKER_HOST
+  fi
+fi
+set +e
+.venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then
+  echo "no tests collected" >&2
+  exit 1
+fi
+exit $rc

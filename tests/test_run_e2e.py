@@ -1,0 +1,112 @@
+"""``orchestrator run`` end to end on a real n8n lane with the real claude CLI.
+
+The only stand-in is the model: a scripted Anthropic-compatible server on loopback. It makes the
+real claude CLI call the lane's real MCP ``create_workflow_from_code``, answers the lane's own
+eval mock during verification, and plays the judge. The lane is started once as a *static* lane
+so the test can look inside it afterwards: the run must leave no workflow, user or credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
+from orchestrator.lanes.pool import make_spec
+from orchestrator.lanes.process import ProcessBackend
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.rest import N8nClient
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import run
+from orchestrator.testing.model_scripts import demo_script
+from orchestrator.testing.scripted_model import ScriptedModelServer
+from _process_lanes import leftovers
+
+pytestmark = [pytest.mark.n8n, pytest.mark.claude]
+CASES = Path(__file__).resolve().parents[1] / "cases"
+FAKE_KEY = "sk-ant-e2e-fake-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def model() -> ScriptedModelServer:
+    server = ScriptedModelServer(demo_script()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def static_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
+    state = tmp_path_factory.mktemp("lane-state")
+    ledger = Ledger.for_run("e2e-lane", state)
+    backend = ProcessBackend("e2e-lane", ledger, state)
+    owner = make_owner("e2e-lane")
+    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}", "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
+
+    async def up():
+        try:
+            return (await bring_up(backend, 1, spec, owner)).lanes[0]
+        finally:
+            await backend.close()
+
+    async def down(lane):
+        again = ProcessBackend("e2e-lane", ledger, state)  # a fresh client on this event loop
+        try:
+            return await teardown_pool(again, [lane])
+        finally:
+            await again.close()
+
+    lane = asyncio.run(up())
+    yield lane, owner
+    assert asyncio.run(down(lane)) == []
+    assert leftovers("e2e-lane", state) == []
+
+
+async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list]:
+    async with N8nClient(base_url) as client:
+        owner = await client.login(email, password)
+        users = {u["email"] for u in await owner.list_users()}
+        workflows = await owner.list_workflows()
+        credentials = await owner.list_credentials()
+        await owner.aclose()
+    return users, workflows, credentials
+
+
+async def test_run_builds_verifies_and_leaves_nothing_behind(static_lane, model, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    lane, owner = static_lane
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    before = await _inventory(lane.base_url, owner.email, owner.password)
+    cfg = RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-code-greetings,credential-single-notion", iterations=2,
+        backend="static", base_url=lane.base_url, lanes=1, email=owner.email, password=owner.password,
+        model_server="real", state_dir=tmp_path / "state", output_dir=tmp_path / "out", run_id="e2e-run",
+    )
+    outcome = await run(cfg)
+    assert outcome.ok, outcome.errors
+    assert outcome.cleanup_failures == []
+
+    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    assert {(u["case"], u["iteration"]) for u in data["units"]} == {
+        ("smoke-manual-code-greetings", 0), ("smoke-manual-code-greetings", 1),
+        ("credential-single-notion-attached", 0), ("credential-single-notion-attached", 1),
+    }
+    for unit in data["units"]:
+        assert unit["build"]["status"] == "ok"
+        assert unit["build"]["workflow_id"]
+        assert unit["build"]["turns"] >= 2 and unit["build"]["cost_usd"] > 0
+        assert unit["lane"] == "s0"
+    greet = [u for u in data["units"] if u["case"] == "smoke-manual-code-greetings"]
+    assert all(s["verdict"] == "pass" and s["execution_id"] for u in greet for s in u["scenarios"])
+    assert data["summary"]["units_finished"] == 4 and data["summary"]["pass_at_k"] is not None
+    assert data["lanes"][0]["fingerprint"]
+    assert (tmp_path / "out" / "eval-pr-comment.md").exists() and (tmp_path / "out" / "report.html").exists()
+    # the real claude CLI drove the real MCP tool: the model saw the tool result with a workflow id
+    assert any("create_workflow_from_code" in json.dumps(r.body) for r in model.requests if r.is_messages)
+
+    assert await _inventory(lane.base_url, owner.email, owner.password) == before
+    assert Ledger.for_run("e2e-run", tmp_path / "state").open_entries() == []
+    assert leftovers("e2e-run", tmp_path / "state") == []
