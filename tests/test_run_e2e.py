@@ -110,3 +110,67 @@ async def test_run_builds_verifies_and_leaves_nothing_behind(static_lane, model,
     assert await _inventory(lane.base_url, owner.email, owner.password) == before
     assert Ledger.for_run("e2e-run", tmp_path / "state").open_entries() == []
     assert leftovers("e2e-run", tmp_path / "state") == []
+
+
+class _Recorder:
+    """A loopback HTTP server that records what a Pushgateway would receive."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.bodies: list[tuple[str, str, bytes]] = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                recorder.bodies.append((self.command, self.path, self.rfile.read(length)))
+                self.send_response(200)
+                self.end_headers()
+
+            do_PUT = do_POST = _any
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+async def test_spend_cap_stops_new_builds_then_resume_finishes_only_the_rest(
+        static_lane, model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lane, owner = static_lane
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    gateway = _Recorder()
+    common = dict(cases_paths=[CASES], filter="smoke-manual-set-static-fields", backend="static",
+                  base_url=lane.base_url, lanes=1, email=owner.email, password=owner.password, model_server="real",
+                  state_dir=tmp_path / "state")
+    try:
+        first = await run(RunConfig(**common, iterations=3, concurrency=1, max_cost_usd=0.01, run_id="capped",
+                                    output_dir=tmp_path / "out", pushgateway=gateway.url))
+    finally:
+        gateway.close()
+    statuses = sorted(u.build.status.value for u in first.results.units)
+    assert statuses == ["ok", "skipped", "skipped"]
+    assert "spend cap reached" in (first.results.summary.stopped_reason or "")
+    assert first.results.summary.units_finished == 1
+    pushed = b"".join(body for _, _, body in gateway.bodies)
+    assert b"n8n_eval_units_done_total" in pushed and b"n8n_eval_build_cost_usd" in pushed
+    built_first = {u.build.workflow_id for u in first.results.units if u.build.workflow_id}
+
+    # skipped units never ran: --resume runs exactly them and keeps the finished one
+    second = await run(RunConfig(**common, resume="capped"))
+    assert second.ok, second.errors
+    final = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    assert sorted(u["iteration"] for u in final["units"]) == [0, 1, 2]
+    assert [u["build"]["status"] for u in final["units"]].count("ok") == 3
+    assert built_first <= {u["build"]["workflow_id"] for u in final["units"]}
+    assert Ledger.for_run("capped", tmp_path / "state").open_entries() == []

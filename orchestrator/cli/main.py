@@ -32,13 +32,14 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug log
 
 
 def _register() -> None:
-    from orchestrator.cli import cases_cmd, cleanup_cmd, compare_cmd, lanes_cmd, run_cmd
+    from orchestrator.cli import ab_cmd, cases_cmd, cleanup_cmd, compare_cmd, lanes_cmd, run_cmd
 
     app.add_typer(cases_cmd.app, name="cases")
     app.add_typer(lanes_cmd.app, name="lanes")
     run_cmd.register(app)
     cleanup_cmd.register(app)
     compare_cmd.register(app)
+    ab_cmd.register(app)
 
 
 _register()

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from orchestrator.cli.common import run_async
+from orchestrator.experiments.langsmith_sync import default_hooks
 from orchestrator.ledger import default_state_dir
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
             pushgateway=pushgateway, resume=resume, run_id=run_id, state_dir=state_dir, seed=seed, email=email,
             password=password, model_server=model_server, outage_waits_s=waits,
         )
-        outcome = run_async(run(cfg))
+        outcome = run_async(run(cfg, default_hooks(cfg)))
         summary = outcome.results.summary
         if summary is not None:
             rate = f"{summary.pass_rate.rate:.0%}" if summary.pass_rate else "n/a"

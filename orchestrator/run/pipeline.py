@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -32,6 +33,8 @@ from orchestrator.lanes.bringup import PoolEvents, bring_up, check_fingerprints,
 from orchestrator.lanes.install import ensure_toolchain
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.pool import make_spec
+from orchestrator.lanes.process import RUN_LABEL
+from orchestrator.lanes.static import parse_base_urls
 from orchestrator.ledger import Ledger
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact
@@ -83,6 +86,15 @@ def _resume_config(cfg: RunConfig) -> RunConfig:
     cfg.cases_paths = [Path(p) for p in stored.get("cases_paths") or [str(p) for p in cfg.cases_paths]]
     cfg.run_id = cfg.resume
     return cfg
+
+
+def resumable_units(records: list[UnitResult]) -> list[UnitResult]:
+    """The last record of each unit that really finished; a ``skipped`` unit never ran, so
+    ``--resume`` runs it again."""
+    last: dict[tuple[str, int], UnitResult] = {}
+    for record in records:
+        last[(record.case, record.iteration)] = record
+    return [r for r in last.values() if r.build.status.value != "skipped"]
 
 
 def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResult]) -> list[WorkUnit]:
@@ -147,11 +159,27 @@ class Run:
             except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
                 pass
 
+    def _remove_signals(self) -> None:
+        """Give the signals back once the run is over (an in-process caller keeps its Ctrl-C)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
+                pass
+
     # ---------------------------------------------------------------- main
     async def execute(self) -> RunOutcome:
-        cfg = self.cfg
         self._main_task = asyncio.current_task()
         self._install_signals()
+        try:
+            return await self._execute()
+        finally:
+            self._remove_signals()
+
+    async def _execute(self) -> RunOutcome:
+        cfg = self.cfg
+        await preflight_static(cfg)
         if cfg.resume:
             _resume_config(cfg)
         run_id = cfg.run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
@@ -166,8 +194,11 @@ class Run:
             raise UserError("no cases selected: check the case paths and --filter / --exclude / --tier")
         await _call_hooks(self.hooks, "on_cases", run_id, cases)
         results = EvalResults(run_id=run_id, experiment_name=cfg.experiment_name, started_at=time.time(), config=cfg.public())
-        writer = ResultsWriter(results, output_dir, _run_dir(cfg, run_id))
-        finished = read_units(writer.units_path) if cfg.resume else []
+        try:
+            writer = ResultsWriter(results, output_dir, _run_dir(cfg, run_id))
+        except ResultsWriteError as exc:  # nothing started yet: a plain one-line error
+            raise UserError(str(exc)) from None
+        finished = resumable_units(read_units(writer.units_path)) if cfg.resume else []
         writer.preload(finished)
         units = plan_units(cases, cfg.iterations, finished)
         units_total = len(cases) * cfg.iterations
@@ -183,7 +214,10 @@ class Run:
             console.print(f"metrics: {endpoint.url}")
         backend = get_backend(cfg.backend)(run_id, ledger, cfg.state_dir, base_url=cfg.base_url,
                                            email=cfg.email, password=cfg.password)
-        judge = Judge(JudgeConfig.from_env(api_key=route.api_key, base_url=route.base_url))
+        judge_overrides: dict[str, object] = {"api_key": route.api_key, "base_url": route.base_url}
+        if cfg.judge_attempt_timeout_s is not None:
+            judge_overrides["attempt_timeout_s"] = cfg.judge_attempt_timeout_s
+        judge = Judge(JudgeConfig.from_env(**judge_overrides))
         try:
             if units and self.stop_reason is None:
                 await self._run_units(cfg, run_id, ledger, backend, route, judge, tc, cases, units, writer)
@@ -225,6 +259,10 @@ class Run:
         for failure in pool.failures:
             console.print(f"[yellow]lane failed to come up:[/yellow] {failure}")
         self.lanes = {lane.lane_id: lane for lane in pool.lanes}
+        if not backend.owns_lanes:  # someone else's server: recorded so `cleanup` knows where our users live
+            for lane in pool.lanes:
+                ledger.created("lane", lane.lane_id, lane=lane.lane_id, backend=lane.backend, index=lane.index,
+                               base_url=lane.base_url)
         self._lane_states()
         check_fingerprints(pool.lanes, spec)
         for lane in pool.lanes:
@@ -234,7 +272,9 @@ class Run:
             claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
             model=cfg.build_model, api_key=route.api_key, base_url=route.base_url, server_name=cfg.mcp_server,
             timeout_ms=cfg.build_timeout_ms, mcp_timeout_ms=cfg.build_mcp_timeout_ms,
-            work_root=_run_dir(cfg, run_id) / "builds",
+            max_retries=cfg.build_max_retries, work_root=_run_dir(cfg, run_id) / "builds",
+            # claude runs in its own session: the run label lets `cleanup` find builds a SIGKILL orphaned
+            extra_env={RUN_LABEL: run_id},
         )
         (_run_dir(cfg, run_id) / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
         settings = UnitSettings(claude=claude, max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
@@ -257,10 +297,9 @@ class Run:
                                        verify_s=record.verify_duration_s or None, cost=0.0, turns=record.build.turns)
             try:
                 writer.add(record)
-            except ResultsWriteError as exc:
+            except ResultsWriteError as exc:  # the record is kept in memory by the writer
                 if not any("cannot write" in e for e in self.errors):
                     self.errors.append(redact(str(exc)))
-                writer.results.units.append(record)
                 allocator.stop_new(f"results cannot be written: {exc}")
             progress.update(task, advance=1, status=f"${self.spent_usd:.2f} · {self._lane_summary()}")
             if self.hooks:
@@ -299,7 +338,8 @@ class Run:
         finally:
             monitor.cancel()
             await asyncio.gather(monitor, return_exceptions=True)
-            self.cleanup_failures += runner.cleanup_failures
+            for failure in runner.cleanup_failures:  # retried at teardown; what stays open is reported there
+                log.warning("during the run: %s", failure)
 
     def _record_for(self, res: WorkResult, runner: UnitRunner) -> UnitResult:
         if res.status == ResultStatus.done and isinstance(res.value, UnitResult):
@@ -352,35 +392,51 @@ class Run:
                     self._lane_states()
 
     async def _teardown(self, backend: LaneBackend, ledger: Ledger) -> list[str]:
+        """Delete what builds left, tear the lanes down, and return what is still open, by name.
+
+        A lane that died (or hangs) is not asked to delete anything: an owned lane takes its users
+        with it when it is torn down, and on a static lane the entries stay open for ``cleanup``.
+        """
         failures: list[str] = []
-        for ctx in self.contexts.values():
+        live = [ctx for ctx in self.contexts.values() if ctx.lane.state != LaneState.dead]
+        for ctx in live:  # invited members no build used
             try:
-                failures += await ctx.close()
+                for failure in await ctx.users.close():
+                    log.warning("closing %s: %s", ctx.lane.lane_id, failure)
             except Exception as exc:  # best effort
                 failures.append(redact(f"{ctx.lane.lane_id}: closing: {exc}"))
-        failures += await self._retry_open_deletes(ledger)
+        await self._retry_open_deletes(ledger)  # while the owner sessions are still open
+        for ctx in self.contexts.values():
+            await ctx.owner.aclose()
+            await ctx.client.aclose()
         lanes = list(self.lanes.values())
-        # lanes that never made it into the pool but are still open in the ledger (e.g. cancelled bring-up)
         results = await asyncio.gather(*(safe_teardown(backend, lane) for lane in lanes))
+        open_entries = ledger.open_entries()
         for lane, failure in zip(lanes, results):
             if failure:
                 failures.append(failure)
             elif backend.owns_lanes:
-                for entry in ledger.open_entries():
+                for entry in open_entries:
                     if entry.lane == lane.lane_id and entry.kind != "lane":
                         ledger.deleted(entry.kind, entry.id, lane=entry.lane)  # went with the lane
+            elif not any(e.lane == lane.lane_id and e.kind != "lane" for e in open_entries):
+                ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)  # nothing of ours is left on it
+        for entry in ledger.open_entries():
+            if entry.kind == "lane" or (self.cfg.keep_workflows and not entry.last_error):
+                continue
+            failures.append(redact(f"{entry.lane}: {entry.kind} {entry.id} was not deleted"
+                                   + (f" ({entry.last_error})" if entry.last_error else " (still open in the ledger)")))
         for f in failures:
             self.metrics.cleanup_failed(f.split(":", 1)[0] if ":" in f else "other")
         return failures
 
-    async def _retry_open_deletes(self, ledger: Ledger) -> list[str]:
-        """At the end of the run, try every failed delete once more through the owner."""
-        failures: list[str] = []
+    async def _retry_open_deletes(self, ledger: Ledger) -> None:
+        """At the end of the run, try every failed delete once more through the owner (live lanes only)."""
+        if self.cfg.keep_workflows:
+            return
         for entry in ledger.open_entries():
             ctx = self.contexts.get(entry.lane)
-            if ctx is None or entry.kind not in ("workflow", "credential", "user"):
-                continue
-            if self.cfg.keep_workflows:
+            if ctx is None or entry.kind not in ("workflow", "credential", "user") or ctx.lane.state == LaneState.dead:
                 continue
             try:
                 if entry.kind == "workflow":
@@ -390,11 +446,11 @@ class Run:
                 else:
                     await ctx.owner.delete_user(entry.id)
                 ledger.deleted(entry.kind, entry.id, lane=entry.lane)
+                log.info("%s: %s %s deleted at the end of the run", entry.lane, entry.kind, entry.id)
             except Exception as exc:
                 msg = redact(f"{entry.lane}: delete {entry.kind} {entry.id} failed at end of run: {exc}")
                 ledger.delete_failed(entry.kind, entry.id, msg, lane=entry.lane)
-                failures.append(msg)
-        return failures
+                log.warning("%s", msg)
 
     def _finalize(self, results: EvalResults, writer: ResultsWriter, units_total: int, output_dir: Path,
                   hook_comparison: dict[str, object] | None = None) -> None:
@@ -421,6 +477,19 @@ class Run:
             write_report(output_dir, results)
         except OSError as exc:
             self.errors.append(redact(f"cannot write results to {output_dir}: {exc}"))
+
+
+async def preflight_static(cfg: RunConfig) -> None:
+    """Static lanes must answer before a run starts anything: a closed port is a one-line error."""
+    if cfg.backend != "static":
+        return
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        for index, url in enumerate(parse_base_urls(cfg.base_url)[: cfg.lanes]):
+            try:
+                await http.get(f"{url}/healthz/readiness")
+            except httpx.TransportError as exc:
+                reason = str(exc) or type(exc).__name__
+                raise ConfigError(f"--base-url: lane s{index} at {url} is unreachable: {reason}") from None
 
 
 async def run(cfg: RunConfig, hooks: list[RunHooks] | None = None) -> RunOutcome:

@@ -1,0 +1,169 @@
+"""``orchestrator ab``: the same selection run once per *arm*, each arm a full pipeline run with its
+own lane env, experiment and output folder; then the side-by-side report (``ab_report``).
+
+An arm is ``name=model`` plus optional ``--arm-env name=KEY=VALUE`` pairs. Its lanes get
+``N8N_INSTANCE_AI_MODEL=<model>`` and then the arm's pairs (which win over the model, and over the
+run-wide ``--env``). For ``anthropic/*`` arms the claude build model is the part after
+``anthropic/`` too (``ANTHROPIC_MODEL`` semantics). Other providers keep the default build model:
+the builder is the claude CLI, so there the arm model only changes the lane's Instance AI model.
+Note that with ``--model-server scripted`` the lanes' model is pinned to the scripted server, so
+arms then differ only in their ``--arm-env`` (e.g. feature flags).
+
+Mode ``separate``: each arm gets its own lane pool, and the arms run **one after another**. On a
+2-core machine two pools at once would have the arms compete for CPU (n8n boot, mock execution,
+concurrent claude processes): timeouts and durations of one arm would depend on the other's load,
+which biases exactly what an A/B compares, and doubles peak memory. Running sequentially costs
+wall time only. ``interleaved`` (one pool, arms as lane profiles) needs the allocator to route a
+unit to a lane of its arm's profile and is not supported yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import ConfigError
+from orchestrator.lanes.profiles import parse_overrides
+from orchestrator.redact import register_secret
+from orchestrator.results.model import EvalResults
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import RunHooks, RunOutcome, run
+
+log = logging.getLogger(__name__)
+
+MODES = ("separate", "interleaved")
+ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+MODEL_ENV = "N8N_INSTANCE_AI_MODEL"
+ANTHROPIC_PREFIX = "anthropic/"
+#: Same rule as lane profiles: such a key's value is a secret (registered, masked in reports).
+SECRET_KEY = re.compile(r"(_KEY|_TOKEN|_PASSWORD|SECRET)$|(_KEY|_TOKEN|_PASSWORD|SECRET)_", re.I)
+
+
+@dataclass
+class Arm:
+    name: str
+    model: str
+    env: list[str] = field(default_factory=list)  # KEY=VALUE, this arm only
+
+    @property
+    def build_model(self) -> str | None:
+        """The claude build model this arm pins, or None to keep the run's default."""
+        if self.model.startswith(ANTHROPIC_PREFIX) and len(self.model) > len(ANTHROPIC_PREFIX):
+            return self.model[len(ANTHROPIC_PREFIX):]
+        return None
+
+    def lane_env(self) -> list[str]:
+        return [f"{MODEL_ENV}={self.model}", *self.env]
+
+
+def parse_arms(arm_specs: list[str], arm_env_specs: list[str] | None = None) -> list[Arm]:
+    """``--arm name=model`` (≥ 2, unique names) and ``--arm-env name=KEY=VALUE`` (a declared arm)."""
+    arms: dict[str, Arm] = {}
+    for spec in arm_specs:
+        name, sep, model = spec.partition("=")
+        name, model = name.strip(), model.strip()
+        if not sep or not name or not model:
+            raise ConfigError(f"--arm: expected NAME=MODEL (e.g. control=anthropic/claude-sonnet-4-6), got {spec!r}")
+        if not ARM_NAME.match(name):
+            raise ConfigError(f"--arm: arm name {name!r} must be 1–40 letters, digits, '.', '_' or '-' "
+                              "(it names an output folder and an experiment)")
+        if any(ch.isspace() for ch in model):
+            raise ConfigError(f"--arm: model of arm {name!r} must not contain whitespace, got {model!r}")
+        if name in arms:
+            raise ConfigError(f"--arm: arm name {name!r} is declared twice; arm names must be unique")
+        arms[name] = Arm(name, model)
+    if len(arms) < 2:
+        raise ConfigError(f"--arm: an A/B run needs at least 2 arms, got {len(arms)}")
+    for spec in arm_env_specs or []:
+        name, sep, pair = spec.partition("=")
+        if not sep or not pair:
+            raise ConfigError(f"--arm-env: expected ARM=KEY=VALUE, got {spec!r}")
+        if name not in arms:
+            raise ConfigError(f"--arm-env: {name!r} names no declared arm (declared: {', '.join(arms)})")
+        ((key, value),) = parse_overrides([pair], flag="--arm-env").items()  # KEY=VALUE, naming the flag
+        if SECRET_KEY.search(key):
+            register_secret(value)
+        arms[name].env.append(pair)
+    return list(arms.values())
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"--mode: must be separate or interleaved, got {mode!r}")
+    if mode == "interleaved":
+        raise ConfigError("--mode interleaved: not supported yet (the allocator runs one lane profile per pool); "
+                          "use --mode separate")
+    return mode
+
+
+def new_ab_id() -> str:
+    return "ab-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, output_root: Path) -> RunConfig:
+    """The run of one arm: the base selection and lane options, the arm's lane env and build model,
+    its own run id, experiment and output folder."""
+    cfg = dataclasses.replace(
+        base,
+        env=[*base.env, *arm.lane_env()],
+        run_id=f"{ab_id}-{arm.name}",
+        experiment_name=f"{experiment_name}-{arm.name}",
+        output_dir=output_root / arm.name,
+        resume=None,
+    )
+    if arm.build_model:
+        cfg.build_model = arm.build_model
+    return cfg
+
+
+@dataclass
+class ArmRun:
+    arm: Arm
+    cfg: RunConfig
+    outcome: RunOutcome
+
+    @property
+    def results(self) -> EvalResults:
+        return self.outcome.results
+
+
+HooksFactory = Callable[[RunConfig], list[RunHooks]]
+Runner = Callable[[RunConfig, list[RunHooks]], Awaitable[RunOutcome]]
+
+
+def _interrupted(outcome: RunOutcome) -> bool:
+    summary = outcome.results.summary
+    return bool(summary and summary.stopped_reason and summary.stopped_reason.startswith("interrupted"))
+
+
+async def run_arms(base: RunConfig, arms: list[Arm], *, ab_id: str, experiment_name: str, output_root: Path,
+                   hooks_for: HooksFactory | None = None, runner: Runner | None = None,
+                   on_arm: Callable[[Arm, RunConfig], None] | None = None) -> list[ArmRun]:
+    """Run every arm in turn (mode ``separate``); an interrupted arm stops the A/B after it."""
+    runner = runner or (lambda cfg, hooks: run(cfg, hooks))
+    done: list[ArmRun] = []
+    for arm in arms:
+        cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
+        if on_arm is not None:
+            on_arm(arm, cfg)
+        outcome = await runner(cfg, hooks_for(cfg) if hooks_for else [])
+        done.append(ArmRun(arm, cfg, outcome))
+        if _interrupted(outcome):
+            log.warning("arm %s was interrupted: the remaining arms are not run", arm.name)
+            break
+    return done
+
+
+def default_experiment(base: RunConfig) -> str:
+    if base.experiment_name:
+        return base.experiment_name
+    from orchestrator.experiments.langsmith_sync import default_experiment_name
+
+    return default_experiment_name(os.environ)
