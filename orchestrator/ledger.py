@@ -23,10 +23,6 @@ from typing import Any, Iterator
 
 from orchestrator.redact import redact_obj
 
-#: Kinds torn down later come first: users before lanes, lanes last.
-TEARDOWN_ORDER = ("workflow", "credential", "user", "folder", "service", "networkpolicy", "secret", "lane")
-
-
 def default_state_dir() -> Path:
     return Path(os.environ.get("ORCHESTRATOR_STATE_DIR", ".orchestrator"))
 

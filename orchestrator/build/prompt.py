@@ -10,20 +10,12 @@ A workflow the case attaches is named by its per-run id. The prompt ends by aski
 
 from __future__ import annotations
 
-import re
-
-from orchestrator.cases import EvalCase
+from orchestrator.cases import EvalCase, strip_director_notes
 
 TRAILER_INSTRUCTION = (
     "When the workflow is saved, end your reply with one last line exactly of the form "
     "WORKFLOW_ID=<id> naming the id of the workflow you created or changed."
 )
-_NOTE = re.compile(r"\[[^\[\]]*\]")
-
-
-def spoken_text(text: str) -> str:
-    """A user turn without its director notes."""
-    return re.sub(r"[ \t]+\n", "\n", _NOTE.sub("", text)).strip()
 
 
 def build_prompt(case: EvalCase, *, id_map: dict[str, str] | None = None, project_id: str | None = None) -> str:
@@ -34,7 +26,7 @@ def build_prompt(case: EvalCase, *, id_map: dict[str, str] | None = None, projec
         wf = id_map.get(attach.ref, attach.ref)
         action = " and asked to run it from the setup panel" if attach.source == "setup-panel-execute" else ""
         parts.append(f"(The user has workflow {wf} open in the editor{action}.)")
-    follow_ups = [spoken_text(t.text) for t in case.conversation[1:] if t.role == "user"]
+    follow_ups = [strip_director_notes(t.text) for t in case.conversation[1:] if t.role == "user"]
     follow_ups = [t for t in follow_ups if t]
     if follow_ups:
         parts.append("Later in the conversation the user also says, in this order:")

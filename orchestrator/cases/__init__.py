@@ -12,7 +12,7 @@ from orchestrator.cases.model import (
     Turn,
 )
 from orchestrator.cases.parse import parse_case, parse_case_text
-from orchestrator.cases.rules import agent_slug, director_notes
+from orchestrator.cases.rules import agent_slug, director_notes, strip_director_notes
 from orchestrator.cases.seed import (
     InlineSeed,
     PriorRun,
@@ -59,6 +59,7 @@ __all__ = [
     "Turn",
     "agent_slug",
     "director_notes",
+    "strip_director_notes",
     "load_cases",
     "load_disk",
     "load_langtracer",

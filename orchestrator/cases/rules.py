@@ -28,6 +28,11 @@ def director_notes(text: str) -> list[str]:
     return [m.group(1).strip() for m in _DIRECTOR_NOTE.finditer(text)]
 
 
+def strip_director_notes(text: str) -> str:
+    """The words a user says: the turn's text with its stage directions removed."""
+    return re.sub(r"[ \t]+\n", "\n", _DIRECTOR_NOTE.sub("", text)).strip()
+
+
 def agent_slug(name: str) -> str:
     """The addressing key n8n derives from an agent name (``Support Bot`` → ``support-bot``)."""
     return _SLUG_SEPARATORS.sub("-", name.lower()).strip("-")
