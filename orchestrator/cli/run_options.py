@@ -1,0 +1,94 @@
+"""The options ``orchestrator run`` and ``orchestrator ab`` share, declared once.
+
+Typer builds a command's options from its function signature, so :func:`run_options` gives a
+command the shared ones by writing them into the wrapper's ``__signature__``; the command itself
+receives them as one ``RunConfig`` (not yet validated) plus its own extra arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from orchestrator.errors import ConfigError
+from orchestrator.ledger import default_state_dir
+from orchestrator.run.config import RunConfig
+
+P = inspect.Parameter
+
+
+def _opt(name: str, annotation: Any, default: Any, help: str, *decls: str, **kw: Any) -> P:
+    return P(name, P.KEYWORD_ONLY, annotation=annotation, default=typer.Option(default, *decls, help=help, **kw))
+
+
+SHARED: list[P] = [
+    P("cases", P.KEYWORD_ONLY, annotation=Optional[list[Path]],
+      default=typer.Argument(None, help="Case files or directories (default: cases/).")),
+    _opt("source", str, "disk", "disk or langtracer."),
+    _opt("suite", Optional[str], None, "LangTracer suite (with --source langtracer)."),
+    _opt("filter", Optional[str], None, "Comma-separated slug substrings (OR).", "--filter"),
+    _opt("exclude", Optional[str], None, "Comma-separated slug substrings to skip."),
+    _opt("tier", Optional[str], None, "Only cases whose datasets contain this value."),
+    _opt("iterations", int, 1, "Fresh builds per case (pass@k / pass^k)."),
+    _opt("backend", str, "process", "process, docker, kubernetes or static."),
+    _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
+    _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),
+    _opt("profile", str, "eval", "Env profile from lanes/profiles/."),
+    _opt("env", list[str], [], "KEY=VALUE for every lane (repeatable).", "--env"),
+    _opt("concurrency", Optional[int], None, "Global cap on concurrent builds (default lanes × 2)."),
+    _opt("per_lane_builds", int, 4, "Cap on concurrent builds per lane."),
+    _opt("timeout_ms", int, 900_000, "Verification budget per unit (complex cases × 1.5)."),
+    _opt("build_timeout_ms", int, 1_800_000, "Wall-clock cap per claude attempt; 0 disables."),
+    _opt("build_max_attempts", int, 3, "Attempts per unit when claude prints no workflow id."),
+    _opt("build_mcp_timeout_ms", int, 120_000, "MCP_TIMEOUT for claude: one MCP tool call."),
+    _opt("mcp_server", str, "n8n-local", "MCP server name in the staged claude config."),
+    _opt("build_cwd", Optional[Path], None, "Working directory for claude."),
+    _opt("output_dir", Optional[Path], None, "Where results go (default results/<run-id>)."),
+    _opt("keep_workflows", bool, False, "Keep built workflows and build users."),
+    _opt("experiment_name", Optional[str], None, "Experiment name (LangSmith)."),
+    _opt("dataset", Optional[str], None, "LangSmith dataset."),
+    _opt("baseline", Optional[Path], None, "A baseline eval-results.json to compare against."),
+    _opt("baseline_prefix", str, "instance-ai-baseline-", "LangSmith baseline experiment prefix."),
+    _opt("max_cost_usd", Optional[float], None, "Stop starting builds once this much was spent."),
+    _opt("metrics_port", Optional[int], None, "Serve Prometheus /metrics on 127.0.0.1:PORT."),
+    _opt("pushgateway", Optional[str], None, "Push metrics to this Pushgateway at the end."),
+    _opt("run_id", Optional[str], None, "Run id (default: a new one)."),
+    _opt("state_dir", Path, default_state_dir(), "Where ledgers and unit logs live."),
+    _opt("seed", int, 0, "Allocator seed (deterministic schedule)."),
+    _opt("email", Optional[str], None, "Owner email of static lanes.", envvar="N8N_EVAL_EMAIL"),
+    _opt("password", Optional[str], None, "Owner password of static lanes.", envvar="N8N_EVAL_PASSWORD", show_default=False),
+    _opt("model_server", str, "auto", "auto (real if ANTHROPIC_API_KEY is set), real, or scripted (embedded offline model)."),
+    _opt("outage_waits", str, "30,90", "Seconds to wait before each provider-outage retry."),
+]
+_NAMES = {p.name for p in SHARED}
+
+
+def _config(values: dict[str, Any]) -> RunConfig:
+    waits_text = values.pop("outage_waits")
+    try:
+        waits = tuple(float(w) for w in waits_text.split(",") if w.strip())
+    except ValueError:
+        raise ConfigError(f"--outage-waits: expected comma-separated seconds, got {waits_text!r}") from None
+    cases = values.pop("cases")
+    values["env"] = list(values["env"])
+    return RunConfig(cases_paths=list(cases) if cases else [Path("cases")], outage_waits_s=waits, **values)
+
+
+def run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command(cfg, **own)`` the shared options; ``own`` are its other keyword parameters."""
+    own = [p.replace(kind=P.KEYWORD_ONLY) for name, p in inspect.signature(command).parameters.items() if name != "cfg"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        shared = {k: v for k, v in kwargs.items() if k in _NAMES}
+        rest = {k: v for k, v in kwargs.items() if k not in _NAMES}
+        command(_config(shared), **rest)
+
+    params = [SHARED[0], *own, *SHARED[1:]]  # the CASES argument first, then the command's own options
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    del wrapper.__wrapped__  # typer must read the signature above, not the command's
+    return wrapper
