@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from _lane_fixture import LaneUnderTest, lane_fixture
+from _lanes import SeededLane, seeded_lane
 
 from orchestrator.build.claude_runner import (
     AttemptResult,
@@ -243,8 +243,9 @@ def claude_bin() -> Path:
 
 
 @pytest.fixture(scope="module")
-def lane() -> Iterator[LaneUnderTest]:
-    yield from lane_fixture()
+def lane() -> Iterator[SeededLane]:
+    with seeded_lane() as started:
+        yield started
 
 
 def config(claude_bin: Path, srv: ScriptedModelServer, tmp_path: Path, **kw: Any) -> ClaudeConfig:

@@ -6,7 +6,7 @@ import secrets
 from typing import Any
 
 import pytest
-from _n8n_probe_lane import free_port, probe_lane
+from _lanes import process_lane
 
 from orchestrator.build.credentials import (
     PLACEHOLDER,
@@ -83,7 +83,7 @@ async def test_every_template_is_accepted_by_real_n8n() -> None:
         "admin": OwnerCredentials("admin@cred-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
         "chat": OwnerCredentials("chat@cred-test.invalid", "Ch4t-" + secrets.token_urlsafe(12)),
     }
-    with probe_lane(free_port(5920)) as lane:
+    with process_lane() as lane:
         async with N8nClient(lane.base_url) as client:
             await client.e2e_reset(owner, **others)
             admin = await client.login(owner.email, owner.password)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from _n8n_probe_lane import ProbeLane, free_port, probe_lane
+from _lanes import StartedLane, closed_port, process_lane
 
 from orchestrator.lanes.model import OwnerCredentials
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
@@ -48,7 +48,7 @@ def lane_model(request: dict[str, Any]) -> Action:
 
 @dataclass(frozen=True)
 class Seeded:
-    lane: ProbeLane
+    lane: StartedLane
     model: ScriptedModelServer
     owner: OwnerCredentials
     admin: OwnerCredentials
@@ -63,7 +63,7 @@ def seeded() -> Iterator[Seeded]:
     chat = OwnerCredentials("chat@rest-test.invalid", "Ch4t-" + secrets.token_urlsafe(12), "Eval", "Chat")
     with ScriptedModelServer(lane_model) as model:
         env = {"N8N_INSTANCE_AI_MODEL_URL": model.base_url, "N8N_INSTANCE_AI_MODEL_API_KEY": MODEL_KEY}
-        with probe_lane(free_port(5910), env) as lane:
+        with process_lane(env) as lane:
 
             async def reset() -> frozenset[str]:
                 async with N8nClient(lane.base_url) as client:
@@ -82,7 +82,7 @@ async def test_invitations_are_rate_limited_in_production_mode() -> None:
         "admin": OwnerCredentials("admin@limit-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
         "chat": OwnerCredentials("chat@limit-test.invalid", "Ch4t-" + secrets.token_urlsafe(12)),
     }
-    with probe_lane(free_port(5930), {"NODE_ENV": "production"}) as lane:
+    with process_lane({"NODE_ENV": "production"}) as lane:
         async with N8nClient(lane.base_url) as client:
             await client.e2e_reset(owner, **others)
             session = await client.login(owner.email, owner.password)
@@ -130,7 +130,7 @@ async def test_ready_and_fingerprint(seeded: Seeded) -> None:
 
 
 async def test_dead_lane_is_not_ready_and_raises_transport_errors() -> None:
-    port = free_port(5990)
+    port = closed_port()
     async with N8nClient(f"http://127.0.0.1:{port}", retry=RetryPolicy(attempts=2, initial_wait_s=0.01)) as client:
         assert await client.ready() is False
         with pytest.raises(N8nTransportError) as caught:
