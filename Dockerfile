@@ -1,0 +1,46 @@
+# The orchestrator image: the `orchestrator` CLI (this repo, pip-installed into a venv), Node and
+# the pinned claude CLI. No secret is baked in: API keys come from the environment at run time.
+#
+#   DOCKER_BUILDKIT=0 docker build --network host -t n8n-eval-orchestrator .
+#   DOCKER_BUILDKIT=0 docker build --network host --build-arg BASE_IMAGE=local/debian-python:bookworm -t n8n-eval-orchestrator .
+#
+# BASE_IMAGE is python:3.11-slim for real use. Where no registry can be reached, use the local
+# stand-in from lanes/base-image/build.sh (Debian bookworm + python3, python3-venv, nodejs, npm).
+# Whatever the base lacks of python3-venv, nodejs and npm is installed with apt.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
+ARG CLAUDE_CODE_VERSION=2.1.328
+USER root
+# The system trust store is handed to pip and npm explicitly: both otherwise use their own CA
+# lists and ignore certificates the base image added (e.g. for a TLS-inspecting egress).
+RUN set -eu; \
+    need=""; \
+    command -v node >/dev/null 2>&1 || need="$need nodejs"; \
+    command -v npm >/dev/null 2>&1 || need="$need npm"; \
+    python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need="$need python3-venv"; \
+    if [ -n "$need" ]; then \
+      apt-get update; \
+      apt-get install -y --no-install-recommends ca-certificates $need; \
+      apt-get clean; rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb; \
+    fi; \
+    python3 -c 'import sys; assert sys.version_info >= (3, 11), sys.version'; \
+    node --version; npm --version
+RUN npm_config_cafile=/etc/ssl/certs/ca-certificates.crt npm install -g --no-audit --no-fund --loglevel=error \
+      "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
+ && npm cache clean --force >/dev/null 2>&1 \
+ && claude --version
+COPY pyproject.toml README.md /src/
+COPY orchestrator /src/orchestrator
+RUN python3 -m venv /opt/orchestrator \
+ && PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    /opt/orchestrator/bin/pip install --no-cache-dir /src \
+ && rm -rf /src
+COPY lanes/profiles /usr/local/share/n8n-eval-orchestrator/profiles
+RUN useradd --create-home --home-dir /home/orchestrator --uid 10001 --user-group --shell /bin/sh orchestrator
+ENV PATH=/opt/orchestrator/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    ORCHESTRATOR_PROFILES_DIR=/usr/local/share/n8n-eval-orchestrator/profiles \
+    PYTHONUNBUFFERED=1
+USER orchestrator
+WORKDIR /home/orchestrator
+ENTRYPOINT ["orchestrator"]
+CMD ["--help"]

@@ -1,0 +1,396 @@
+"""The ``docker`` backend: one n8n container per lane, on host networking.
+
+Containers run the lane image (``LaneSpec.image``, built by ``lanes/build-image.sh``) on the dockerd
+at the ``docker_host`` option, else ``DOCKER_HOST``, else the private socket ``scripts/dockerd.sh``
+starts. That dockerd has no default bridge, so every lane uses **host networking**, binds n8n to
+127.0.0.1 and gets its own pair of loopback ports:
+
+- ``N8N_PORT`` (the editor, REST API, MCP server, ``/healthz``) and
+- ``N8N_RUNNERS_BROKER_PORT`` (the task broker; its default 5679 collides between lanes).
+
+Those are the only fixed ports n8n 2.41.1 opens with the eval modules: the JS task runner reaches
+the broker at ``127.0.0.1:<broker port>``, the runner's own health server (5681) and the queue
+health server are off unless enabled, the ``engine-v2`` control plane (3000/3001) runs only when
+that module is enabled, and the eval LLM-mock wire server binds an ephemeral port.
+
+Ports: lane ``i`` asks :func:`orchestrator.lanes.ports.reserve_ports` for two ports searching up
+from ``spec.base_port + 2*i`` — predictable numbers (``base+2i`` and ``base+2i+1``) when they are
+free, the next free ones otherwise, never a port another lane of this process holds.
+
+Names and labels: the container (and, with ``user_folder_volume``, its named volume) is
+``n8n-eval-<run_id>-<index>``, labelled ``app.kubernetes.io/managed-by=n8n-eval-orchestrator``,
+``n8n-eval/run-id=<run_id>`` and ``n8n-eval/lane-index=<index>``; ``sweep`` finds leftovers by those
+labels (and by the ledger). By default the n8n user folder lives in the container's writable layer
+and goes with the container.
+
+The container is created, recorded in the ledger, and only then started. Its environment is
+``spec.env`` + ``spec.secret_env`` + the lane's ports; secret values are registered for redaction
+and never logged. Every blocking Docker SDK call runs in a worker thread.
+
+Options (keyword options of the backend):
+
+====================  ==========================================================  ============
+option                meaning                                                     default
+====================  ==========================================================  ============
+docker_host           dockerd URL                                                 $DOCKER_HOST or unix:///run/n8n-eval-docker.sock
+user_folder_volume    keep the user folder in a labelled named volume             False
+apply_limits          map ``spec.resources`` limits to memory / CPU limits        True
+stop_timeout_s        SIGTERM grace before SIGKILL at teardown                    10
+api_timeout_s         read timeout of one Docker API call                         120
+====================  ==========================================================  ============
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+import httpx
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
+
+from orchestrator.lanes.backend import LaneBackend, LaneError, register_backend
+from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
+from orchestrator.lanes.ports import release_ports, reserve_ports
+from orchestrator.ledger import Ledger, all_runs
+from orchestrator.redact import redact, register_secret
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DOCKER_HOST = "unix:///run/n8n-eval-docker.sock"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "n8n-eval-orchestrator"
+RUN_LABEL = "n8n-eval/run-id"
+INDEX_LABEL = "n8n-eval/lane-index"
+USER_FOLDER = "/home/n8n"
+_NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]i?|[kmgt])?$")
+_UNITS = {
+    None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}
+
+
+def docker_host(option: object = None) -> str:
+    """The dockerd URL to use: the option, else ``DOCKER_HOST``, else ours (scripts/dockerd.sh)."""
+    return str(option or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST)
+
+
+def container_name(run_id: str, index: int) -> str:
+    return f"n8n-eval-{run_id}-{index}"
+
+
+def lane_labels(run_id: str, index: int | None = None) -> dict[str, str]:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, RUN_LABEL: run_id}
+    if index is not None:
+        labels[INDEX_LABEL] = str(index)
+    return labels
+
+
+def label_filter(run_id: str | None) -> list[str]:
+    """Docker ``label`` filters (ANDed) for our resources of ``run_id``, or of every run when None."""
+    filters = [f"{MANAGED_BY_LABEL}={MANAGED_BY}"]
+    if run_id is not None:
+        filters.append(f"{RUN_LABEL}={run_id}")
+    return filters
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (``2Gi``, ``512Mi``, ``1G``) in bytes."""
+    m = _QUANTITY.match(quantity.strip())
+    if not m or m.group(2) in ("m", "t"):
+        raise LaneError(f"resources.memory_limit {quantity!r} is not a memory quantity like 2Gi or 512Mi")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def nano_cpus(quantity: str) -> int:
+    """A Kubernetes CPU quantity (``2``, ``1.5``, ``500m``) in units of 1e-9 CPUs."""
+    q = quantity.strip()
+    try:
+        cpus = float(q[:-1]) / 1000 if q.endswith("m") else float(q)
+    except ValueError:
+        raise LaneError(f"resources.cpu_limit {quantity!r} is not a CPU quantity like 2 or 500m") from None
+    if cpus <= 0:
+        raise LaneError(f"resources.cpu_limit {quantity!r} must be positive")
+    return int(cpus * 1e9)
+
+
+@dataclass(frozen=True)
+class LanePorts:
+    http: int
+    broker: int
+
+
+def lane_environment(spec: LaneSpec, ports: LanePorts) -> dict[str, str]:
+    """What the lane container sees: the spec's env and secrets, then the lane's own ports."""
+    env = dict(spec.env)
+    env.update(spec.secret_env)
+    env.setdefault("N8N_HOST", "127.0.0.1")
+    env.update(
+        N8N_PORT=str(ports.http),
+        N8N_LISTEN_ADDRESS="127.0.0.1",
+        N8N_RUNNERS_BROKER_PORT=str(ports.broker),
+        N8N_RUNNERS_BROKER_LISTEN_ADDRESS="127.0.0.1",
+        N8N_USER_FOLDER=USER_FOLDER,
+    )
+    return env
+
+
+@register_backend
+class DockerBackend(LaneBackend):
+    name = "docker"
+
+    def __init__(self, run_id, ledger, state_dir, **options):
+        super().__init__(run_id, ledger, state_dir, **options)
+        if not _NAME_OK.match(run_id):
+            raise LaneError(f"run id {run_id!r} cannot name a container: use letters, digits, '.', '_' or '-'")
+        self.docker_host = docker_host(options.get("docker_host"))
+        self.user_folder_volume = bool(options.get("user_folder_volume", False))
+        self.apply_limits = bool(options.get("apply_limits", True))
+        self.stop_timeout_s = int(options.get("stop_timeout_s", 10))  # type: ignore[arg-type]
+        self.api_timeout_s = int(options.get("api_timeout_s", 120))  # type: ignore[arg-type]
+        self._client: docker.DockerClient | None = None
+        self._client_lock = asyncio.Lock()
+        self._ports: dict[str, LanePorts] = {}
+        self._http = httpx.AsyncClient(timeout=5.0)
+
+    # -- connection ---------------------------------------------------------------------------
+
+    async def client(self) -> docker.DockerClient:
+        async with self._client_lock:
+            if self._client is None:
+                self._client = await asyncio.to_thread(self._connect)
+            return self._client
+
+    def _connect(self) -> docker.DockerClient:
+        try:
+            client = docker.DockerClient(base_url=self.docker_host, timeout=self.api_timeout_s)
+            client.ping()
+        except DockerException as exc:
+            raise LaneError(
+                f"cannot reach dockerd at {self.docker_host} (docker_host option / DOCKER_HOST): {exc}; "
+                "start one with `scripts/dockerd.sh start`"
+            ) from None
+        return client
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        client = await self.client()
+        name = container_name(self.run_id, index)
+        image = await self._image(client, spec.image)
+        limits = self._limits(spec.resources) if self.apply_limits else {}
+        await self._remove_stale(client, name)
+        for value in spec.secret_env.values():
+            register_secret(value)
+        http, broker = reserve_ports(2, start=spec.base_port + 2 * index)
+        ports = LanePorts(http, broker)
+        lane = Lane(
+            lane_id=name,
+            index=index,
+            base_url=f"http://127.0.0.1:{ports.http}",
+            backend=self.name,
+            run_id=self.run_id,
+            state=LaneState.starting,
+            handle=name,
+        )
+        labels = lane_labels(self.run_id, index)
+        kwargs: dict[str, Any] = dict(
+            image=image.id,
+            name=name,
+            labels=labels,
+            environment=lane_environment(spec, ports),
+            network_mode="host",
+            init=True,  # tini as PID 1: signals reach n8n, the task-runner child is reaped
+            detach=True,
+            stop_signal="SIGTERM",
+            **limits,
+        )
+        volume = name if self.user_folder_volume else ""
+        try:
+            if volume:
+                await asyncio.to_thread(client.volumes.create, name=volume, labels=labels)
+                kwargs["volumes"] = {volume: {"bind": USER_FOLDER, "mode": "rw"}}
+            container: Container = await asyncio.to_thread(client.containers.create, **kwargs)
+        except APIError as exc:
+            release_ports([ports.http, ports.broker])
+            if volume:
+                await self._remove_volume(client, volume)
+            raise LaneError(f"{lane.describe()}: docker could not create the container: {_explain(exc)}") from None
+        self._ports[name] = ports
+        self.ledger.created(
+            "lane", name, lane=name, backend=self.name, index=index, container_id=container.id,
+            container_name=name, volume=volume, image=spec.image, image_id=image.id,
+            docker_host=self.docker_host, port=ports.http, broker_port=ports.broker, base_url=lane.base_url,
+        )
+        lane.fingerprint = {"image": spec.image, "image_id": image.id}
+        try:
+            await asyncio.to_thread(container.start)
+        except APIError as exc:
+            raise LaneError(f"{lane.describe()}: docker could not start the container: {_explain(exc)}") from None
+        log.info("%s: container %s started from %s", lane.describe(), container.short_id, spec.image)
+        return lane
+
+    async def _image(self, client: docker.DockerClient, ref: str) -> Any:
+        try:
+            return await asyncio.to_thread(client.images.get, ref)
+        except ImageNotFound:
+            raise LaneError(
+                f"lane image {ref!r} (LaneSpec.image) is not on dockerd {self.docker_host}: build it with "
+                f"`lanes/build-image.sh --tag {ref}`"
+            ) from None
+
+    async def _remove_stale(self, client: docker.DockerClient, name: str) -> None:
+        """A container (or volume) left under this lane's name by an earlier attempt of the same run
+        goes first, so a replacement lane never inherits an old user folder."""
+        try:
+            old = await asyncio.to_thread(client.containers.get, name)
+        except NotFound:
+            pass
+        else:
+            if old.labels.get(MANAGED_BY_LABEL) != MANAGED_BY or old.labels.get(RUN_LABEL) != self.run_id:
+                raise LaneError(f"a container named {name} exists and is not a lane of run {self.run_id}: remove it first")
+            log.warning("removing stale container %s of an earlier attempt", name)
+            await self._remove_container(client, name)
+        if self.user_folder_volume:
+            await self._remove_volume(client, name)
+
+    @staticmethod
+    def _limits(resources: Resources) -> dict[str, Any]:
+        return {"mem_limit": memory_bytes(resources.memory_limit), "nano_cpus": nano_cpus(resources.cpu_limit)}
+
+    async def _container(self, lane: Lane) -> Container | None:
+        client = await self.client()
+        try:
+            return await asyncio.to_thread(client.containers.get, lane.handle or lane.lane_id)
+        except NotFound:
+            return None
+
+    async def health(self, lane: Lane) -> bool:
+        try:
+            container = await self._container(lane)
+        except (DockerException, LaneError):
+            return False
+        if container is None or container.status != "running":
+            return False
+        try:
+            resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
+
+    async def is_gone(self, lane: Lane) -> bool:
+        try:
+            container = await self._container(lane)
+        except (DockerException, LaneError):
+            return False
+        return container is None or container.status in ("exited", "dead")
+
+    async def logs(self, lane: Lane, lines: int = 40) -> str:
+        try:
+            container = await self._container(lane)
+            if container is None:
+                return ""
+            raw: bytes = await asyncio.to_thread(container.logs, tail=lines)
+        except (DockerException, LaneError):
+            return ""
+        return redact(raw.decode("utf-8", errors="replace").rstrip("\n"))
+
+    async def teardown(self, lane: Lane) -> None:
+        client = await self.client()
+        ref = lane.handle or lane.lane_id  # container name (our handle) or id (a lane rebuilt from the ledger)
+        try:
+            await self._remove_container(client, ref)
+            if self.user_folder_volume:  # normally removed with the container; this catches a lost one
+                await self._remove_volume(client, lane.lane_id)
+        except APIError as exc:
+            raise LaneError(f"{lane.describe()}: docker could not remove container {ref}: {_explain(exc)}") from None
+        ports = self._ports.pop(lane.lane_id, None)
+        if ports is not None:
+            release_ports([ports.http, ports.broker])
+        lane.state = LaneState.stopped
+        self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
+
+    async def _remove_container(self, client: docker.DockerClient, ref: str) -> list[str]:
+        """Stop (SIGTERM, SIGKILL after the grace) and remove the container with its volumes.
+
+        Returns what went (``container <name>``, ``volume <name>``); empty when it was already gone
+        or is not ours (no managed-by label). Named volumes go too when they carry our labels.
+        """
+        try:
+            container = await asyncio.to_thread(client.containers.get, ref)
+        except NotFound:
+            return []
+        if container.labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+            log.warning("container %s is not labelled %s=%s: left alone", ref, MANAGED_BY_LABEL, MANAGED_BY)
+            return []
+        volumes = [m["Name"] for m in container.attrs.get("Mounts") or [] if m.get("Type") == "volume" and m.get("Name")]
+        try:
+            if container.status == "running":
+                await asyncio.to_thread(container.stop, timeout=self.stop_timeout_s)
+            await asyncio.to_thread(container.remove, force=True, v=True)
+        except NotFound:
+            return []
+        removed = [f"container {container.name}"]
+        for name in volumes:
+            if await self._remove_volume(client, name):
+                removed.append(f"volume {name}")
+        return removed
+
+    async def _remove_volume(self, client: docker.DockerClient, name: str) -> bool:
+        """Remove one of *our* named volumes (labelled managed-by us); False if gone or not ours."""
+        try:
+            volume = await asyncio.to_thread(client.volumes.get, name)
+            if (volume.attrs.get("Labels") or {}).get(MANAGED_BY_LABEL) != MANAGED_BY:
+                return False
+            await asyncio.to_thread(volume.remove, force=True)
+        except NotFound:
+            return False
+        return True
+
+    async def sweep(self, run_id: str | None = None) -> list[str]:
+        """Remove our containers and volumes of ``run_id`` (every run when None), by label and by ledger."""
+        client = await self.client()
+        removed: list[str] = []
+        filters = {"label": label_filter(run_id)}
+        containers = await asyncio.to_thread(client.containers.list, all=True, filters=filters)
+        for c in containers:
+            removed += await self._remove_container(client, c.name)
+        for ledger in self._ledgers(run_id):
+            for entry in ledger.open_entries("lane"):
+                if entry.meta.get("backend") != self.name:
+                    continue
+                removed += await self._remove_container(client, str(entry.meta.get("container_name") or entry.id))
+                if entry.meta.get("volume") and await self._remove_volume(client, str(entry.meta["volume"])):
+                    removed.append(f"volume {entry.meta['volume']}")
+                ledger.deleted("lane", entry.id, lane=entry.lane)
+        volumes = await asyncio.to_thread(client.volumes.list, filters=filters)
+        for v in volumes:
+            if await self._remove_volume(client, v.name):
+                removed.append(f"volume {v.name}")
+        return removed
+
+    def _ledgers(self, run_id: str | None) -> list[Ledger]:
+        ledgers = all_runs(self.state_dir)
+        if run_id is not None:
+            ledgers = [lg for lg in ledgers if lg.run_id == run_id]
+        if run_id in (None, self.run_id) and self.ledger.path.exists() and all(
+            lg.path.resolve() != self.ledger.path.resolve() for lg in ledgers
+        ):
+            ledgers.append(self.ledger)
+        return ledgers
+
+    async def close(self) -> None:
+        await self._http.aclose()
+        if self._client is not None:
+            await asyncio.to_thread(self._client.close)
+            self._client = None
+
+
+def _explain(exc: APIError) -> str:
+    return redact(str(exc.explanation or exc))
