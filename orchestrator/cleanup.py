@@ -7,12 +7,15 @@ each backend sweeps by label (process: the ``N8N_EVAL_RUN_ID`` env label; docker
 labels; kubernetes: ``app.kubernetes.io/instance``), which also finds lanes a ledger never named
 (a SIGKILL between start and the ledger write). For static lanes — someone else's n8n — cleanup
 logs in as the owner (``--email/--password`` or ``N8N_EVAL_EMAIL``/``N8N_EVAL_PASSWORD``) and
-deletes the recorded users, credentials and workflows one by one.
+deletes the recorded users, credentials and workflows one by one, then closes the lane's entry.
+Last, the staged claude dirs of builds a SIGKILL orphaned go (their claude processes carry the
+run label too, so the process sweep has stopped them by then).
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +38,24 @@ class CleanupReport:
     failures: list[str] = field(default_factory=list)
 
 
+def _close_static_lanes(ledger: Ledger, lane_urls: dict[str, str]) -> None:
+    """A static lane's ledger entry only says where our resources live: close it once none is left."""
+    still_used = {e.lane for e in ledger.open_entries() if e.kind != "lane"}
+    for lane_id in lane_urls:
+        if lane_id not in still_used:
+            ledger.deleted("lane", lane_id, lane=lane_id)
+
+
 async def _clean_static(ledger: Ledger, lane_urls: dict[str, str], email: str | None, password: str | None,
                         report: CleanupReport) -> None:
+    try:
+        await _delete_on_static(ledger, lane_urls, email, password, report)
+    finally:
+        _close_static_lanes(ledger, lane_urls)
+
+
+async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], email: str | None, password: str | None,
+                            report: CleanupReport) -> None:
     entries = [e for e in ledger.open_entries() if e.kind in ("workflow", "credential", "user") and e.lane in lane_urls]
     if not entries:
         return
@@ -78,12 +97,13 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
     for ledger in ledgers:
         lanes = [lane_from_entry(ledger.run_id, e) for e in ledger.open_entries("lane")]
         for name in sorted({lane.backend for lane in lanes}):
+            if not get_backend(name).owns_lanes:  # someone else's server: only our users on it go
+                for lane in (l for l in lanes if l.backend == name):
+                    static_urls.setdefault(ledger.run_id, {})[lane.lane_id] = lane.base_url
+                continue
             backend = get_backend(name)(ledger.run_id, ledger, state_dir)
             try:
                 for lane in (l for l in lanes if l.backend == name):
-                    if not backend.owns_lanes:
-                        static_urls.setdefault(ledger.run_id, {})[lane.lane_id] = lane.base_url
-                        continue
                     failure = await safe_teardown(backend, lane)
                     if failure:
                         report.failures.append(failure)
@@ -111,4 +131,9 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
                 log.debug("sweep %s skipped: %s", name, exc)
         finally:
             await backend.close()
+    for ledger in ledgers:  # staged claude dirs of builds a SIGKILL orphaned (their processes are gone now)
+        builds = ledger.run_dir / "builds"
+        for staged in sorted(builds.iterdir()) if builds.is_dir() else []:
+            shutil.rmtree(staged, ignore_errors=True)
+            (report.failures if staged.exists() else report.removed).append(f"{ledger.run_id}: build dir {staged}")
     return report

@@ -74,27 +74,50 @@ def labelled_processes(run_id: str | None = None) -> list[int]:
     return sorted(pids)
 
 
+def _pgrp(pid: int) -> int | None:
+    """The process group of ``pid`` as /proc tells it (None once it is gone or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[2])
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of group ``pgid``: a lane's n8n and its task-runner child."""
+    return sorted(int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _pgrp(int(e.name)) == pgid)
+
+
 async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the lane's process group, SIGKILL after ``grace_s``, return once it is gone."""
+    """SIGTERM the lane's process group, SIGKILL after ``grace_s``, return once all of it is gone.
+
+    Lanes start in their own session, so the group id is the lane's pid: the group is signalled
+    even when the leader itself already died (a crashed or killed n8n leaves its task-runner
+    child behind in the group). A stopped group (SIGSTOP) is continued so it can act on SIGTERM.
+    """
     try:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
+        pgid = pid  # leader gone: its group may live on
+    if not group_members(pgid) and not pid_alive(pid):
         return
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            break
+        if not group_members(pgid):
+            return
         await asyncio.sleep(0.1)
     try:
-        os.killpg(pgid, signal.SIGKILL)  # also reaps the task-runner child if n8n left it
+        os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        return
     for _ in range(50):
-        if not pid_alive(pid):
+        if not group_members(pgid):
             return
         await asyncio.sleep(0.1)
 
@@ -203,8 +226,9 @@ class ProcessBackend(LaneBackend):
         proc = self._procs.pop(lane.lane_id, None)
         if proc is not None:
             proc.poll()
-        if pid_alive(pid):
-            raise LaneError(f"{lane.describe()}: process {pid} survived SIGKILL")
+        survivors = group_members(pid) or ([pid] if pid_alive(pid) else [])
+        if survivors:
+            raise LaneError(f"{lane.describe()}: process(es) {', '.join(map(str, survivors))} survived SIGKILL")
         folder = self.lanes_dir() / lane.lane_id
         self._keep_log(folder, lane.lane_id)
         shutil.rmtree(folder, ignore_errors=True)

@@ -29,6 +29,9 @@ REWRITE_EVERY_S = 2.0
 class ResultsWriteError(OSError):
     """Results could not be written; the message names the file."""
 
+    def __str__(self) -> str:  # "cannot write <path>: <reason>", without OSError's "[Errno N]" prefix
+        return str(self.strerror or super().__str__())
+
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
@@ -79,8 +82,11 @@ class ResultsWriter:
         self.results.units.extend(units)
 
     def add(self, unit: UnitResult) -> None:
+        """Record a finished unit. It is kept in memory even when the disk refuses it (the final
+        document still holds it); the :class:`ResultsWriteError` tells the caller to stop."""
         line = redact(unit.model_dump_json()) + "\n"
         with self._lock:
+            self.results.units.append(unit)
             try:
                 with self.units_path.open("a", encoding="utf-8") as fh:
                     fh.write(line)
@@ -88,7 +94,6 @@ class ResultsWriter:
                     os.fsync(fh.fileno())
             except OSError as exc:
                 raise ResultsWriteError(exc.errno, f"cannot write {self.units_path}: {exc.strerror or exc}") from exc
-            self.results.units.append(unit)
             if time.monotonic() - self._last_rewrite >= (0 if len(self.results.units) < 200 else REWRITE_EVERY_S):
                 self._rewrite()
 

@@ -6,8 +6,13 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import httpx
+
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends
+from orchestrator.lanes.profiles import resolve_env
+from orchestrator.lanes.static import parse_base_urls
+from orchestrator.verify.judge import JudgeConfig
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"
 
@@ -57,6 +62,10 @@ class RunConfig:
     abort_after_all_quarantined_s: float = 300.0
     model_server: str = "auto"  # auto | real | scripted: scripted = the embedded offline model
     claude_bin: str | None = None
+    #: CLAUDE_CODE_MAX_RETRIES for builds (None: the CLI's own default, ~10 retries over minutes).
+    build_max_retries: int | None = None
+    #: Per-attempt judge timeout (None: JudgeConfig's default).
+    judge_attempt_timeout_s: float | None = None
 
     def validate(self) -> "RunConfig":
         if self.backend not in available_backends():
@@ -90,6 +99,20 @@ class RunConfig:
             raise ConfigError(f"--build-cwd: {self.build_cwd} is not a directory")
         if self.baseline is not None and not self.baseline.is_file():
             raise ConfigError(f"--baseline: {self.baseline} is not a file")
+        if self.build_max_retries is not None and self.build_max_retries < 0:
+            raise ConfigError(f"build_max_retries: must be ≥ 0, got {self.build_max_retries}")
+        if self.judge_attempt_timeout_s is not None and self.judge_attempt_timeout_s <= 0:
+            raise ConfigError(f"judge_attempt_timeout_s: must be > 0, got {self.judge_attempt_timeout_s}")
+        # Checked here, before anything starts, so a typo fails in a second with one line.
+        resolve_env(self.profile, self.env)  # --profile and --env
+        JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
+        if self.backend == "static":
+            try:
+                urls = parse_base_urls(self.base_url)
+            except httpx.InvalidURL as exc:  # e.g. a control character pasted into the flag
+                raise ConfigError(f"--base-url: {exc}") from None
+            if self.lanes > len(urls):
+                raise ConfigError(f"--lanes: {self.lanes} exceeds the {len(urls)} --base-url lane(s) given")
         return self
 
     @property

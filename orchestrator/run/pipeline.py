@@ -476,7 +476,9 @@ class Run:
             write_pr_comment(output_dir, render_pr_comment(results, comparison, baseline, no_baseline_reason=reason))
             write_report(output_dir, results)
         except OSError as exc:
-            self.errors.append(redact(f"cannot write results to {output_dir}: {exc}"))
+            message = redact(str(exc) if isinstance(exc, ResultsWriteError) else f"cannot write results to {output_dir}: {exc}")
+            if message not in self.errors:
+                self.errors.append(message)
 
 
 async def preflight_static(cfg: RunConfig) -> None:

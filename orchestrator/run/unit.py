@@ -20,6 +20,7 @@ from orchestrator.build.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
+from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, Attribution, BuildRecord, BuildStatus, UnitResult
@@ -146,7 +147,13 @@ class UnitRunner:
         except N8nTransportError as exc:
             return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
         finally:
-            failures = await ctx.users.release(user, keep=self.settings.keep_workflows)
+            if ctx.lane.state == LaneState.dead:
+                # drained: a dead or hung lane would only time out; its user stays in the ledger and
+                # goes with the lane (owned lanes) or is reported at teardown (static lanes)
+                await user.session.aclose()
+                failures: list[str] = []
+            else:
+                failures = await ctx.users.release(user, keep=self.settings.keep_workflows)
             for f in failures:
                 self.cleanup_failures.append(f)
                 if self.on_cleanup_failure:

@@ -1,0 +1,110 @@
+"""Bad flags and env give ONE line on stderr — ``error: <the flag or variable>: …`` — and exit 2.
+
+Every case runs the real ``orchestrator`` command; none needs a lane (the checks run before
+anything starts), so the whole file takes seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ORCH = str(REPO / ".venv" / "bin" / "orchestrator")
+CASE = "smoke-manual-set-static-fields"
+
+
+def closed_port() -> int:
+    """A loopback port in this suite's range (6100–6199) that nothing listens on."""
+    for port in range(6100, 6200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port  # bound, never listened, closed on exit: a connect is refused
+    raise RuntimeError("no free port in 6100-6199")
+
+
+def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "N8N_", "LANGSMITH_", "LANGTRACER_"))}
+    cmd = [ORCH, "run", str(REPO / "cases"), "--filter", CASE, "--model-server", "scripted",
+           "--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out"), *args]
+    return subprocess.run(cmd, env=base | (env or {}) | {"COLUMNS": "400"}, capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], *names: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    [line] = lines
+    assert line.startswith("error: "), line
+    for name in names:
+        assert name in line, line
+    return line
+
+
+BAD_FLAGS = [
+    (("--concurrency", "-1"), "--concurrency"),
+    (("--lanes", "0"), "--lanes"),
+    (("--iterations", "0"), "--iterations"),
+    (("--backend", "nope"), "--backend"),
+    (("--profile", "no-such-profile"), "--profile"),
+    (("--env", "NOT_A_PAIR"), "--env"),
+    (("--env", "=value"), "--env"),
+    (("--outage-waits", "soon"), "--outage-waits"),
+    (("--metrics-port", "70000"), "--metrics-port"),
+    (("--model-server", "mystery"), "--model-server"),
+    (("--backend", "static"), "--base-url"),
+    (("--backend", "static", "--base-url", "ftp://127.0.0.1:6100"), "--base-url"),
+    (("--backend", "static", "--base-url", "http://127.0.0.1:6100", "--lanes", "2"), "--lanes"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], tuple[Path, subprocess.CompletedProcess[str]]]:
+    """Every bad-flag invocation at once (each is a few seconds of imports, mostly waiting)."""
+    jobs = {args: tmp_path_factory.mktemp("cli") for args, _ in BAD_FLAGS}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {args: pool.submit(run_cli, tmp, *args) for args, tmp in jobs.items()}
+        return {args: (jobs[args], f.result()) for args, f in futures.items()}
+
+
+@pytest.mark.parametrize("args,flag", BAD_FLAGS, ids=[" ".join(a) for a, _ in BAD_FLAGS])
+def test_bad_flag_is_one_line_naming_it(bad_flag_runs, args: tuple[str, ...], flag: str) -> None:
+    tmp_path, done = bad_flag_runs[args]
+    assert_one_line_error(done, flag)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_unreachable_static_lane_names_the_lane_and_url(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    line = assert_one_line_error(run_cli(tmp_path, "--backend", "static", "--base-url", url, "--lanes", "1"),
+                                 "--base-url", "s0", url)
+    assert "unreachable" in line
+
+
+def test_bad_judge_effort_names_the_variable(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, env={"N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT": "extreme"})
+    assert_one_line_error(done, "N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT", "extreme")
+
+
+def test_uncreatable_output_dir_names_the_flag(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    done = subprocess.run([ORCH, "run", str(REPO / "cases"), "--filter", CASE, "--model-server", "scripted",
+                           "--state-dir", str(tmp_path / "state"), "--output-dir", str(blocker / "out")],
+                          capture_output=True, text=True, timeout=60, env=os.environ | {"COLUMNS": "400"})
+    assert_one_line_error(done, "--output-dir", str(blocker / "out"))
+
+
+def test_unknown_run_to_resume_names_the_flag(tmp_path: Path) -> None:
+    assert_one_line_error(run_cli(tmp_path, "--resume", "no-such-run"), "--resume", "no-such-run")
