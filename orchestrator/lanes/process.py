@@ -130,6 +130,7 @@ class ProcessBackend(LaneBackend):
         super().__init__(run_id, ledger, state_dir, **options)
         self.toolchain = Toolchain(Path(str(options.get("cache") or default_cache_dir())))
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._ports: dict[str, list[int]] = {}  # lane id → (HTTP port, broker port) reserved for it
         self._http = httpx.AsyncClient(timeout=5.0)
 
     def lanes_dir(self) -> Path:
@@ -160,6 +161,7 @@ class ProcessBackend(LaneBackend):
             )
         port, broker = reserve_ports(2)
         lane_id = f"p{index}-{port}"
+        self._ports[lane_id] = [port, broker]
         folder = self.lanes_dir() / lane_id
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, mode=0o700)
@@ -234,7 +236,7 @@ class ProcessBackend(LaneBackend):
         shutil.rmtree(folder, ignore_errors=True)
         if folder.exists():
             raise LaneError(f"{lane.describe()}: could not remove {folder}")
-        release_ports([int(lane.base_url.rsplit(":", 1)[1])])
+        release_ports(self._ports.pop(lane.lane_id, [int(lane.base_url.rsplit(":", 1)[1])]))
         lane.state = LaneState.stopped
         self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
 

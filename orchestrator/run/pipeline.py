@@ -239,7 +239,10 @@ class Run:
             summary, case_summaries = summarize(results.units, cfg.iterations, units_total)
             results.summary, results.cases = summary, case_summaries
             hook_comparisons = [c for c in await _call_hooks(self.hooks, "on_finish", results) if c]
-            self._finalize(results, writer, units_total, output_dir, hook_comparisons[0] if hook_comparisons else None)
+            hook_baseline = next((b for b in (getattr(h, "baseline", None) for h in self.hooks)
+                                  if isinstance(b, EvalResults)), None)
+            self._finalize(results, writer, units_total, output_dir,
+                           hook_comparisons[0] if hook_comparisons else None, hook_baseline)
             if endpoint:
                 endpoint.close()
             if cfg.pushgateway:
@@ -453,7 +456,10 @@ class Run:
                 log.warning("%s", msg)
 
     def _finalize(self, results: EvalResults, writer: ResultsWriter, units_total: int, output_dir: Path,
-                  hook_comparison: dict[str, object] | None = None) -> None:
+                  hook_comparison: dict[str, object] | None = None,
+                  hook_baseline: EvalResults | None = None) -> None:
+        """Summary, comparison (``--baseline`` first, else a baseline a hook found, e.g. in
+        LangSmith) and the final files; the PR comment uses the same comparison as the results."""
         summary, case_summaries = summarize(results.units, self.cfg.iterations, units_total)
         summary.stopped_reason = self.stop_reason
         results.summary = summary
@@ -461,16 +467,19 @@ class Run:
         results.cleanup_failures = list(self.cleanup_failures)
         comparison = baseline = None
         reason = "no baseline given (--baseline)"
-        if hook_comparison is not None:
-            results.comparison = hook_comparison
         if self.cfg.baseline is not None:
             try:
                 baseline = load_results(self.cfg.baseline, role="baseline")
-                comparison = compare(results, baseline)
-                results.comparison = comparison_dict(comparison)
             except UserError as exc:
                 reason = str(exc)
                 self.errors.append(reason)
+        elif hook_baseline is not None:
+            baseline = hook_baseline
+        if baseline is not None:
+            comparison = compare(results, baseline)
+            results.comparison = comparison_dict(comparison)
+        elif hook_comparison is not None:
+            results.comparison = hook_comparison
         try:
             writer.flush()
             write_pr_comment(output_dir, render_pr_comment(results, comparison, baseline, no_baseline_reason=reason))
