@@ -17,6 +17,7 @@ _MIN_LEN = 6
 _lock = threading.Lock()
 _secrets: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+_dirty = False
 
 #: Shapes that are secrets whoever produced them (bearer tokens, Anthropic/LangSmith keys, JWTs).
 _SHAPES = re.compile(
@@ -28,15 +29,31 @@ _SHAPES = re.compile(
 
 def register_secret(value: str | None) -> None:
     """Remember ``value`` as a secret (values shorter than 6 characters are ignored as too common)."""
-    global _pattern
+    global _dirty
     if not value or len(value) < _MIN_LEN:
         return
     with _lock:
-        if value in _secrets:
-            return
-        _secrets.add(value)
-        alts = sorted(_secrets, key=len, reverse=True)
-        _pattern = re.compile("|".join(re.escape(s) for s in alts))
+        if value not in _secrets:
+            _secrets.add(value)
+            _dirty = True
+
+
+def _current_pattern() -> re.Pattern[str] | None:
+    """One alternation of every secret, longest first, rebuilt only when a secret was added.
+
+    ``re`` caches up to 512 compiled patterns by their text; each rebuild is a new, ever longer
+    text, so a long run would keep hundreds of huge patterns alive (measured: ~1.5 GB at 1,600
+    secrets). The cache is purged after each rebuild so only the current pattern stays.
+    """
+    global _pattern, _dirty
+    if _dirty:
+        with _lock:
+            if _dirty:
+                alts = sorted(_secrets, key=len, reverse=True)
+                _pattern = re.compile("|".join(re.escape(s) for s in alts))
+                re.purge()
+                _dirty = False
+    return _pattern
 
 
 def known_secrets() -> frozenset[str]:
@@ -47,7 +64,7 @@ def known_secrets() -> frozenset[str]:
 def redact(text: str) -> str:
     if not text:
         return text
-    pattern = _pattern
+    pattern = _current_pattern()
     if pattern is not None:
         text = pattern.sub(MASK, text)
     return _SHAPES.sub(MASK, text)

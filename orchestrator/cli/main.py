@@ -26,7 +26,7 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug log
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("httpx", "httpx2", "httpcore", "docker", "urllib3", "kubernetes", "mcp"):
+    for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "docker", "urllib3", "kubernetes", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     install_log_redaction()
 

@@ -25,7 +25,7 @@ from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.testing.model_scripts import demo_script
 
-from .helpers import FAKE_API_KEY, LANE_MODEL_KEY, ModelDesk, SharedLane, host_leftovers
+from .helpers import FAKE_API_KEY, LANE_MODEL_KEY, ModelDesk, SharedLane, host_leftovers, unique
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +59,7 @@ def model(model_desk: ModelDesk, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mo
 
 @pytest.fixture(scope="session")
 def shared_lane(toolchain: Toolchain, model_desk: ModelDesk, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedLane]:
-    run_id = "faults-shared-lane"
+    run_id = unique("faults-shared")  # unique: concurrent sessions must not see each other's lanes
     state = tmp_path_factory.mktemp("shared-lane-state")
     ledger = Ledger.for_run(run_id, state)
     owner = make_owner(run_id)
