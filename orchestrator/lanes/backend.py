@@ -15,12 +15,29 @@ from importlib import metadata
 from pathlib import Path
 from typing import ClassVar
 
+import httpx
+
 from orchestrator.ledger import Ledger
 from orchestrator.lanes.model import Lane, LaneSpec
 
 _REGISTRY: dict[str, type["LaneBackend"]] = {}
 
 BUILTIN_BACKENDS = ("process", "docker", "kubernetes", "static")
+
+
+READINESS_PATH = "/healthz/readiness"
+
+
+async def answers_ready(http: httpx.AsyncClient, base_url: str) -> bool:
+    """True when ``base_url`` answers ``GET /healthz/readiness`` with 200; never raises for transport errors.
+
+    ``/healthz`` turns 200 while migrations still run; readiness only once REST routes are mounted.
+    """
+    try:
+        resp = await http.get(f"{base_url}{READINESS_PATH}")
+    except httpx.HTTPError:
+        return False
+    return resp.status_code == 200
 
 
 class LaneError(RuntimeError):

@@ -54,7 +54,7 @@ import httpx
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
-from orchestrator.lanes.backend import LaneBackend, LaneError, register_backend
+from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.ledger import Ledger, all_runs
@@ -278,11 +278,7 @@ class DockerBackend(LaneBackend):
             return False
         if container is None or container.status != "running":
             return False
-        try:
-            resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
-        except httpx.HTTPError:
-            return False
-        return resp.status_code == 200
+        return await answers_ready(self._http, lane.base_url)
 
     async def is_gone(self, lane: Lane) -> bool:
         try:

@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
-from orchestrator.lanes.backend import LaneBackend, LaneError, register_backend
+from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact, register_secret
@@ -445,11 +445,7 @@ class KubernetesBackend(LaneBackend):
             await asyncio.sleep(0.5)
 
     async def _http_ready(self, lane: Lane) -> bool:
-        try:
-            resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
-        except httpx.HTTPError:
-            return False
-        return resp.status_code == 200
+        return await answers_ready(self._http, lane.base_url)
 
     async def health(self, lane: Lane) -> bool:
         """Pod Running with Ready=True (watched while it starts, read afterwards) AND readiness over HTTP.

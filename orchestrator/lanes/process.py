@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes.backend import LaneBackend, LaneError, register_backend
+from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
@@ -202,11 +202,7 @@ class ProcessBackend(LaneBackend):
             return False
         if proc is None and not pid_alive(self._pid(lane)):
             return False
-        try:
-            resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
-        except httpx.HTTPError:
-            return False
-        return resp.status_code == 200
+        return await answers_ready(self._http, lane.base_url)
 
     async def is_gone(self, lane: Lane) -> bool:
         proc = self._procs.get(lane.lane_id)

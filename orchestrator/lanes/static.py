@@ -7,7 +7,7 @@ import os
 import httpx
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneBackend, register_backend
+from orchestrator.lanes.backend import LaneBackend, answers_ready, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, OwnerCredentials
 from orchestrator.redact import register_secret
 
@@ -47,11 +47,7 @@ class StaticBackend(LaneBackend):
         )
 
     async def health(self, lane: Lane) -> bool:
-        try:
-            resp = await self._http.get(f"{lane.base_url}/healthz/readiness")
-        except httpx.HTTPError:
-            return False
-        return resp.status_code == 200
+        return await answers_ready(self._http, lane.base_url)
 
     async def logs(self, lane: Lane, lines: int = 40) -> str:
         return "(static lane: logs are not available to the orchestrator)"
