@@ -143,8 +143,13 @@ def _write_private(path: Path, payload: Any) -> None:
 
 
 def stage_build(lane_url: str, mcp_key: str, config: ClaudeConfig, cwd: Path | None = None) -> StagedBuild:
-    """Create the 0700 temp dir with the 0600 MCP config and a fresh HOME."""
-    root = Path(tempfile.mkdtemp(prefix="claude-build-", dir=config.work_root))  # mkdtemp → 0700
+    """Create the 0700 temp dir with the 0600 MCP config and a fresh HOME.
+
+    Every path is absolute: claude runs in another working directory, so a relative
+    ``work_root`` (the default state dir is ``.orchestrator``) would point it at nothing.
+    """
+    work_root = config.work_root.resolve() if config.work_root is not None else None
+    root = Path(tempfile.mkdtemp(prefix="claude-build-", dir=work_root)).resolve()  # mkdtemp → 0700
     try:
         os.chmod(root, 0o700)
         home = root / "home"
@@ -152,7 +157,7 @@ def stage_build(lane_url: str, mcp_key: str, config: ClaudeConfig, cwd: Path | N
         _write_private(home / ".claude" / "settings.json", {"enableAllProjectMcpServers": True})
         mcp_config = root / "mcp-config.json"
         _write_private(mcp_config, mcp_config_json(lane_url, mcp_key, config.server_name))
-        work = cwd if cwd is not None else root / "work"
+        work = cwd.resolve() if cwd is not None else root / "work"
         work.mkdir(exist_ok=True, mode=0o700)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
