@@ -103,38 +103,31 @@ class BuildUserPool:
             leftovers = []
             failures.append(redact(f"{self.lane.lane_id}: list workflows of {user.email}: {exc}"))
         for wf in leftovers:
-            wid = str(wf.get("id"))
-            try:
-                await user.session.delete_workflow(wid)
-                self.ledger.deleted("workflow", wid, lane=self.lane.lane_id)
-            except N8nError as exc:
-                msg = redact(f"{self.lane.lane_id}: delete workflow {wid}: {exc}")
-                self.ledger.delete_failed("workflow", wid, msg, lane=self.lane.lane_id)
-                failures.append(msg)
+            if failure := await self._delete("workflow", str(wf.get("id")), user.session.delete_workflow):
+                failures.append(failure)
         for cid in user.credential_ids:
-            try:
-                await user.session.delete_credential(cid)
-                self.ledger.deleted("credential", cid, lane=self.lane.lane_id)
-            except N8nError as exc:
-                msg = redact(f"{self.lane.lane_id}: delete credential {cid}: {exc}")
-                self.ledger.delete_failed("credential", cid, msg, lane=self.lane.lane_id)
-                failures.append(msg)
+            if failure := await self._delete("credential", cid, user.session.delete_credential):
+                failures.append(failure)
         await user.session.aclose()
         failure = await self._delete_user(user.user_id)
         if failure:
             failures.append(failure)
         return failures
 
-    async def _delete_user(self, user_id: str) -> str | None:
+    async def _delete(self, kind: str, resource_id: str, delete) -> str | None:
+        """Delete one recorded resource; close its ledger entry, or record and return the failure."""
         try:
-            await self.owner.delete_user(user_id)
+            await delete(resource_id)
         except N8nError as exc:
-            msg = redact(f"{self.lane.lane_id}: delete user {user_id}: {exc}")
-            self.ledger.delete_failed("user", user_id, msg, lane=self.lane.lane_id)
+            msg = redact(f"{self.lane.lane_id}: delete {kind} {resource_id}: {exc}")
+            self.ledger.delete_failed(kind, resource_id, msg, lane=self.lane.lane_id)
             log.warning("%s", msg)
             return msg
-        self.ledger.deleted("user", user_id, lane=self.lane.lane_id)
+        self.ledger.deleted(kind, resource_id, lane=self.lane.lane_id)
         return None
+
+    async def _delete_user(self, user_id: str) -> str | None:
+        return await self._delete("user", user_id, self.owner.delete_user)
 
     async def close(self) -> list[str]:
         """Delete invited users no build used."""
