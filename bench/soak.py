@@ -43,9 +43,9 @@ from orchestrator.lanes.process import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
-from orchestrator.testing import model_scripts as ms
-from orchestrator.testing.model_replies import Action, HttpError, Malformed, text_reply
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted import scripts as ms
+from orchestrator.scripted.replies import Action, HttpError, Malformed, text_reply
+from orchestrator.scripted.server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = sorted(p for p in (REPO / "cases").glob("smoke-*.json"))

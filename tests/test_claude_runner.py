@@ -33,8 +33,8 @@ from orchestrator.build.outage import (
 )
 from orchestrator.build.trailer import last_workflow_id
 from orchestrator.lanes.install import Toolchain, default_cache_dir
-from orchestrator.testing import model_scripts as ms
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted import scripts as ms
+from orchestrator.scripted.server import ScriptedModelServer
 
 API_KEY = "sk-test-runner-api-key-0001"
 CREATE_TOOL = "mcp__n8n-local__create_workflow_from_code"

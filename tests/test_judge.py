@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from orchestrator.results.model import Attribution, Verdict
-from orchestrator.testing.model_scripts import hang, judge, status_storm, text_only, verdict_list
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted.scripts import hang, judge, status_storm, text_only, verdict_list
+from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.verify.judge import EXPECTATION_SYSTEM, Judge, JudgeConfig, expectation_prompt, parse_verdicts
 
 PROMPT = expectation_prompt({"nodes": []}, ["has a trigger", "posts to Slack"])

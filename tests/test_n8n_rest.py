@@ -21,8 +21,8 @@ from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
 from orchestrator.n8n.mcp_client import LaneMcpClient, McpAuthError, McpToolError
 from orchestrator.n8n.rest import INVITE_RATE_LIMIT, N8nClient, RetryPolicy
 from orchestrator.redact import MASK, register_secret
-from orchestrator.testing.model_replies import Action, Reply, TextBlock, ToolUseBlock
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted.replies import Action, Reply, TextBlock, ToolUseBlock
+from orchestrator.scripted.server import ScriptedModelServer
 
 pytestmark = pytest.mark.n8n
 

@@ -21,8 +21,8 @@ from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
-from orchestrator.testing.model_scripts import demo_script
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted.scripts import demo_script
+from orchestrator.scripted.server import ScriptedModelServer
 from _process_lanes import leftovers
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude]

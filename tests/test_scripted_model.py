@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from orchestrator.build.outage import classify_exception, retry_provider_outage
-from orchestrator.testing import model_scripts as ms
-from orchestrator.testing.model_replies import Reply, TextBlock, ToolUseBlock, Usage
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted import scripts as ms
+from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock, Usage
+from orchestrator.scripted.server import ScriptedModelServer
 
 MODEL = "claude-opus-4-8"
 MSG = [{"role": "user", "content": "hello"}]
@@ -294,7 +294,7 @@ def test_module_main_serves_until_interrupted():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.testing.scripted_model", "--script", "judge"],
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.scripted.server", "--script", "judge"],
                             stdout=subprocess.PIPE, text=True)
     try:
         base_url = proc.stdout.readline().strip()

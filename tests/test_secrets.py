@@ -38,7 +38,7 @@ from orchestrator.lanes.bringup import make_owner
 from orchestrator.lanes.process import group_members
 from orchestrator.redact import install_log_redaction, known_secrets
 from orchestrator.run.pipeline import Run
-from orchestrator.testing import model_scripts as ms
+from orchestrator.scripted import scripts as ms
 
 #: Secret shapes that must never be written whoever produced them: JWTs (MCP keys, n8n cookies)
 #: and Anthropic-style keys.

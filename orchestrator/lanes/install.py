@@ -12,6 +12,7 @@ Every step is idempotent: a finished step leaves a marker file and is skipped ne
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import subprocess
@@ -136,10 +137,17 @@ def ensure_toolchain(cache: Path | None = None, *, n8n: bool = True, claude: boo
     if shutil.which("npm") is None:
         raise InstallError("npm is not on PATH: install Node.js and npm first (apt-get install nodejs npm)")
     tc = Toolchain(cache or default_cache_dir())
-    if n8n:
-        install_n8n(tc, log)
-    if claude:
-        install_claude(tc, log)
+    if (not n8n or tc.n8n_ready()) and (not claude or tc.claude_ready()):
+        return tc
+    tc.cache.mkdir(parents=True, exist_ok=True)
+    # One installer at a time per cache: a second npm in the same prefix corrupts node_modules
+    # (seen: ENOTEMPTY while a test started its own install beside scripts/setup.sh).
+    with (tc.cache / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if n8n:
+            install_n8n(tc, log)
+        if claude:
+            install_claude(tc, log)
     return tc
 
 

@@ -54,8 +54,8 @@ def open_route(mode: str, server_name: str) -> ModelRoute:
             raise ConfigError("--model-server real: ANTHROPIC_API_KEY is not set")
         register_secret(api_key)
         return ModelRoute("real", os.environ.get("ANTHROPIC_BASE_URL") or None, api_key)
-    from orchestrator.testing.model_scripts import demo_script
-    from orchestrator.testing.scripted_model import ScriptedModelServer
+    from orchestrator.scripted.scripts import demo_script
+    from orchestrator.scripted.server import ScriptedModelServer
 
     server = ScriptedModelServer(demo_script(server_name)).start()
     log.warning(

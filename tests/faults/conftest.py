@@ -23,7 +23,7 @@ from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
-from orchestrator.testing.model_scripts import demo_script
+from orchestrator.scripted.scripts import demo_script
 
 from .helpers import FAKE_API_KEY, LANE_MODEL_KEY, ModelDesk, SharedLane, host_leftovers, unique
 

@@ -26,9 +26,9 @@ from orchestrator.lanes.process import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.run.config import RunConfig
-from orchestrator.testing.model_replies import Action, Script
-from orchestrator.testing.model_scripts import demo_script, mcp_builder
-from orchestrator.testing.scripted_model import ScriptedModelServer
+from orchestrator.scripted.replies import Action, Script
+from orchestrator.scripted.scripts import demo_script, mcp_builder
+from orchestrator.scripted.server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "cases"

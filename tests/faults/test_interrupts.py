@@ -20,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from orchestrator.testing import model_scripts as ms
+from orchestrator.scripted import scripts as ms
 
 from .helpers import (
     CASES,

@@ -21,7 +21,7 @@ import pytest
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.process import INDEX_LABEL, _environ, group_members, labelled_processes
 from orchestrator.run.pipeline import Run
-from orchestrator.testing import model_scripts as ms
+from orchestrator.scripted import scripts as ms
 
 from .helpers import (
     SMOKE_CASES,

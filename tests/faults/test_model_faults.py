@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.run.pipeline import Run
-from orchestrator.testing import model_scripts as ms
-from orchestrator.testing.model_replies import HttpError
+from orchestrator.scripted import scripts as ms
+from orchestrator.scripted.replies import HttpError
 
 from .helpers import (
     ModelDesk,

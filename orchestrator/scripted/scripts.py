@@ -1,4 +1,4 @@
-"""Built-in scripts for :class:`~orchestrator.testing.scripted_model.ScriptedModelServer`.
+"""Built-in scripts for :class:`~orchestrator.scripted.server.ScriptedModelServer`.
 
 A script maps one ``POST /v1/messages`` body to an action. Scripts that hold state (counters) lock
 it: the server answers requests on several threads.
@@ -11,7 +11,7 @@ import re
 import threading
 from typing import Any, Callable
 
-from orchestrator.testing.model_replies import (
+from orchestrator.scripted.replies import (
     Action,
     Hang,
     HttpError,

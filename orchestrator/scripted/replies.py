@@ -1,6 +1,6 @@
 """What a scripted model answers: content blocks, a reply, or a fault (HTTP error, hang, garbage).
 
-A *script* is any callable ``(request_json) -> Action``; :mod:`orchestrator.testing.scripted_model`
+A *script* is any callable ``(request_json) -> Action``; :mod:`orchestrator.scripted.server`
 turns the action into Anthropic Messages API bytes (SSE when the request asked to stream, JSON
 otherwise).
 """

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from orchestrator.testing.model_replies import (
+from orchestrator.scripted.replies import (
     Action,
     HttpError,
     Hang,
@@ -305,21 +305,21 @@ def main(argv: list[str] | None = None) -> int:
     """Serve a built-in script until interrupted (for the offline demo): prints the base URL."""
     import argparse
 
-    from orchestrator.testing import model_scripts
+    from orchestrator.scripted import scripts
 
-    scripts = {
-        "demo": lambda a: model_scripts.demo_script(a.server_name),
-        "mcp_builder": lambda a: model_scripts.mcp_builder(a.server_name),
-        "no_trailer": lambda a: model_scripts.no_trailer(),
-        "judge": lambda a: model_scripts.judge(),
-        "overloaded": lambda a: model_scripts.status_storm(529),
+    named = {
+        "demo": lambda a: scripts.demo_script(a.server_name),
+        "mcp_builder": lambda a: scripts.mcp_builder(a.server_name),
+        "no_trailer": lambda a: scripts.no_trailer(),
+        "judge": lambda a: scripts.judge(),
+        "overloaded": lambda a: scripts.status_storm(529),
     }
     parser = argparse.ArgumentParser(description="Scripted Anthropic-compatible model server on loopback")
-    parser.add_argument("--script", choices=sorted(scripts), default="demo")
+    parser.add_argument("--script", choices=sorted(named), default="demo")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--server-name", default="n8n-local", help="MCP server name claude is given")
     args = parser.parse_args(argv)
-    with ScriptedModelServer(scripts[args.script](args), port=args.port) as srv:
+    with ScriptedModelServer(named[args.script](args), port=args.port) as srv:
         print(srv.base_url, flush=True)
         try:
             threading.Event().wait()
