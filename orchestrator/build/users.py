@@ -32,7 +32,7 @@ class BuildUser:
     user_id: str
     email: str
     session: N8nSession
-    mcp_key: str = field(repr=False)
+    mcp_key: str | None = field(repr=False)  # only for builders that build through MCP
     project_id: str
     credential_ids: list[str] = field(default_factory=list)
 
@@ -68,7 +68,7 @@ class BuildUserPool:
             self.ledger.created("user", inv.user_id, lane=self.lane.lane_id, email=inv.email, state="invited")
             self._pending.append(_Invite(inv.email, inv.user_id, inv.token))
 
-    async def acquire(self, credentials: list[CredentialSpec]) -> BuildUser:
+    async def acquire(self, credentials: list[CredentialSpec], *, mcp_key: bool = True) -> BuildUser:
         async with self._lock:
             if not self._pending:
                 await self._invite_batch()
@@ -77,8 +77,9 @@ class BuildUserPool:
         register_secret(password)
         session = await self.client.accept_invitation(invite.token, "Eval", "Builder", password)
         try:
-            key = await session.rotate_mcp_key()
-            register_secret(key)
+            key = await session.rotate_mcp_key() if mcp_key else None
+            if key is not None:
+                register_secret(key)
             project_id = await session.personal_project()
             user = BuildUser(invite.user_id, invite.email, session, key, project_id)
             for body in credential_bodies((c.type, c.name) for c in credentials):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 
+from orchestrator.build.builder import get_builder
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends
 from orchestrator.lanes.profiles import resolve_env
@@ -27,6 +28,7 @@ class RunConfig:
     tier: str | None = None
     iterations: int = 1
     backend: str = "process"
+    builder: str = "mcp"  # mcp (claude -p over the lane's MCP server); plug-ins by name
     lanes: int = 2
     base_url: str | None = None
     profile: str = "eval"
@@ -70,6 +72,7 @@ class RunConfig:
     def validate(self) -> "RunConfig":
         if self.backend not in available_backends():
             raise ConfigError(f"--backend: unknown backend {self.backend!r}; choose one of {', '.join(available_backends())}")
+        self.builder = get_builder(self.builder).name  # one line naming --builder when unknown
         if self.source not in ("disk", "langtracer"):
             raise ConfigError(f"--source: must be disk or langtracer, got {self.source!r}")
         if self.source == "langtracer" and not self.suite:

@@ -23,7 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from orchestrator.allocator import Allocator, WorkUnit
 from orchestrator.allocator.model import AllocatorEvent, EventKind, ResultStatus, WorkResult
-from orchestrator.build.claude_runner import ClaudeConfig
+from orchestrator.build.builder import Builder, BuilderSettings, BuildEvents, get_builder
+from orchestrator.build.lane import BuildLane
 from orchestrator.cases import LoadedCase, load_selected
 from orchestrator.compare import compare, comparison_dict, load_results
 from orchestrator.compare.pr_comment import render_pr_comment, write_pr_comment
@@ -43,7 +44,6 @@ from orchestrator.results.report_html import write_report
 from orchestrator.results.scoring import summarize, unit_outcome
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
 from orchestrator.run.config import RunConfig
-from orchestrator.run.lane_context import LaneContext
 from orchestrator.run.model_route import ModelRoute, open_route
 from orchestrator.run.unit import UnitRunner, UnitSettings
 from orchestrator.verify.judge import Judge, JudgeConfig
@@ -137,8 +137,9 @@ class Run:
         self.cleanup_failures: list[str] = []
         self.spent_usd = 0.0
         self.allocator: Allocator | None = None
+        self.builder: Builder | None = None
         self.lanes: dict[str, Lane] = {}
-        self.contexts: dict[str, LaneContext] = {}
+        self.contexts: dict[str, BuildLane] = {}
         self._signals = 0
 
     # ---------------------------------------------------------------- signals
@@ -229,6 +230,8 @@ class Run:
         finally:
             self.cleanup_failures += await self._teardown(backend, ledger)
             await backend.close()
+            if self.builder is not None:
+                await self.builder.aclose()
             await judge.aclose()
             route.close()
             results.finished_at = time.time()
@@ -268,23 +271,28 @@ class Run:
                                base_url=lane.base_url)
         self._lane_states()
         check_fingerprints(pool.lanes, spec)
-        for lane in pool.lanes:
-            self.contexts[lane.lane_id] = await LaneContext.open(lane, ledger)
-
-        claude = ClaudeConfig(
-            claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
-            model=cfg.build_model, api_key=route.api_key, base_url=route.base_url, server_name=cfg.mcp_server,
-            timeout_ms=cfg.build_timeout_ms, mcp_timeout_ms=cfg.build_mcp_timeout_ms,
-            max_retries=cfg.build_max_retries, work_root=_run_dir(cfg, run_id) / "builds",
-            # claude runs in its own session: the run label lets `cleanup` find builds a SIGKILL orphaned
-            extra_env={RUN_LABEL: run_id},
+        run_dir = _run_dir(cfg, run_id)
+        (run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
+        builder = get_builder(cfg.builder)(
+            BuilderSettings(
+                run_id=run_id, run_dir=run_dir.resolve(), model=cfg.build_model, api_key=route.api_key,
+                base_url=route.base_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
+                build_timeout_ms=cfg.build_timeout_ms, mcp_timeout_ms=cfg.build_mcp_timeout_ms,
+                max_retries=cfg.build_max_retries, mcp_server=cfg.mcp_server, build_cwd=cfg.build_cwd,
+                outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
+                # builds run in their own session: the run label lets `cleanup` find what a SIGKILL orphaned
+                extra_env={RUN_LABEL: run_id},
+            ),
+            BuildEvents(on_cost=self._on_cost, on_outage_retry=self.metrics.outage_retry),
         )
-        (_run_dir(cfg, run_id) / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
-        settings = UnitSettings(claude=claude, max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
-                                build_cwd=cfg.build_cwd, keep_workflows=cfg.keep_workflows,
-                                outage_waits_s=tuple(cfg.outage_waits_s))
-        runner = UnitRunner({c.slug: c for c in cases}, self.contexts, judge, settings,
-                            on_cost=self._on_cost, on_outage_retry=self.metrics.outage_retry,
+        self.builder = builder
+        for lane in pool.lanes:
+            self.contexts[lane.lane_id] = ctx = await BuildLane.open(lane, ledger)
+            await builder.prepare_lane(ctx)
+
+        settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
+                                keep_workflows=cfg.keep_workflows)
+        runner = UnitRunner({c.slug: c for c in cases}, self.contexts, builder, judge, settings,
                             on_cleanup_failure=lambda kind, _msg: self.metrics.cleanup_failed(kind))
 
         async def probe(lane_id: str) -> bool:

@@ -1,9 +1,10 @@
-"""One unit of work — a (case, iteration) on one lane: build with claude, verify, clean up.
+"""One unit of work — a (case, iteration) on one lane: a build user, the build, verify, clean up.
 
 The allocator calls :meth:`UnitRunner.__call__` with the lane it picked. The answer tells it what
-to do next: ``done`` (a final result, whatever the agent built), ``retry_elsewhere`` (claude printed
-no workflow id: try again, preferably on another lane), ``lane_fault`` (the lane itself failed:
-counts towards quarantine). Cost and turns of every attempt are summed into the final record.
+to do next: ``done`` (a final result, whatever the agent built), ``retry_elsewhere`` (the builder
+built nothing and asks for another lane), ``lane_fault`` (the lane itself failed: counts towards
+quarantine). Cost and turns of every attempt are summed into the final record. Which builder runs
+is the :class:`~orchestrator.build.builder.Builder` this runner was given; nothing here depends on it.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.allocator import Outcome, WorkUnit
-from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt
-from orchestrator.build.outage import retry_provider_outage
-from orchestrator.build.prompt import build_prompt
+from orchestrator.build.builder import Builder, BuildRequest, BuildResult
+from orchestrator.build.lane import BuildLane
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
 from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
-from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, Attribution, BuildRecord, BuildStatus, UnitResult
-from orchestrator.run.lane_context import LaneContext
+from orchestrator.results.model import Attribution, BuildRecord, BuildStatus, UnitResult
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import Verification, not_built, verify_workflow
 
@@ -43,8 +42,8 @@ class Attempts:
     duration_s: float = 0.0
     started_at: float = field(default_factory=time.time)
 
-    def add(self, result: AttemptResult) -> None:
-        self.attempts += 1
+    def add(self, result: BuildResult) -> None:
+        self.attempts += result.attempts
         self.cost_usd += result.cost_usd
         self.turns += result.turns
         self.duration_s += result.duration_s
@@ -52,32 +51,28 @@ class Attempts:
 
 @dataclass
 class UnitSettings:
-    claude: ClaudeConfig
     max_attempts: int
     timeout_ms: int
-    build_cwd: Path | None
     keep_workflows: bool
-    outage_waits_s: tuple[float, ...]
+    transcripts_dir: Path | None = None
 
 
 class UnitRunner:
     def __init__(
         self,
         cases: dict[str, LoadedCase],
-        lanes: dict[str, LaneContext],
+        lanes: dict[str, BuildLane],
+        builder: Builder,
         judge: Judge,
         settings: UnitSettings,
         *,
-        on_cost: Callable[[float], None] | None = None,
-        on_outage_retry: Callable[[], None] | None = None,
         on_cleanup_failure: Callable[[str, str], None] | None = None,
     ) -> None:
         self.cases = cases
         self.lanes = lanes
+        self.builder = builder
         self.judge = judge
         self.settings = settings
-        self.on_cost = on_cost
-        self.on_outage_retry = on_outage_retry
         self.on_cleanup_failure = on_cleanup_failure
         self._attempts: dict[str, Attempts] = {}
         self.cleanup_failures: list[str] = []
@@ -135,7 +130,7 @@ class UnitRunner:
         case = loaded.case
         acc = self._attempts.setdefault(unit.key, Attempts())
         try:
-            user = await ctx.users.acquire(case.credentials)
+            user = await ctx.users.acquire(case.credentials, mcp_key=self.builder.needs_mcp_key)
         except N8nTransportError as exc:
             return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
         except N8nError as exc:
@@ -159,67 +154,33 @@ class UnitRunner:
                 if self.on_cleanup_failure:
                     self.on_cleanup_failure("user", f)
 
-    async def _restore_seed(self, user: BuildUser, case: EvalCase) -> dict[str, str]:
-        """Create the inline seed's workflows in the build user's project; map seed id → real id."""
-        seed = case.inline_seed
-        id_map: dict[str, str] = {}
-        if seed is None:
-            return id_map
-        for wf in seed.workflows:
-            body = {
-                "name": wf.name,
-                "nodes": [{k: v for k, v in n.items() if k != "credentials"} for n in wf.nodes],
-                "connections": wf.connections,
-                "settings": {},
-                "projectId": user.project_id,
-            }
-            id_map[wf.id] = await user.session.create_workflow(body)
-        return id_map
-
-    async def _build_and_verify(self, ctx: LaneContext, unit: WorkUnit, case: EvalCase, user: BuildUser,
+    async def _build_and_verify(self, ctx: BuildLane, unit: WorkUnit, case: EvalCase, user: BuildUser,
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:
         lane_id = ctx.lane.lane_id
-        try:
-            id_map = await self._restore_seed(user, case)
-        except N8nTransportError:
-            raise
-        except N8nError as exc:
-            reason = redact(f"seed restore failed: {exc}")
+        transcripts = self.settings.transcripts_dir
+        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt, timeout_ms=self._timeout_ms(case),
+                               transcript_path=transcripts / f"{unit.case}.{unit.iteration}.jsonl" if transcripts else None)
+        result = await self.builder.build(request, ctx, user)
+        acc.add(result)
+        if result.status == BuildStatus.ok and result.workflow_id is not None:
+            ctx.ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
+            t0 = time.monotonic()
+            verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
+                                                 timeout_ms=self._timeout_ms(case))
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
+                                              workflow_id=result.workflow_id, verify_s=time.monotonic() - t0)
+        reason = result.error or "no workflow built"
+        if result.framework_fault:
             v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
             return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)
-        prompt = build_prompt(case, id_map=id_map)
-        outage_tries = 0
-
-        async def one_attempt() -> AttemptResult:
-            nonlocal outage_tries
-            outage_tries += 1
-            if outage_tries > 1 and self.on_outage_retry:
-                self.on_outage_retry()
-            result = await run_build_attempt(prompt, ctx.lane.base_url, user.mcp_key, self.settings.claude,
-                                             cwd=self.settings.build_cwd)
-            acc.add(result)
-            if self.on_cost:
-                self.on_cost(result.cost_usd)
-            return result
-
-        result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
-        if result.outage is not None:
-            reason = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")
+        if result.status == BuildStatus.provider_outage:
             v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.provider_outage, v, error=reason, root_cause=reason)
-        if result.timed_out:
-            reason = redact(f"build timed out after {self.settings.claude.timeout_ms / 1000:.0f} s")
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.provider_outage, v, error=reason,
+                                              root_cause=result.root_cause or reason)
+        if result.status == BuildStatus.timeout:
             v = not_built(case, reason=reason, attribution=Attribution.builder_issue, category="build_failure")
             return Outcome.done, self._record(unit, lane_id, BuildStatus.timeout, v, error=reason)
-        if result.workflow_id is None:
-            reason = redact(result.error_text or "claude printed no WORKFLOW_ID trailer")
-            if not result.spawn_failed and acc.attempts < self.settings.max_attempts:
-                return Outcome.retry_elsewhere, reason
-            v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)
-        ctx_ledger = ctx.users.ledger
-        ctx_ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
-        t0 = time.monotonic()
-        verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge, timeout_ms=self._timeout_ms(case))
-        return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification, workflow_id=result.workflow_id,
-                                          verify_s=time.monotonic() - t0)
+        if result.retry_elsewhere and acc.attempts < self.settings.max_attempts:
+            return Outcome.retry_elsewhere, reason
+        v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
+        return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)

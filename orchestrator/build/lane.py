@@ -1,4 +1,5 @@
-"""What the run holds per lane once it is up: an owner session and a supply of build users."""
+"""What a build sees of its lane once the lane is up: the owner session, a REST client, the ledger
+and a supply of build users. Builders get one of these per build; the run opens one per lane."""
 
 from __future__ import annotations
 
@@ -11,20 +12,22 @@ from orchestrator.n8n.rest import N8nClient, N8nSession
 
 
 @dataclass
-class LaneContext:
+class BuildLane:
     lane: Lane
     client: N8nClient
     owner: N8nSession
     users: BuildUserPool
 
+    @property
+    def ledger(self) -> Ledger:
+        return self.users.ledger
+
     @classmethod
-    async def open(cls, lane: Lane, ledger: Ledger) -> "LaneContext":
+    async def open(cls, lane: Lane, ledger: Ledger) -> "BuildLane":
         if lane.owner is None:
             raise RuntimeError(f"{lane.describe()} has no owner")
         client = N8nClient(lane.base_url)
         owner = await client.login(lane.owner.email, lane.owner.password)
-        # The e2e reset wipes MCP settings, and only an owner may enable MCP access (members get 403).
-        await owner.enable_mcp()
         return cls(lane, client, owner, BuildUserPool(lane, owner, client, ledger))
 
     async def close(self) -> list[str]:

@@ -1,0 +1,151 @@
+"""The builder interface: how one unit's workflow gets built on a lane, and the registry of builders.
+
+A builder takes one build request (the case, which iteration, which attempt), the lane it runs on
+(:class:`~orchestrator.build.lane.BuildLane`: owner session, REST client, ledger) and a freshly
+invited build user whose personal project holds the build, and returns a :class:`BuildResult`.
+It never verifies, scores or deletes the build user: the unit runner does that, the same way for
+every builder. Whatever a builder creates on the lane goes into the ledger *before* it is used.
+
+Builders are plug-ins, chosen by name (``orchestrator run --builder NAME``): subclass
+:class:`Builder`, decorate it with :func:`register_builder`, or expose it under the
+``orchestrator.builders`` entry point. ``run/`` only ever sees this interface.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, ClassVar, Mapping
+
+from orchestrator.build.lane import BuildLane
+from orchestrator.build.users import BuildUser
+from orchestrator.cases import EvalCase
+from orchestrator.errors import ConfigError
+from orchestrator.results.model import BuildStatus
+
+BUILTIN_BUILDERS = ("mcp",)
+#: the reference harness's ``--build-via-mcp`` names the claude/MCP path
+ALIASES = {"build-via-mcp": "mcp"}
+ENTRY_POINT_GROUP = "orchestrator.builders"
+
+
+@dataclass(frozen=True)
+class BuilderSettings:
+    """Everything a builder may need from the run, builder-neutral (``run/`` fills it once)."""
+
+    run_id: str
+    run_dir: Path
+    model: str
+    api_key: str | None = field(default=None, repr=False)  # the model route's key (secret)
+    base_url: str | None = None  # the model route's base URL (a scripted server when offline)
+    claude_bin: Path | None = None
+    build_timeout_ms: int = 600_000
+    mcp_timeout_ms: int = 60_000
+    max_retries: int | None = None
+    mcp_server: str = "n8n-local"
+    build_cwd: Path | None = None
+    outage_waits_s: tuple[float, ...] = (30.0, 90.0)
+    keep_workflows: bool = False
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuildEvents:
+    """What a builder reports while it works (spend cap, metrics). Every callback is optional."""
+
+    on_cost: Callable[[float], None] | None = None
+    on_outage_retry: Callable[[], None] | None = None
+
+    def cost(self, usd: float) -> None:
+        if self.on_cost:
+            self.on_cost(usd)
+
+    def outage_retry(self) -> None:
+        if self.on_outage_retry:
+            self.on_outage_retry()
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    case: EvalCase
+    iteration: int
+    attempt: int  # 0 for the first try of this unit; retries on other lanes count up
+    timeout_ms: int  # the case's own timeout (``--timeout-ms``, complex × 1.5)
+    transcript_path: Path | None = None  # where the builder writes the unit's redacted transcript
+
+
+@dataclass
+class BuildResult:
+    """One builder call: its status, what it built, and what it cost (summed over its own retries)."""
+
+    status: BuildStatus
+    workflow_id: str | None = None
+    error: str | None = None
+    root_cause: str | None = None
+    #: no workflow, but another lane may do better: the allocator retries the unit elsewhere
+    retry_elsewhere: bool = False
+    #: the failure is the harness's (a seed that would not restore), not the builder's
+    framework_fault: bool = False
+    attempts: int = 0
+    cost_usd: float = 0.0
+    turns: int = 0
+    duration_s: float = 0.0
+    transcript_path: Path | None = None
+
+
+class Builder(abc.ABC):
+    """Builds one unit's workflow on a lane. One instance serves the whole run (every lane)."""
+
+    name: ClassVar[str]
+    #: the build user needs an MCP key of its own (the lane's MCP server is how it builds)
+    needs_mcp_key: ClassVar[bool] = False
+
+    def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:
+        self.settings = settings
+        self.events = events or BuildEvents()
+
+    async def prepare_lane(self, lane: BuildLane) -> None:
+        """Once per lane after it is up and seeded (e.g. enable MCP access as the owner)."""
+
+    @abc.abstractmethod
+    async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        """Build the case. Raises ``N8nTransportError`` when the lane itself failed."""
+
+    async def aclose(self) -> None:
+        """Release what the builder holds for the run."""
+
+
+_REGISTRY: dict[str, type[Builder]] = {}
+
+
+def register_builder(cls: type[Builder]) -> type[Builder]:
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtin(name: str) -> None:
+    if name == "mcp":
+        from orchestrator.build import mcp_builder  # noqa: F401
+
+
+def available_builders() -> list[str]:
+    names = set(BUILTIN_BUILDERS) | set(_REGISTRY)
+    names.update(ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(names)
+
+
+def get_builder(name: str) -> type[Builder]:
+    name = ALIASES.get(name, name)
+    if name not in _REGISTRY:
+        if name in BUILTIN_BUILDERS:
+            _load_builtin(name)
+        else:
+            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+                if ep.name == name:
+                    register_builder(ep.load())
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"--builder: unknown builder {name!r}: choose one of {', '.join(available_builders())}") from None

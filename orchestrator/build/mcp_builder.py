@@ -1,0 +1,103 @@
+"""The ``mcp`` builder: the real ``claude -p`` CLI driving the lane's MCP server as the build user.
+
+Per build: the inline seed's workflows are created in the build user's project (ids remapped into
+the prompt), the prompt is rendered from the case, and claude runs with a staged MCP config holding
+the member's own MCP key. Provider outages are retried after 30 s, then 90 s; a build that printed
+no ``WORKFLOW_ID=`` trailer asks the allocator for another lane.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from orchestrator.build.builder import Builder, BuildRequest, BuildResult, register_builder
+from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt
+from orchestrator.build.lane import BuildLane
+from orchestrator.build.outage import retry_provider_outage
+from orchestrator.build.prompt import build_prompt
+from orchestrator.build.users import BuildUser
+from orchestrator.cases import EvalCase
+from orchestrator.n8n.errors import N8nError, N8nTransportError
+from orchestrator.redact import redact
+from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
+
+log = logging.getLogger(__name__)
+
+
+@register_builder
+class McpBuilder(Builder):
+    name = "mcp"
+    needs_mcp_key = True
+
+    @property
+    def claude(self) -> ClaudeConfig:
+        s = self.settings
+        if s.claude_bin is None:
+            raise RuntimeError("the mcp builder needs the claude CLI (BuilderSettings.claude_bin)")
+        return ClaudeConfig(
+            claude_bin=s.claude_bin, model=s.model, api_key=s.api_key, base_url=s.base_url,
+            server_name=s.mcp_server, timeout_ms=s.build_timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms,
+            max_retries=s.max_retries, work_root=s.run_dir / "builds", extra_env=s.extra_env,
+        )
+
+    async def prepare_lane(self, lane: BuildLane) -> None:
+        # The e2e reset wipes MCP settings, and only an owner may enable MCP access (members get 403).
+        await lane.owner.enable_mcp()
+
+    async def _restore_seed(self, user: BuildUser, case: EvalCase) -> dict[str, str]:
+        """Create the inline seed's workflows in the build user's project; map seed id → real id."""
+        seed = case.inline_seed
+        id_map: dict[str, str] = {}
+        if seed is None:
+            return id_map
+        for wf in seed.workflows:
+            body = {
+                "name": wf.name,
+                "nodes": [{k: v for k, v in n.items() if k != "credentials"} for n in wf.nodes],
+                "connections": wf.connections,
+                "settings": {},
+                "projectId": user.project_id,
+            }
+            id_map[wf.id] = await user.session.create_workflow(body)
+        return id_map
+
+    async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        case = request.case
+        claude = self.claude
+        try:
+            id_map = await self._restore_seed(user, case)
+        except N8nTransportError:
+            raise
+        except N8nError as exc:
+            return BuildResult(BuildStatus.failed, error=redact(f"seed restore failed: {exc}"), framework_fault=True)
+        prompt = build_prompt(case, id_map=id_map)
+        total = BuildResult(BuildStatus.failed)
+        if user.mcp_key is None:
+            raise RuntimeError("the mcp builder needs a build user with an MCP key")
+        mcp_key = user.mcp_key
+
+        async def one_attempt() -> AttemptResult:
+            if total.attempts:
+                self.events.outage_retry()
+            result = await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd)
+            total.attempts += 1
+            total.cost_usd += result.cost_usd
+            total.turns += result.turns
+            total.duration_s += result.duration_s
+            self.events.cost(result.cost_usd)
+            return result
+
+        result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+        if result.outage is not None:
+            total.status = BuildStatus.provider_outage
+            total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")
+        elif result.timed_out:
+            total.status = BuildStatus.timeout
+            total.error = redact(f"build timed out after {claude.timeout_ms / 1000:.0f} s")
+        elif result.workflow_id is None:
+            total.error = redact(result.error_text or "claude printed no WORKFLOW_ID trailer")
+            total.retry_elsewhere = not result.spawn_failed
+        else:
+            total.status = BuildStatus.ok
+            total.workflow_id = result.workflow_id
+        return total
