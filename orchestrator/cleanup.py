@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.deletion import close_with_lane, delete_one, in_delete_order
 from orchestrator.lanes.backend import get_backend
 from orchestrator.lanes.bringup import safe_teardown
 from orchestrator.lanes.pool import lane_from_entry
@@ -56,34 +57,25 @@ async def _clean_static(ledger: Ledger, lane_urls: dict[str, str], email: str | 
 
 async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], email: str | None, password: str | None,
                             report: CleanupReport) -> None:
-    entries = [e for e in ledger.open_entries() if e.kind in ("workflow", "credential", "user") and e.lane in lane_urls]
+    entries = [e for e in in_delete_order(ledger.open_entries()) if e.lane in lane_urls]
     if not entries:
         return
     if not (email and password):
         report.failures.append(f"run {ledger.run_id}: {len(entries)} resource(s) on static lanes need --email/--password")
         return
-    order = {"workflow": 0, "credential": 1, "user": 2}
     for lane_id, url in lane_urls.items():
-        mine = sorted((e for e in entries if e.lane == lane_id), key=lambda e: order[e.kind])
+        mine = [e for e in entries if e.lane == lane_id]
         if not mine:
             continue
         try:
             async with N8nClient(url) as client:
                 owner = await client.login(email, password)
                 for e in mine:
-                    try:
-                        if e.kind == "workflow":
-                            await owner.delete_workflow(e.id)
-                        elif e.kind == "credential":
-                            await owner.delete_credential(e.id)
-                        else:
-                            await owner.delete_user(e.id)
-                        ledger.deleted(e.kind, e.id, lane=e.lane)
+                    failure = await delete_one(ledger, owner, e.kind, e.id, e.lane)
+                    if failure:
+                        report.failures.append(str(failure))
+                    else:
                         report.removed.append(f"{lane_id}: {e.kind} {e.id}")
-                    except N8nError as exc:
-                        msg = redact(f"{lane_id}: delete {e.kind} {e.id}: {exc}")
-                        ledger.delete_failed(e.kind, e.id, msg, lane=e.lane)
-                        report.failures.append(msg)
                 await owner.aclose()
         except N8nError as exc:
             report.failures.append(redact(f"{lane_id} ({url}): {exc}"))
@@ -109,9 +101,7 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
                         report.failures.append(failure)
                         continue
                     report.removed.append(f"{ledger.run_id}: lane {lane.lane_id}")
-                    for e in ledger.open_entries():
-                        if e.lane == lane.lane_id and e.kind != "lane":
-                            ledger.deleted(e.kind, e.id, lane=e.lane)  # went with the lane
+                    close_with_lane(ledger, lane.lane_id)
             finally:
                 await backend.close()
         if ledger.run_id in static_urls:

@@ -9,6 +9,10 @@
 A resource is *open* while it has a ``create`` and no ``delete``. A failed delete stays open, so a
 later ``orchestrator cleanup`` finds it. Lines are flushed and fsynced as they are written: a
 SIGKILL loses at most the line being written, never one already returned.
+
+Open entries are kept in an in-memory index fed from the file itself: each query parses only the
+bytes appended since the last one (by this process or another), so a health probe or a teardown
+never re-reads the whole ledger, and a ``cleanup`` beside a live run still sees what it appended.
 """
 
 from __future__ import annotations
@@ -22,6 +26,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.redact import redact_obj
+
+def _kind(kind: object) -> str:
+    """A resource kind as stored: the enum's value (``ResourceKind.workflow`` → ``workflow``) or the string."""
+    return str(getattr(kind, "value", kind))
+
 
 def default_state_dir() -> Path:
     return Path(os.environ.get("ORCHESTRATOR_STATE_DIR", ".orchestrator"))
@@ -48,6 +57,8 @@ class Ledger:
         self.run_dir = run_dir
         self.path = run_dir / "ledger.jsonl"
         self._lock = threading.Lock()
+        self._open: dict[tuple[str, str, str], Entry] = {}
+        self._offset = 0  # bytes of the file already folded into ``_open``
 
     @classmethod
     def for_run(cls, run_id: str, state_dir: Path | None = None) -> "Ledger":
@@ -69,13 +80,13 @@ class Ledger:
                 os.fsync(fh.fileno())
 
     def created(self, kind: str, id: str, *, lane: str = "", **meta: Any) -> None:
-        self._append({"op": "create", "kind": kind, "id": id, "lane": lane, "meta": meta})
+        self._append({"op": "create", "kind": _kind(kind), "id": id, "lane": lane, "meta": meta})
 
     def deleted(self, kind: str, id: str, *, lane: str = "") -> None:
-        self._append({"op": "delete", "kind": kind, "id": id, "lane": lane})
+        self._append({"op": "delete", "kind": _kind(kind), "id": id, "lane": lane})
 
     def delete_failed(self, kind: str, id: str, error: str, *, lane: str = "") -> None:
-        self._append({"op": "delete_failed", "kind": kind, "id": id, "lane": lane, "error": error})
+        self._append({"op": "delete_failed", "kind": _kind(kind), "id": id, "lane": lane, "error": error})
 
     def records(self) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
@@ -90,22 +101,41 @@ class Ledger:
                 except json.JSONDecodeError:
                     continue  # a line torn by a SIGKILL mid-write
 
+    def _apply(self, rec: dict[str, Any]) -> None:
+        key = (rec.get("kind", ""), rec.get("lane", ""), rec.get("id", ""))
+        op = rec.get("op")
+        if op == "create":
+            self._open[key] = Entry(kind=key[0], id=key[2], lane=key[1], meta=rec.get("meta") or {},
+                                    created_at=rec.get("ts", 0.0))
+        elif op == "delete":
+            self._open.pop(key, None)
+        elif op == "delete_failed" and key in self._open:
+            self._open[key].last_error = rec.get("error", "")
+
+    def _catch_up(self) -> None:
+        """Fold the complete lines appended since the last call into the index."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                tail = fh.read()
+        except FileNotFoundError:
+            return
+        end = tail.rfind(b"\n") + 1  # a torn last line (a SIGKILL mid-write) waits for its newline
+        for raw in tail[:end].splitlines():
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                self._apply(json.loads(line))
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                continue  # a line torn by a SIGKILL mid-write
+        self._offset += end
+
     def open_entries(self, kind: str | None = None) -> list[Entry]:
         """Resources created and not (successfully) deleted, in creation order."""
-        entries: dict[tuple[str, str, str], Entry] = {}
-        for rec in self.records():
-            key = (rec.get("kind", ""), rec.get("lane", ""), rec.get("id", ""))
-            op = rec.get("op")
-            if op == "create":
-                entries[key] = Entry(
-                    kind=key[0], id=key[2], lane=key[1], meta=rec.get("meta") or {}, created_at=rec.get("ts", 0.0)
-                )
-            elif op == "delete":
-                entries.pop(key, None)
-            elif op == "delete_failed" and key in entries:
-                entries[key].last_error = rec.get("error", "")
-        out = list(entries.values())
-        return [e for e in out if kind is None or e.kind == kind]
+        with self._lock:
+            self._catch_up()
+            return [e for e in self._open.values() if kind is None or e.kind == _kind(kind)]
 
 
 def all_runs(state_dir: Path | None = None) -> list[Ledger]:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pytest
@@ -20,12 +22,12 @@ from orchestrator.build.claude_runner import (
     AttemptResult,
     ClaudeConfig,
     _terminate,
-    build_attempts,
     claude_env,
     mcp_config_json,
     run_build_attempt,
+    should_retry_attempt,
 )
-from orchestrator.build.outage import (
+from orchestrator.outage import (
     OutageInfo,
     classify_cli_text,
     classify_result_event,
@@ -42,6 +44,53 @@ CREATE_TOOL = "mcp__n8n-local__create_workflow_from_code"
 
 # ------------------------------------------------------------------------------------------------
 # pure parts: trailer and outage text (no claude needed)
+
+
+
+# The allocator retries a unit on another lane while the builder says so; this loop plays that
+# part for one lane, so the retry policy (``should_retry_attempt``) is tested against real claude.
+@dataclass(frozen=True)
+class BuildOutcome:
+    attempts: list[AttemptResult]
+    workflow_id: str | None
+    cost_usd: float
+    turns: int
+    duration_s: float
+
+    @property
+    def last(self) -> AttemptResult:
+        return self.attempts[-1]
+
+    @property
+    def outage(self) -> OutageInfo | None:
+        return self.last.outage
+
+
+
+
+AttemptFn = Callable[[int], Awaitable[AttemptResult]]
+
+
+async def build_attempts(run_attempt: AttemptFn, max_attempts: int = 3) -> BuildOutcome:
+    """Call ``run_attempt(n)`` (n = 1, 2, …) until an id comes back or a retry is not warranted.
+
+    The caller picks the lane for each attempt (a retry should prefer another lane).
+    """
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    attempts: list[AttemptResult] = []
+    for number in range(1, max_attempts + 1):
+        result = await run_attempt(number)
+        attempts.append(result)
+        if not should_retry_attempt(result):
+            break
+    return BuildOutcome(
+        attempts=attempts,
+        workflow_id=attempts[-1].workflow_id,
+        cost_usd=sum(a.cost_usd for a in attempts),
+        turns=sum(a.turns for a in attempts),
+        duration_s=sum(a.duration_s for a in attempts),
+    )
 
 
 def test_last_trailer_wins():

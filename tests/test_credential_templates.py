@@ -17,7 +17,7 @@ from orchestrator.build.credentials import (
     credential_body,
 )
 from orchestrator.errors import UserError
-from orchestrator.lanes.model import OwnerCredentials
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.redact import MASK, known_secrets, redact
 

@@ -159,3 +159,39 @@ def test_push_failure_is_logged_not_raised(metrics: RunMetrics, caplog: pytest.L
     with caplog.at_level(logging.WARNING, logger="orchestrator.metrics.prometheus"):
         assert metrics.push(f"http://127.0.0.1:{port}", job="n8n-eval", timeout=2) is False
     assert any("metrics push" in r.getMessage() for r in caplog.records)
+
+
+async def test_teardown_failures_are_counted_under_their_resource_kind(tmp_path) -> None:
+    """What teardown reports still open (the ledger's view) reaches the metric by resource kind —
+    not by lane id, which would land every failure under ``other``."""
+    from orchestrator.deletion import delete_one, open_failures
+    from orchestrator.ledger import Ledger
+    from orchestrator.n8n.errors import http_error
+    from orchestrator.run.observers import MetricsObserver
+
+    class Refusing:  # an n8n session whose deletes answer 500 (the shape N8nClient raises)
+        async def delete_credential(self, credential_id: str) -> bool:
+            raise http_error("DELETE", f"/rest/credentials/{credential_id}", 500, "database is locked")
+
+    ledger = Ledger.for_run("metrics-kinds", tmp_path)
+    ledger.created("lane", "p0", lane="p0")
+    ledger.created("workflow", "wf-1", lane="p0")
+    ledger.created("credential", "cred-1", lane="p0")
+    failed = await delete_one(ledger, Refusing(), "credential", "cred-1", "p0")
+    assert failed is not None and failed.kind.value == "credential" and "500" in str(failed)
+    m = RunMetrics()
+    observer = MetricsObserver(m)
+    for failure in open_failures(ledger):
+        observer.on_cleanup_failure(failure)
+    s = _samples(_scrape(m))
+    assert s[("n8n_eval_cleanup_failures_total", (("kind", "workflow"),))] == 1
+    assert s[("n8n_eval_cleanup_failures_total", (("kind", "credential"),))] == 1
+    assert s[("n8n_eval_cleanup_failures_total", (("kind", "other"),))] == 0
+
+
+def _scrape(m: RunMetrics) -> str:
+    endpoint = m.serve(0)
+    try:
+        return httpx.get(endpoint.url, timeout=5).text
+    finally:
+        endpoint.close()

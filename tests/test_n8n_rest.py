@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from _lanes import StartedLane, closed_port, process_lane
 
-from orchestrator.lanes.model import OwnerCredentials
+from orchestrator.lanes.fingerprint import fetch_fingerprint
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
-from orchestrator.n8n.mcp_client import LaneMcpClient, McpAuthError, McpToolError
+from _mcp_client import LaneMcpClient, McpAuthError, McpToolError
 from orchestrator.n8n.rest import INVITE_RATE_LIMIT, N8nClient, RetryPolicy
 from orchestrator.redact import MASK, register_secret
 from orchestrator.scripted.replies import Action, Reply, TextBlock, ToolUseBlock
@@ -92,7 +93,7 @@ async def test_invitations_are_rate_limited_in_production_mode() -> None:
                 await session.invite(["limit-over@limit-test.invalid"], rate_limit_waits=0)
             # the owner is logged in once per client (logins are rate-limited per email too)
             assert await client.owner_session() is await client.owner_session()
-            assert (await client.fingerprint())["n8n_version"] == "2.41.1"
+            assert (await fetch_fingerprint(client))["n8n_version"] == "2.41.1"
     assert limited.value.status == 429
     assert limited.value.retry_after_s is not None and 200 <= limited.value.retry_after_s <= 300
 
@@ -115,10 +116,10 @@ def manual_set_workflow(name: str) -> dict[str, Any]:
 async def test_ready_and_fingerprint(seeded: Seeded) -> None:
     async with N8nClient(seeded.lane.base_url) as client:
         assert await client.ready()
-        public = await client.fingerprint()  # this client never reset the lane: public settings only
+        public = await fetch_fingerprint(client)  # this client never reset the lane: public settings only
         assert "n8n_version" not in public
         owner = await client.login(seeded.owner.email, seeded.owner.password)
-        fp = await client.fingerprint(owner)
+        fp = await fetch_fingerprint(client, owner)
     assert fp["n8n_version"] == "2.41.1"
     assert fp["node_version"].startswith("24.")
     assert {"instance-ai", "mcp", "agents"} <= set(fp["active_modules"].split(","))

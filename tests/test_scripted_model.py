@@ -10,7 +10,7 @@ import anthropic
 import httpx
 import pytest
 
-from orchestrator.build.outage import classify_exception, retry_provider_outage
+from orchestrator.outage import classify_exception, retry_provider_outage
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock, Usage
 from orchestrator.scripted.server import ScriptedModelServer

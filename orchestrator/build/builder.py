@@ -101,6 +101,8 @@ class Builder(abc.ABC):
     name: ClassVar[str]
     #: the build user needs an MCP key of its own (the lane's MCP server is how it builds)
     needs_mcp_key: ClassVar[bool] = False
+    #: builds run the claude CLI (the toolchain installs it)
+    needs_claude: ClassVar[bool] = False
 
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:
         self.settings = settings

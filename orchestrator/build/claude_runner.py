@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
-from orchestrator.build.outage import OutageInfo, classify_cli_text, classify_result_event
+from orchestrator.outage import OutageInfo, classify_cli_text, classify_result_event
 from orchestrator.build.trailer import last_workflow_id
 from orchestrator.redact import redact, redact_obj, register_secret
 
@@ -394,27 +394,7 @@ async def run_build_attempt(
 
 
 # ----------------------------------------------------------------------------------------------
-# attempts and outage retries
-
-
-@dataclass(frozen=True)
-class BuildOutcome:
-    attempts: list[AttemptResult]
-    workflow_id: str | None
-    cost_usd: float
-    turns: int
-    duration_s: float
-
-    @property
-    def last(self) -> AttemptResult:
-        return self.attempts[-1]
-
-    @property
-    def outage(self) -> OutageInfo | None:
-        return self.last.outage
-
-
-AttemptFn = Callable[[int], Awaitable[AttemptResult]]
+# which failed attempts are worth another lane
 
 
 def should_retry_attempt(result: AttemptResult) -> bool:
@@ -425,25 +405,3 @@ def should_retry_attempt(result: AttemptResult) -> bool:
     job, with its waits).
     """
     return result.workflow_id is None and not result.timed_out and not result.spawn_failed and result.outage is None
-
-
-async def build_attempts(run_attempt: AttemptFn, max_attempts: int = 3) -> BuildOutcome:
-    """Call ``run_attempt(n)`` (n = 1, 2, …) until an id comes back or a retry is not warranted.
-
-    The caller picks the lane for each attempt (a retry should prefer another lane).
-    """
-    if max_attempts < 1:
-        raise ValueError("max_attempts must be at least 1")
-    attempts: list[AttemptResult] = []
-    for number in range(1, max_attempts + 1):
-        result = await run_attempt(number)
-        attempts.append(result)
-        if not should_retry_attempt(result):
-            break
-    return BuildOutcome(
-        attempts=attempts,
-        workflow_id=attempts[-1].workflow_id,
-        cost_usd=sum(a.cost_usd for a in attempts),
-        turns=sum(a.turns for a in attempts),
-        duration_s=sum(a.duration_s for a in attempts),
-    )

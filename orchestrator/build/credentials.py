@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from orchestrator.cases.credentials import SUPPORTED_CREDENTIAL_TYPES
 from orchestrator.errors import UserError
 from orchestrator.redact import register_secret
 
@@ -87,7 +88,10 @@ TEMPLATES: dict[str, CredentialTemplate] = {
     )
 }
 
-SUPPORTED_TYPES: frozenset[str] = frozenset(TEMPLATES)
+#: The case schema's closed set (``cases.credentials``) is the one list; every type in it has a template.
+SUPPORTED_TYPES: frozenset[str] = SUPPORTED_CREDENTIAL_TYPES
+if set(TEMPLATES) != SUPPORTED_TYPES:  # pragma: no cover - a programming error caught at import
+    raise RuntimeError(f"credential templates {sorted(TEMPLATES)} != case schema types {sorted(SUPPORTED_TYPES)}")
 
 
 class UnknownCredentialType(UserError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.build.users import BuildUserPool
+from orchestrator.errors import CleanupFailure
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient, N8nSession
@@ -30,7 +31,7 @@ class BuildLane:
         owner = await client.login(lane.owner.email, lane.owner.password)
         return cls(lane, client, owner, BuildUserPool(lane, owner, client, ledger))
 
-    async def close(self) -> list[str]:
+    async def close(self) -> list[CleanupFailure]:
         failures = await self.users.close()
         await self.owner.aclose()
         await self.client.aclose()

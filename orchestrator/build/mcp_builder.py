@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 
 from orchestrator.build.builder import Builder, BuildRequest, BuildResult, register_builder
-from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt
+from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt, should_retry_attempt
 from orchestrator.build.lane import BuildLane
-from orchestrator.build.outage import retry_provider_outage
+from orchestrator.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 class McpBuilder(Builder):
     name = "mcp"
     needs_mcp_key = True
+    needs_claude = True
 
     @property
     def claude(self) -> ClaudeConfig:
@@ -96,7 +97,7 @@ class McpBuilder(Builder):
             total.error = redact(f"build timed out after {claude.timeout_ms / 1000:.0f} s")
         elif result.workflow_id is None:
             total.error = redact(result.error_text or "claude printed no WORKFLOW_ID trailer")
-            total.retry_elsewhere = not result.spawn_failed
+            total.retry_elsewhere = should_retry_attempt(result)
         else:
             total.status = BuildStatus.ok
             total.workflow_id = result.workflow_id

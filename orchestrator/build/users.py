@@ -17,14 +17,16 @@ from dataclasses import dataclass, field
 from orchestrator.build.credentials import credential_bodies
 from orchestrator.cases import CredentialSpec
 from orchestrator.lanes.model import Lane
+from orchestrator.deletion import delete_one
+from orchestrator.errors import CleanupFailure, ResourceKind
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError
-from orchestrator.n8n.rest import N8nClient, N8nSession
+from orchestrator.n8n.rest import INVITE_BATCH_SIZE, N8nClient, N8nSession
 from orchestrator.redact import redact, register_secret
 
 log = logging.getLogger(__name__)
 
-INVITE_BATCH = 8
+INVITE_BATCH = INVITE_BATCH_SIZE  # one invitations request per batch (rate-limited per IP)
 
 
 @dataclass
@@ -92,47 +94,36 @@ class BuildUserPool:
             raise
         return user
 
-    async def release(self, user: BuildUser, *, keep: bool = False) -> list[str]:
+    async def release(self, user: BuildUser, *, keep: bool = False) -> list[CleanupFailure]:
         """Delete the user's workflows, credentials and the user; return failures (never raise)."""
-        failures: list[str] = []
+        failures: list[CleanupFailure] = []
         if keep:
             await user.session.aclose()
             return failures
+        lane = self.lane.lane_id
         try:
             leftovers = await user.session.list_workflows()
         except N8nError as exc:
             leftovers = []
-            failures.append(redact(f"{self.lane.lane_id}: list workflows of {user.email}: {exc}"))
+            failures.append(CleanupFailure(ResourceKind.workflow, "", lane,
+                                           redact(f"list workflows of {user.email}: {exc}")))
         for wf in leftovers:
-            if failure := await self._delete("workflow", str(wf.get("id")), user.session.delete_workflow):
+            if failure := await delete_one(self.ledger, user.session, ResourceKind.workflow, str(wf.get("id")), lane):
                 failures.append(failure)
         for cid in user.credential_ids:
-            if failure := await self._delete("credential", cid, user.session.delete_credential):
+            if failure := await delete_one(self.ledger, user.session, ResourceKind.credential, cid, lane):
                 failures.append(failure)
         await user.session.aclose()
-        failure = await self._delete_user(user.user_id)
-        if failure:
+        if failure := await self._delete_user(user.user_id):
             failures.append(failure)
         return failures
 
-    async def _delete(self, kind: str, resource_id: str, delete) -> str | None:
-        """Delete one recorded resource; close its ledger entry, or record and return the failure."""
-        try:
-            await delete(resource_id)
-        except N8nError as exc:
-            msg = redact(f"{self.lane.lane_id}: delete {kind} {resource_id}: {exc}")
-            self.ledger.delete_failed(kind, resource_id, msg, lane=self.lane.lane_id)
-            log.warning("%s", msg)
-            return msg
-        self.ledger.deleted(kind, resource_id, lane=self.lane.lane_id)
-        return None
+    async def _delete_user(self, user_id: str) -> CleanupFailure | None:
+        return await delete_one(self.ledger, self.owner, ResourceKind.user, user_id, self.lane.lane_id)
 
-    async def _delete_user(self, user_id: str) -> str | None:
-        return await self._delete("user", user_id, self.owner.delete_user)
-
-    async def close(self) -> list[str]:
+    async def close(self) -> list[CleanupFailure]:
         """Delete invited users no build used."""
-        failures = []
+        failures: list[CleanupFailure] = []
         for invite in self._pending:
             if failure := await self._delete_user(invite.user_id):
                 failures.append(failure)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from orchestrator.errors import OrchestratorError
+
 Loc = tuple[str | int, ...]
 
 #: Where a problem with the case as a whole (not one field) is reported.
@@ -37,7 +39,7 @@ class CaseIssue:
         return f"{self.source}: {self.field}: {self.message}"
 
 
-class CaseLoadError(Exception):
+class CaseLoadError(OrchestratorError):
     """One or more cases failed to load; ``issues`` lists every problem found."""
 
     def __init__(self, issues: Sequence[CaseIssue]) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
-import time
 from typing import Any, Coroutine, TypeVar
 
 from orchestrator.errors import ConfigError
+from orchestrator.ids import new_run_id
+
+__all__ = ["new_run_id", "positive", "run_async"]
 
 T = TypeVar("T")
 
@@ -19,10 +20,6 @@ def positive(value: int | None, flag: str, *, allow_zero: bool = False) -> int |
         bound = "≥ 0" if allow_zero else "≥ 1"
         raise ConfigError(f"{flag}: must be {bound}, got {value}")
     return value
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:

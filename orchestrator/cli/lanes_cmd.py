@@ -15,7 +15,7 @@ from rich.table import Table
 
 from orchestrator.cli.common import new_run_id, positive, run_async
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneError, available_backends, get_backend
+from orchestrator.lanes.backend import LaneError, available_backends, get_backend, readiness_status
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.install import InstallError, ensure_toolchain
 from orchestrator.lanes.model import Lane, LaneState
@@ -93,12 +93,9 @@ def _print_lanes(lanes: list[Lane]) -> None:
 
 
 async def _probe(lane: Lane) -> None:
-    try:
-        async with httpx.AsyncClient(timeout=3.0) as http:
-            resp = await http.get(f"{lane.base_url}/healthz/readiness")
-        lane.state = LaneState.ready if resp.status_code == 200 else LaneState.starting
-    except httpx.HTTPError:
-        lane.state = LaneState.dead
+    async with httpx.AsyncClient(timeout=3.0) as http:
+        status = await readiness_status(http, lane.base_url)
+    lane.state = LaneState.ready if status == 200 else LaneState.starting if isinstance(status, int) else LaneState.dead
 
 
 def _open_lanes(run_id: str | None, state_dir: Path) -> list[Lane]:

@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from orchestrator.errors import UserError
+from orchestrator.errors import OrchestratorError
 from orchestrator.redact import install_log_redaction, redact
 
 app = typer.Typer(
@@ -46,10 +46,13 @@ _register()
 
 
 def main() -> None:  # pragma: no cover - console entry used by ``python -m orchestrator``
+    """Any error of the orchestrator's own tree is one ``error: …`` line (one per problem for an
+    invalid case set) and exit 2; only a bug is a traceback."""
     try:
         app()
-    except UserError as exc:
-        print(f"error: {redact(str(exc))}", file=sys.stderr)
+    except OrchestratorError as exc:
+        for line in redact(str(exc)).splitlines() or [type(exc).__name__]:
+            print(f"error: {line}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

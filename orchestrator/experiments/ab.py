@@ -23,13 +23,12 @@ import dataclasses
 import logging
 import os
 import re
-import secrets
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
+from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
 from orchestrator.results.model import EvalResults
@@ -104,7 +103,7 @@ def check_mode(mode: str) -> str:
 
 
 def new_ab_id() -> str:
-    return "ab-" + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    return new_run_id("ab-")
 
 
 def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, output_root: Path) -> RunConfig:

@@ -12,35 +12,33 @@ from __future__ import annotations
 
 import abc
 from importlib import metadata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-import httpx
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.ledger import Ledger
+from orchestrator.n8n.health import READINESS_PATH, answers_ready, readiness_status
 from orchestrator.lanes.model import Lane, LaneSpec
+
+__all__ = ["READINESS_PATH", "LaneBackend", "LaneError", "answers_ready", "get_backend", "readiness_status",
+           "register_backend"]
 
 _REGISTRY: dict[str, type["LaneBackend"]] = {}
 
 BUILTIN_BACKENDS = ("process", "docker", "kubernetes", "static")
 
 
-READINESS_PATH = "/healthz/readiness"
+class BackendOptions(BaseModel):
+    """Base of a backend's typed options: unknown options are refused, values are checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-async def answers_ready(http: httpx.AsyncClient, base_url: str) -> bool:
-    """True when ``base_url`` answers ``GET /healthz/readiness`` with 200; never raises for transport errors.
-
-    ``/healthz`` turns 200 while migrations still run; readiness only once REST routes are mounted.
-    """
-    try:
-        resp = await http.get(f"{base_url}{READINESS_PATH}")
-    except httpx.HTTPError:
-        return False
-    return resp.status_code == 200
-
-
-class LaneError(RuntimeError):
+class LaneError(OrchestratorError):
     """A lane could not be started, reached or stopped. The message names the lane."""
 
 
@@ -50,12 +48,30 @@ class LaneBackend(abc.ABC):
     name: ClassVar[str]
     #: ``static`` lanes belong to someone else: they are never started nor torn down.
     owns_lanes: ClassVar[bool] = True
+    #: lanes run this machine's n8n install (the toolchain must be installed first)
+    needs_local_n8n: ClassVar[bool] = False
+
+    #: the backend's typed options (pydantic); ``None``: the backend reads its own (kubernetes: with env fallbacks)
+    options_model: ClassVar[type[BackendOptions] | None] = None
 
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         self.run_id = run_id
         self.ledger = ledger
         self.state_dir = state_dir
         self.options = options
+        self.config: BackendOptions | None = self.parse_options(options)
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, object]) -> BackendOptions | None:
+        """Validate ``options`` against :attr:`options_model`; a bad one is one line naming it."""
+        if cls.options_model is None:
+            return None
+        try:
+            return cls.options_model.model_validate({k: v for k, v in options.items() if v is not None})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "?"
+            raise ConfigError(f"{cls.name} backend: option {where!r}: {first['msg']}") from None
 
     @abc.abstractmethod
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:

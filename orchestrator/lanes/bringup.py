@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from orchestrator.lanes.backend import LaneBackend, LaneError
-from orchestrator.lanes.model import Lane, LaneSpec, LaneState, OwnerCredentials
+from orchestrator.lanes.fingerprint import fetch_fingerprint
+from orchestrator.lanes.model import Lane, LaneSpec, LaneState
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.redact import redact, register_secret
 
@@ -84,7 +86,7 @@ async def seed_owner(lane: Lane, owner: OwnerCredentials) -> None:
         )
         session = await client.login(owner.email, owner.password)
         await session.aclose()
-        lane.fingerprint = await client.fingerprint()
+        lane.fingerprint = await fetch_fingerprint(client)
     lane.owner = owner
 
 
@@ -93,7 +95,7 @@ async def verify_owner(lane: Lane) -> None:
     async with N8nClient(lane.base_url) as client:
         session = await client.login(lane.owner.email, lane.owner.password)
         await session.aclose()
-        lane.fingerprint = await client.fingerprint()
+        lane.fingerprint = await fetch_fingerprint(client)
 
 
 async def safe_teardown(backend: LaneBackend, lane: Lane) -> str | None:
@@ -193,13 +195,15 @@ async def teardown_pool(backend: LaneBackend, lanes: list[Lane]) -> list[str]:
     return [r for r in results if r]
 
 
-def check_fingerprints(lanes: list[Lane], spec: LaneSpec) -> dict[str, str]:
-    """All lanes must report the same configuration; return it, or raise naming the odd lane."""
+def check_fingerprints(lanes: list[Lane], spec: LaneSpec, *, env_applies: bool = True) -> dict[str, str]:
+    """All lanes must report the same configuration; return it, or raise naming the odd lane.
+
+    ``env_applies``: the lanes were started from ``spec`` (false for someone else's static lanes)."""
     expected_env = {k: spec.env.get(k, "") for k in FINGERPRINT_ENV_KEYS}
     reference: dict[str, str] | None = None
     for lane in lanes:
         fp = dict(lane.fingerprint)
-        fp.update({f"env.{k}": v for k, v in expected_env.items()} if lane.backend != "static" else {})
+        fp.update({f"env.{k}": v for k, v in expected_env.items()} if env_applies else {})
         lane.fingerprint = fp
         if reference is None:
             reference = fp

@@ -45,35 +45,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from decimal import Decimal
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
 import httpx
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
+from pydantic import Field
 
-from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.backend import BackendOptions, LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
+from orchestrator.lanes.labels import LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL
 from orchestrator.ledger import Ledger, all_runs
 from orchestrator.redact import redact, register_secret
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DOCKER_HOST = "unix:///run/n8n-eval-docker.sock"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "n8n-eval-orchestrator"
-RUN_LABEL = "n8n-eval/run-id"
-INDEX_LABEL = "n8n-eval/lane-index"
+INDEX_LABEL = LANE_INDEX_LABEL
 USER_FOLDER = "/home/n8n"
 _NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]i?|[kmgt])?$")
-_UNITS = {
-    None: 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-}
 
 
 def docker_host(option: object = None) -> str:
@@ -100,24 +96,29 @@ def label_filter(run_id: str | None) -> list[str]:
     return filters
 
 
+def _quantity(quantity: str, field: str, example: str, *, positive: bool) -> Decimal:
+    from kubernetes.utils import parse_quantity  # the Kubernetes client's own quantity grammar
+
+    try:
+        value = parse_quantity(quantity.strip())
+    except ValueError:
+        raise LaneError(f"resources.{field} {quantity!r} is not a quantity like {example}") from None
+    if value < 0 or (positive and value == 0):
+        raise LaneError(f"resources.{field} {quantity!r} must be positive")
+    return value
+
+
 def memory_bytes(quantity: str) -> int:
     """A Kubernetes memory quantity (``2Gi``, ``512Mi``, ``1G``) in bytes."""
-    m = _QUANTITY.match(quantity.strip())
-    if not m or m.group(2) in ("m", "t"):
-        raise LaneError(f"resources.memory_limit {quantity!r} is not a memory quantity like 2Gi or 512Mi")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
+    value = _quantity(quantity, "memory_limit", "2Gi or 512Mi", positive=False)
+    if value != value.to_integral_value():  # "1m" of memory is a millibyte: surely a typo
+        raise LaneError(f"resources.memory_limit {quantity!r} is not a whole number of bytes")
+    return int(value)
 
 
 def nano_cpus(quantity: str) -> int:
     """A Kubernetes CPU quantity (``2``, ``1.5``, ``500m``) in units of 1e-9 CPUs."""
-    q = quantity.strip()
-    try:
-        cpus = float(q[:-1]) / 1000 if q.endswith("m") else float(q)
-    except ValueError:
-        raise LaneError(f"resources.cpu_limit {quantity!r} is not a CPU quantity like 2 or 500m") from None
-    if cpus <= 0:
-        raise LaneError(f"resources.cpu_limit {quantity!r} must be positive")
-    return int(cpus * 1e9)
+    return int(_quantity(quantity, "cpu_limit", "2 or 500m", positive=True) * 10**9)
 
 
 @dataclass(frozen=True)
@@ -141,19 +142,30 @@ def lane_environment(spec: LaneSpec, ports: LanePorts) -> dict[str, str]:
     return env
 
 
+class DockerOptions(BackendOptions):
+    docker_host: str | None = None
+    user_folder_volume: bool = False
+    apply_limits: bool = True
+    stop_timeout_s: int = Field(10, ge=0)
+    api_timeout_s: int = Field(120, ge=1)
+
+
 @register_backend
 class DockerBackend(LaneBackend):
     name = "docker"
+    options_model = DockerOptions
 
-    def __init__(self, run_id, ledger, state_dir, **options):
+    def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)
         if not _NAME_OK.match(run_id):
             raise LaneError(f"run id {run_id!r} cannot name a container: use letters, digits, '.', '_' or '-'")
-        self.docker_host = docker_host(options.get("docker_host"))
-        self.user_folder_volume = bool(options.get("user_folder_volume", False))
-        self.apply_limits = bool(options.get("apply_limits", True))
-        self.stop_timeout_s = int(options.get("stop_timeout_s", 10))  # type: ignore[arg-type]
-        self.api_timeout_s = int(options.get("api_timeout_s", 120))  # type: ignore[arg-type]
+        opts = self.config
+        assert isinstance(opts, DockerOptions)
+        self.docker_host = docker_host(opts.docker_host)
+        self.user_folder_volume = opts.user_folder_volume
+        self.apply_limits = opts.apply_limits
+        self.stop_timeout_s = opts.stop_timeout_s
+        self.api_timeout_s = opts.api_timeout_s
         self._client: docker.DockerClient | None = None
         self._client_lock = asyncio.Lock()
         self._ports: dict[str, LanePorts] = {}

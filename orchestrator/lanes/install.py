@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.errors import OrchestratorError
+
 N8N_VERSION = "2.41.1"
 NODE_VERSION = "24.22.3"
 CLAUDE_VERSION = "2.1.328"
@@ -81,7 +83,7 @@ class Toolchain:
         return (self.claude_prefix / ".installed").exists()
 
 
-class InstallError(RuntimeError):
+class InstallError(OrchestratorError):
     """A step of the toolchain install failed; the message names the step and its log file."""
 
 

@@ -6,6 +6,8 @@ import enum
 import time
 from dataclasses import dataclass, field
 
+from orchestrator.n8n.owner import OwnerCredentials
+
 
 class LaneState(str, enum.Enum):
     """Life of one lane. Only ``ready`` lanes take builds."""
@@ -16,16 +18,6 @@ class LaneState(str, enum.Enum):
     quarantined = "quarantined"
     dead = "dead"
     stopped = "stopped"
-
-
-@dataclass(frozen=True)
-class OwnerCredentials:
-    """The e2e owner seeded by ``POST /rest/e2e/reset``. The password is a secret: never log it."""
-
-    email: str
-    password: str = field(repr=False)
-    first_name: str = "Eval"
-    last_name: str = "Owner"
 
 
 @dataclass(frozen=True)

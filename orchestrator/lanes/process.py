@@ -22,12 +22,13 @@ import httpx
 
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.redact import redact
 
-RUN_LABEL = "N8N_EVAL_RUN_ID"
-INDEX_LABEL = "N8N_EVAL_LANE_INDEX"
+RUN_LABEL = RUN_ENV  # an environment marker, not an object label (see lanes.labels)
+INDEX_LABEL = LANE_INDEX_ENV
 _KEEP_ENV = ("LANG", "LC_ALL", "TZ", "TMPDIR")
 STOP_GRACE_S = 10.0
 
@@ -125,6 +126,7 @@ async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
 @register_backend
 class ProcessBackend(LaneBackend):
     name = "process"
+    needs_local_n8n = True
 
     def __init__(self, run_id, ledger, state_dir, **options):
         super().__init__(run_id, ledger, state_dir, **options)

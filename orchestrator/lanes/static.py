@@ -3,37 +3,53 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import httpx
+from pydantic import SecretStr
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneBackend, answers_ready, register_backend
-from orchestrator.lanes.model import Lane, LaneSpec, LaneState, OwnerCredentials
+from orchestrator.lanes.backend import BackendOptions, LaneBackend, answers_ready, register_backend
+from orchestrator.lanes.model import Lane, LaneSpec, LaneState
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.redact import register_secret
 
 
 def parse_base_urls(value: str | None) -> list[str]:
     urls = [u.strip().rstrip("/") for u in (value or "").split(",") if u.strip()]
     for url in urls:
-        parsed = httpx.URL(url)
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:  # e.g. a control character pasted into the flag
+            raise ConfigError(f"--base-url: {url!r}: {exc}") from None
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ConfigError(f"--base-url: {url!r} is not an http(s) URL")
     return urls
+
+
+class StaticOptions(BackendOptions):
+    base_url: str | None = None  # comma-separated lane URLs
+    email: str | None = None  # the lanes' owner (else N8N_EVAL_EMAIL; none: seed our own owner)
+    password: SecretStr | None = None
 
 
 @register_backend
 class StaticBackend(LaneBackend):
     name = "static"
     owns_lanes = False
+    options_model = StaticOptions
 
-    def __init__(self, run_id, ledger, state_dir, **options):
+    def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)
-        self.urls = parse_base_urls(str(options.get("base_url") or ""))
+        opts = self.config
+        assert isinstance(opts, StaticOptions)
+        self.urls = parse_base_urls(opts.base_url or "")
         if not self.urls:
             raise ConfigError("--base-url: the static backend needs at least one lane URL")
         self._http = httpx.AsyncClient(timeout=5.0)
-        email = options.get("email") or os.environ.get("N8N_EVAL_EMAIL")
-        password = options.get("password") or os.environ.get("N8N_EVAL_PASSWORD")
+        email = opts.email or os.environ.get("N8N_EVAL_EMAIL")
+        password = (opts.password.get_secret_value() if opts.password else None) or os.environ.get("N8N_EVAL_PASSWORD")
         register_secret(str(password) if password else None)
         #: Given credentials → log in as that owner; none → seed our own owner with the e2e reset.
         self.owner = OwnerCredentials(str(email), str(password)) if email and password else None

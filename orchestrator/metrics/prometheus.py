@@ -16,6 +16,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, push_to_gateway, start_http_server
 
+from orchestrator.errors import ResourceKind
 from orchestrator.lanes.model import LaneState
 from orchestrator.redact import redact
 from orchestrator.results.scoring import UnitOutcome
@@ -25,10 +26,8 @@ log = logging.getLogger(__name__)
 PREFIX = "n8n_eval"
 
 #: What a cleanup failure was about; anything else is counted as ``other``.
-CLEANUP_KINDS = (
-    "workflow", "credential", "user", "project", "data_table", "folder", "agent", "thread",
-    "lane", "process", "container", "pod", "volume", "other",
-)
+#: bounded label values of ``cleanup_failures_total``: the ledger's resource kinds
+CLEANUP_KINDS = tuple(k.value for k in ResourceKind)
 
 LANE_UP_BUCKETS = (5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600)
 BUILD_BUCKETS = (10, 30, 60, 120, 180, 300, 450, 600, 900, 1200, 1800, 3600)
@@ -132,8 +131,8 @@ class RunMetrics:
     def outage_retry(self) -> None:
         self.provider_outage_retries.inc()
 
-    def cleanup_failed(self, kind: str) -> None:
-        self.cleanup_failures.labels(kind=kind if kind in CLEANUP_KINDS else "other").inc()
+    def cleanup_failed(self, kind: ResourceKind | str) -> None:
+        self.cleanup_failures.labels(kind=ResourceKind.of(getattr(kind, "value", kind)).value).inc()
 
     def stolen(self) -> None:
         self.steals.inc()

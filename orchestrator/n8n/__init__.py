@@ -1,4 +1,4 @@
-"""Clients for one n8n lane: REST (:mod:`.rest`), the instance MCP server (:mod:`.mcp_client`)."""
+"""Client for one n8n lane: REST (:mod:`.rest`), its errors and the owner it seeds."""
 
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.rest import Invitation, MockExecutionResult, N8nClient, N8nSession, RetryPolicy

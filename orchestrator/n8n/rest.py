@@ -61,8 +61,6 @@ with 429 {"message":"Too many requests"} and ``Retry-After: 299`` (seen).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -74,10 +72,29 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
-from orchestrator.lanes.model import OwnerCredentials
-from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError, error_message
+from orchestrator.errors import is_transient
+from orchestrator.n8n.errors import (
+    N8nError,
+    N8nForbidden,
+    N8nHTTPError,
+    N8nNotFound,
+    N8nRateLimited,
+    N8nTransportError,
+    N8nUnauthorized,
+    error_message,
+    http_error,
+)
+from orchestrator.n8n.health import answers_ready
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.redact import register_secret
 
 log = logging.getLogger(__name__)
@@ -214,10 +231,20 @@ def _retry_after(response: httpx.Response) -> float | None:
     return None
 
 
+def wait_retry_after(*, fallback_s: float, cap_s: float) -> Callable[[RetryCallState], float]:
+    """A tenacity wait: the ``Retry-After`` the last error carried (else ``fallback_s``), at most ``cap_s``."""
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None and state.outcome.failed else None
+        after = getattr(exc, "retry_after_s", None)
+        return min(cap_s, after if after else fallback_s)
+
+    return wait
+
+
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, N8nTransportError):
-        return True
-    return isinstance(exc, N8nHTTPError) and exc.status is not None and exc.status >= 500
+    """Safe calls retry what the error type calls transient, except 429 (the caller waits those out)."""
+    return is_transient(exc) and not isinstance(exc, N8nRateLimited)
 
 
 def _payload(method: str, path: str, response: httpx.Response) -> Any:
@@ -234,6 +261,16 @@ def _data(method: str, path: str, response: httpx.Response) -> Any:
     if isinstance(body, dict) and "data" in body:
         return body["data"]
     return body
+
+
+@dataclass(frozen=True)
+class LaneConfiguration:
+    """``/rest/settings``, ``/rest/module-settings`` and ``/rest/instance-ai/settings`` of a lane."""
+
+    settings: dict[str, Any]
+    modules: dict[str, Any]
+    instance_ai: dict[str, Any]
+    authenticated: bool = True
 
 
 class N8nClient:
@@ -302,7 +339,7 @@ class N8nClient:
             raise N8nTransportError(method, path, text, sent=not unsent) from None
         if not response.is_success:
             message, body = error_message(response.text)
-            raise N8nHTTPError(
+            raise http_error(
                 method, path, response.status_code, message, body, retry_after_s=_retry_after(response)
             )
         return response
@@ -345,11 +382,7 @@ class N8nClient:
 
     async def ready(self) -> bool:
         """``GET /healthz/readiness`` is 200. Never raises on connection problems."""
-        try:
-            response = await self._http.get("/healthz/readiness", timeout=self.ready_timeout)
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        return await answers_ready(self._http, "", timeout=self.ready_timeout)
 
     async def e2e_reset(
         self,
@@ -414,89 +447,34 @@ class N8nClient:
         data = _data("GET", "/rest/settings", response)
         return data if isinstance(data, dict) else {}
 
-    async def fingerprint(self, session: N8nSession | None = None) -> dict[str, str]:
-        """What identifies this lane's configuration (no secrets, nothing lane-unique like the
-        instance id), so lanes of one pool can be checked to agree. Uses ``session``, else logs in
-        as the owner this client seeded with :meth:`e2e_reset`, else only public settings."""
+    async def configuration(self, session: N8nSession | None = None) -> LaneConfiguration:
+        """The configuration-defining settings of this lane (what ``lanes.fingerprint`` reads). Uses
+        ``session``, else logs in as the owner this client seeded with :meth:`e2e_reset`, else only
+        public settings (``authenticated`` False)."""
         if session is not None or self._owner is None:
-            return await self._fingerprint_as(session)
+            return await self._configuration_as(session)
         try:
-            return await self._fingerprint_as(await self.owner_session())
-        except N8nHTTPError as exc:
-            if exc.status != 401:
-                raise
+            return await self._configuration_as(await self.owner_session())
+        except N8nUnauthorized:
             self._owner_session = None  # the cached cookie went stale (e.g. a reset elsewhere)
-            return await self._fingerprint_as(await self.owner_session())
+            return await self._configuration_as(await self.owner_session())
 
-    async def _fingerprint_as(self, session: N8nSession | None) -> dict[str, str]:
+    async def _configuration_as(self, session: N8nSession | None) -> LaneConfiguration:
         settings = await self.settings(session)
         if session is None:
-            return {"settings_mode": str(settings.get("settingsMode", "public"))}
+            return LaneConfiguration(settings, {}, {}, authenticated=False)
         modules = await session.get("/rest/module-settings")
         try:
             instance_ai = await session.get("/rest/instance-ai/settings")
-        except N8nHTTPError as exc:
-            if exc.status not in (403, 404):
-                raise
+        except (N8nForbidden, N8nNotFound):
             instance_ai = {}
-        return lane_fingerprint(
-            modules=modules if isinstance(modules, dict) else {},
-            settings=settings,
-            instance_ai=instance_ai if isinstance(instance_ai, dict) else {},
+        return LaneConfiguration(
+            settings,
+            modules if isinstance(modules, dict) else {},
+            instance_ai if isinstance(instance_ai, dict) else {},
         )
 
 
-def _flag(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return str(value)
-
-
-def lane_fingerprint(settings: dict[str, Any], modules: dict[str, Any], instance_ai: dict[str, Any]) -> dict[str, str]:
-    """Flatten the configuration-defining parts of ``/rest/settings``, ``/rest/module-settings`` and
-    ``/rest/instance-ai/settings`` into ``{key: str}``."""
-    ia_module = modules.get("instance-ai") or {}
-    agents = modules.get("agents") or {}
-    mcp = modules.get("mcp") or {}
-    env_managed = (instance_ai.get("envManaged") or {}).get("model") or {}
-    fp = {
-        "n8n_version": settings.get("versionCli"),
-        "node_version": settings.get("nodeJsVersion"),
-        "database_type": settings.get("databaseType"),
-        "execution_mode": settings.get("executionMode"),
-        "multi_main": settings.get("isMultiMain"),
-        "e2e_tests": settings.get("inE2ETests"),
-        "concurrency": settings.get("concurrency"),
-        "license_plan": (settings.get("license") or {}).get("planName"),
-        "active_modules": ",".join(sorted(settings.get("activeModules") or [])),
-        "env_feature_flags": settings.get("envFeatureFlags") or {},
-        "ai_assistant_enabled": (settings.get("aiAssistant") or {}).get("enabled"),
-        "ai_builder_enabled": (settings.get("aiBuilder") or {}).get("enabled"),
-        "mcp_managed_by_env": mcp.get("mcpManagedByEnv"),
-        "agents_enabled": agents.get("enabled"),
-    }
-    ia_flags = (
-        "enabled",
-        "sandboxEnabled",
-        "proxyEnabled",
-        "cloudManaged",
-        "browserUseEnabled",
-        "localGatewayDisabled",
-        "workflowBuilderAvailable",
-    )
-    for key in ia_flags:
-        if key in ia_module:
-            fp[f"instance_ai.{key}"] = ia_module[key]
-    for key in ("modelName", "modelEnvConfigured", "sandboxEnvConfigured", "searchEnvConfigured", "sandboxProvider"):
-        if key in instance_ai:
-            fp[f"instance_ai.{key}"] = instance_ai[key]
-    for key, value in sorted(env_managed.items()):
-        fp[f"instance_ai.env_managed.model.{key}"] = value
-    return {k: _flag(v) for k, v in fp.items()}
 
 
 class N8nSession:
@@ -600,16 +578,18 @@ class N8nSession:
     async def _invite_batch(self, batch: list[str], role: str, rate_limit_waits: int) -> list[Invitation]:
         path = "/rest/invitations"
         body = [{"email": e, "role": role} for e in batch]
-        for waited in range(rate_limit_waits + 1):
-            try:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(rate_limit_waits + 1),
+            wait=wait_retry_after(fallback_s=INVITE_RATE_WINDOW_S / 5, cap_s=INVITE_RATE_WINDOW_S),
+            retry=retry_if_exception_type(N8nRateLimited),
+            before_sleep=lambda state: log.warning("invitations rate-limited on %s; waiting %.0f s",
+                                                   self.client.base_url, state.upcoming_sleep),
+            reraise=True,
+        )
+        data: Any = None
+        async for attempt in retrying:
+            with attempt:
                 data = await self._send("POST", path, body, safe=True)
-                break
-            except N8nHTTPError as exc:
-                if exc.status != 429 or waited == rate_limit_waits:
-                    raise
-                delay = min(INVITE_RATE_WINDOW_S, exc.retry_after_s or INVITE_RATE_WINDOW_S / 5)
-                log.warning("invitations rate-limited on %s; waiting %.0f s", self.client.base_url, delay)
-                await asyncio.sleep(delay)
         rows: list[Invitation] = []
         for item in data or []:
             user = item.get("user") or {}

@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from orchestrator.errors import OrchestratorError
 from orchestrator.redact import redact, redact_obj
 from orchestrator.results.model import EvalResults, UnitResult
 
 REWRITE_EVERY_S = 2.0
 
 
-class ResultsWriteError(OSError):
+class ResultsWriteError(OSError, OrchestratorError):
     """Results could not be written; the message names the file."""
 
     def __str__(self) -> str:  # "cannot write <path>: <reason>", without OSError's "[Errno N]" prefix

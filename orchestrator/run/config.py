@@ -6,11 +6,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import httpx
 
 from orchestrator.build.builder import get_builder
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import available_backends
+from orchestrator.lanes.backend import available_backends, get_backend
 from orchestrator.lanes.profiles import resolve_env
 from orchestrator.lanes.static import parse_base_urls
 from orchestrator.verify.judge import JudgeConfig
@@ -72,6 +71,7 @@ class RunConfig:
     def validate(self) -> "RunConfig":
         if self.backend not in available_backends():
             raise ConfigError(f"--backend: unknown backend {self.backend!r}; choose one of {', '.join(available_backends())}")
+        reached_by_url = not get_backend(self.backend).owns_lanes  # lanes someone else runs
         self.builder = get_builder(self.builder).name  # one line naming --builder when unknown
         if self.source not in ("disk", "langtracer"):
             raise ConfigError(f"--source: must be disk or langtracer, got {self.source!r}")
@@ -96,8 +96,8 @@ class RunConfig:
             raise ConfigError(f"--metrics-port: must be 0–65535, got {self.metrics_port}")
         if self.model_server not in ("auto", "real", "scripted"):
             raise ConfigError(f"--model-server: must be auto, real or scripted, got {self.model_server!r}")
-        if self.backend == "static" and not self.base_url:
-            raise ConfigError("--base-url: required with --backend static")
+        if reached_by_url and not self.base_url:
+            raise ConfigError(f"--base-url: required with --backend {self.backend}")
         if self.build_cwd is not None and not self.build_cwd.is_dir():
             raise ConfigError(f"--build-cwd: {self.build_cwd} is not a directory")
         if self.baseline is not None and not self.baseline.is_file():
@@ -109,11 +109,8 @@ class RunConfig:
         # Checked here, before anything starts, so a typo fails in a second with one line.
         resolve_env(self.profile, self.env)  # --profile and --env
         JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
-        if self.backend == "static":
-            try:
-                urls = parse_base_urls(self.base_url)
-            except httpx.InvalidURL as exc:  # e.g. a control character pasted into the flag
-                raise ConfigError(f"--base-url: {exc}") from None
+        if reached_by_url:
+            urls = parse_base_urls(self.base_url)
             if self.lanes > len(urls):
                 raise ConfigError(f"--lanes: {self.lanes} exceeds the {len(urls)} --base-url lane(s) given")
         return self

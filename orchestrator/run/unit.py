@@ -20,6 +20,7 @@ from orchestrator.build.builder import Builder, BuildRequest, BuildResult
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
+from orchestrator.errors import CleanupFailure
 from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
@@ -66,7 +67,7 @@ class UnitRunner:
         judge: Judge,
         settings: UnitSettings,
         *,
-        on_cleanup_failure: Callable[[str, str], None] | None = None,
+        on_cleanup_failure: Callable[[CleanupFailure], None] | None = None,
     ) -> None:
         self.cases = cases
         self.lanes = lanes
@@ -75,7 +76,7 @@ class UnitRunner:
         self.settings = settings
         self.on_cleanup_failure = on_cleanup_failure
         self._attempts: dict[str, Attempts] = {}
-        self.cleanup_failures: list[str] = []
+        self.cleanup_failures: list[CleanupFailure] = []
 
     def _timeout_ms(self, case: EvalCase) -> int:
         factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
@@ -146,13 +147,13 @@ class UnitRunner:
                 # drained: a dead or hung lane would only time out; its user stays in the ledger and
                 # goes with the lane (owned lanes) or is reported at teardown (static lanes)
                 await user.session.aclose()
-                failures: list[str] = []
+                failures: list[CleanupFailure] = []
             else:
                 failures = await ctx.users.release(user, keep=self.settings.keep_workflows)
             for f in failures:
                 self.cleanup_failures.append(f)
                 if self.on_cleanup_failure:
-                    self.on_cleanup_failure("user", f)
+                    self.on_cleanup_failure(f)
 
     async def _build_and_verify(self, ctx: BuildLane, unit: WorkUnit, case: EvalCase, user: BuildUser,
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:

@@ -16,13 +16,15 @@ import asyncio
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+from pydantic import BaseModel, Field, StrictBool, StrictInt, ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
-from orchestrator.build.outage import classify_exception
+from orchestrator.errors import ConfigError
+from orchestrator.outage import classify_exception
 from orchestrator.redact import redact, register_secret
 from orchestrator.results.model import Attribution, Verdict
 
@@ -48,8 +50,6 @@ class JudgeConfig:
     def from_env(cls, **overrides: Any) -> "JudgeConfig":
         effort = os.environ.get("N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT", "high")
         if effort not in EFFORT_BUDGET:
-            from orchestrator.errors import ConfigError
-
             raise ConfigError(
                 f"N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT: {effort!r} is not one of {', '.join(EFFORT_BUDGET)}"
             )
@@ -104,67 +104,98 @@ class Judge:
         return "".join(getattr(b, "text", "") for b in msg.content)
 
     async def judge(self, system: str, prompt: str, count: int) -> list[Judgement]:
-        """``count`` verdicts for the numbered items in ``prompt``; never raises."""
+        """``count`` verdicts for the numbered items in ``prompt``; never raises.
+
+        Retried (tenacity, ``attempts`` in all, waiting ``backoff_s``, then twice that, …) on a
+        provider error, a timeout, or a reply that is not the verdict list asked for. After the
+        last try: an outage or timeout leaves the items ``incomplete`` (not judged); an unusable
+        reply fails them as a ``verification_gap``."""
         outage = False
         last_error = ""
-        for attempt in range(self.config.attempts):
+
+        async def once() -> list[Judgement]:
+            nonlocal outage, last_error
             try:
                 text = await self._ask(system, prompt)
             except (asyncio.TimeoutError, anthropic.APIError) as exc:
-                info = classify_exception(exc)
-                outage = outage or info is not None or isinstance(exc, (asyncio.TimeoutError, anthropic.APITimeoutError))
+                outage = outage or classify_exception(exc) is not None or isinstance(
+                    exc, (asyncio.TimeoutError, anthropic.APITimeoutError))
                 last_error = redact(f"{type(exc).__name__}: {exc}")[:300]
-                log.warning("judge attempt %d failed: %s", attempt + 1, last_error)
-            else:
-                parsed = parse_verdicts(text, count)
-                if parsed is not None:
-                    return parsed
+                raise
+            parsed = parse_verdicts(text, count)
+            if parsed is None:
                 outage = False
                 last_error = "judge reply was not the JSON verdict list asked for"
-                log.warning("judge attempt %d: %s", attempt + 1, last_error)
-            if attempt + 1 < self.config.attempts:
-                await asyncio.sleep(self.config.backoff_s * (attempt + 1))
+                raise _UnusableReply(last_error)
+            return parsed
+
+        def log_retry(state: RetryCallState) -> None:
+            log.warning("judge attempt %d failed: %s", state.attempt_number, last_error)
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(max(1, self.config.attempts)),
+            wait=wait_incrementing(start=self.config.backoff_s, increment=self.config.backoff_s),
+            retry=retry_if_exception_type((asyncio.TimeoutError, anthropic.APIError, _UnusableReply)),
+            before_sleep=log_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await once()
+        except (asyncio.TimeoutError, anthropic.APIError, _UnusableReply):
+            log.warning("judge gave up after %d attempt(s): %s", self.config.attempts, last_error)
         verdict = Verdict.incomplete if outage else Verdict.failed
         reason = f"not judged: {last_error}" if outage else f"judge failed: {last_error}"
         return [Judgement(verdict, reason, "verification_failure", Attribution.verification_gap) for _ in range(count)]
 
 
-_JSON_BLOCK = re.compile(r"\{.*\}", re.S)
+class _UnusableReply(Exception):
+    """The judge answered, but not with the verdict list asked for (worth another try)."""
+
+
+class JudgeItem(BaseModel):
+    """One verdict of the judge's reply: ``{"index": i, "pass": bool, "reason": str, "category": str?}``."""
+
+    index: StrictInt | None = None
+    passed: StrictBool = Field(alias="pass")
+    reason: Any = ""
+    category: Any = None
+
+
+class JudgeReply(BaseModel):
+    #: items that are not verdicts are kept as they are and skipped, as long as every index is covered
+    verdicts: list[JudgeItem | Any]
 
 
 def parse_verdicts(text: str, count: int) -> list[Judgement] | None:
-    """Parse ``{"verdicts": [{"index": i, "pass": bool, "reason": str, "category": str?}]}``."""
-    match = _JSON_BLOCK.search(text or "")
-    if not match:
+    """The verdicts of the first ``{`` … last ``}`` of ``text``, validated; ``None`` when unusable."""
+    text = text or ""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
         return None
     try:
-        data = json.loads(match.group(0))
-    except json.JSONDecodeError:
+        reply = JudgeReply.model_validate_json(text[start : end + 1])
+    except ValidationError:
         return None
-    items = data.get("verdicts") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        return None
-    by_index: dict[int, dict[str, Any]] = {}
-    for pos, item in enumerate(items):
-        if isinstance(item, dict) and isinstance(item.get("pass"), bool):
-            idx = item.get("index", pos)
-            if isinstance(idx, int):
-                by_index[idx] = item
+    by_index: dict[int, JudgeItem] = {}
+    for pos, item in enumerate(reply.verdicts):
+        if isinstance(item, JudgeItem):
+            by_index[pos if item.index is None else item.index] = item
     if set(by_index) != set(range(count)):
         return None
     out = []
     for i in range(count):
         item = by_index[i]
-        passed = item["pass"]
-        category = item.get("category") if item.get("category") in CATEGORIES else None
-        if not passed and category is None:
+        category = item.category if item.category in CATEGORIES else None
+        if not item.passed and category is None:
             category = "builder_issue"
         out.append(
             Judgement(
-                Verdict.passed if passed else Verdict.failed,
-                redact(str(item.get("reason", "")))[:1000],
-                None if passed else category,
-                None if passed else Attribution(category),
+                Verdict.passed if item.passed else Verdict.failed,
+                redact(str(item.reason))[:1000],
+                None if item.passed else category,
+                None if item.passed else Attribution(category),
             )
         )
     return out

@@ -21,7 +21,8 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from orchestrator.lanes.model import Lane, OwnerCredentials
+from orchestrator.lanes.model import Lane
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.lanes.process import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient

@@ -1,4 +1,4 @@
-"""Client for a lane's instance MCP server (``<base>/mcp-server/http``), on the ``mcp`` SDK's
+"""Test helper: a client for a lane's instance MCP server (``<base>/mcp-server/http``), on the ``mcp`` SDK's
 streamable HTTP transport.
 
 Seen on n8n 2.41.1: the server ("n8n MCP Server" 1.2.0) speaks the handshake-era protocol

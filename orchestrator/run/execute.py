@@ -1,0 +1,95 @@
+"""Execute stage: every unit through the allocator on the pool; each finished unit is recorded
+(``units.jsonl`` + ``eval-results.json``) the moment it finishes, then handed to the observers.
+
+A health monitor drains a lane that stops answering (process died, container gone) within a few
+seconds; the allocator announces the drain, and the observers mirror it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from orchestrator.allocator import Allocator, WorkUnit
+from orchestrator.allocator.model import ResultStatus, WorkResult
+from orchestrator.lanes.backend import LaneBackend
+from orchestrator.lanes.model import LaneState
+from orchestrator.redact import redact
+from orchestrator.results.model import UnitResult
+from orchestrator.results.writer import ResultsWriteError, ResultsWriter
+from orchestrator.run.config import RunConfig
+from orchestrator.run.observers import RunObserver
+from orchestrator.run.provision import Pool
+from orchestrator.run.unit import UnitRunner
+
+log = logging.getLogger(__name__)
+
+
+def record_for(res: WorkResult, runner: UnitRunner) -> UnitResult:
+    """The unit record for the allocator's final word on a unit."""
+    if res.status == ResultStatus.done and isinstance(res.value, UnitResult):
+        return res.value
+    if res.status == ResultStatus.lane_failure:
+        return runner.lane_failure_record(res.unit, res.lane, redact(str(res.value or res.reason or "lane failure")))
+    if res.status == ResultStatus.failed:
+        value = res.value
+        reason = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value or res.reason)
+        if isinstance(value, BaseException):
+            log.error("unit %s crashed: %s", res.unit.key, redact(reason))
+        return runner.error_record(res.unit, res.lane, redact(reason))
+    return runner.skipped_record(res.unit, redact(res.reason or res.status.value))
+
+
+async def monitor(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator) -> None:
+    """Drain a lane that stops answering: gone at once, or after two failed health checks."""
+    misses: dict[str, int] = {}
+    while True:
+        await asyncio.sleep(cfg.health_interval_s)
+        for lane in list(pool.lanes.values()):
+            if lane.state != LaneState.ready:
+                continue
+            healthy = await backend.health(lane)
+            gone = not healthy and await backend.is_gone(lane)
+            misses[lane.lane_id] = 0 if healthy else misses.get(lane.lane_id, 0) + 1
+            if gone or misses[lane.lane_id] >= 2:
+                allocator.drain(lane.lane_id, "lane process exited" if gone else "health check failed twice")
+
+
+def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: UnitRunner, writer: ResultsWriter,
+                   observer: RunObserver, errors: list[str]) -> Allocator:
+    async def probe(lane_id: str) -> bool:
+        return await backend.health(pool.lanes[lane_id])
+
+    allocator: Allocator
+
+    def on_result(res: WorkResult) -> None:
+        record = record_for(res, runner)
+        try:
+            writer.add(record)
+        except ResultsWriteError as exc:  # the record is kept in memory by the writer
+            if not any("cannot write" in e for e in errors):
+                errors.append(redact(str(exc)))
+            allocator.stop_new(f"results cannot be written: {exc}")
+        observer.on_unit(record)
+
+    allocator = Allocator(
+        list(pool.lanes), per_lane_cap=cfg.per_lane_builds, global_cap=cfg.global_cap, seed=cfg.seed,
+        reprobe_interval_s=cfg.reprobe_interval_s, abort_after_all_quarantined_s=cfg.abort_after_all_quarantined_s,
+        max_retries_elsewhere=cfg.build_max_attempts - 1, probe=probe,
+        on_event=observer.on_event, on_result=on_result,
+    )
+    return allocator
+
+
+async def execute(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator, runner: UnitRunner,
+                  units: list[WorkUnit], observer: RunObserver) -> None:
+    allocator.submit(units)
+    observer.on_queued(len(units))
+    watch = asyncio.create_task(monitor(cfg, backend, pool, allocator))
+    try:
+        await allocator.run(runner)
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+        for failure in runner.cleanup_failures:  # retried at teardown; what stays open is reported there
+            log.warning("during the run: %s", failure)

@@ -1,0 +1,59 @@
+"""Finalize stage: summary, comparison and the final files.
+
+The comparison uses ``--baseline`` first, else a baseline a hook found (e.g. in LangSmith), else
+a comparison a hook computed; the PR comment uses the same comparison as the results. A file that
+cannot be written is an error of the run, never a lost result (``units.jsonl`` has every unit).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.compare import compare, comparison_dict, load_results
+from orchestrator.compare.pr_comment import render_pr_comment, write_pr_comment
+from orchestrator.errors import UserError
+from orchestrator.redact import redact
+from orchestrator.results.model import EvalResults, LaneRecord
+from orchestrator.results.report_html import write_report
+from orchestrator.results.scoring import summarize
+from orchestrator.results.writer import ResultsWriteError, ResultsWriter
+from orchestrator.lanes.model import Lane
+
+
+def summarize_run(results: EvalResults, *, iterations: int, units_total: int, lanes: list[Lane],
+                  stop_reason: str | None, cleanup_failures: list[str]) -> None:
+    """Summary, per-case figures, lanes and cleanup failures into ``results`` (once, before the hooks see it)."""
+    results.lanes = [LaneRecord(lane=lane.lane_id, backend=lane.backend, base_url=lane.base_url,
+                                fingerprint=lane.fingerprint) for lane in lanes]
+    summary, case_summaries = summarize(results.units, iterations, units_total)
+    summary.stopped_reason = stop_reason
+    results.summary, results.cases = summary, case_summaries
+    results.cleanup_failures = list(cleanup_failures)
+
+
+def write_final(results: EvalResults, writer: ResultsWriter, output_dir: Path, *, baseline_path: Path | None,
+                hook_comparison: dict[str, object] | None, hook_baseline: EvalResults | None) -> list[str]:
+    """Comparison and the final files; return the errors met (each one line, redacted)."""
+    errors: list[str] = []
+    comparison = baseline = None
+    reason = "no baseline given (--baseline)"
+    if baseline_path is not None:
+        try:
+            baseline = load_results(baseline_path, role="baseline")
+        except UserError as exc:
+            reason = str(exc)
+            errors.append(reason)
+    elif hook_baseline is not None:
+        baseline = hook_baseline
+    if baseline is not None:
+        comparison = compare(results, baseline)
+        results.comparison = comparison_dict(comparison)
+    elif hook_comparison is not None:
+        results.comparison = hook_comparison
+    try:
+        writer.flush()
+        write_pr_comment(output_dir, render_pr_comment(results, comparison, baseline, no_baseline_reason=reason))
+        write_report(output_dir, results)
+    except OSError as exc:
+        errors.append(redact(str(exc) if isinstance(exc, ResultsWriteError) else f"cannot write results to {output_dir}: {exc}"))
+    return errors

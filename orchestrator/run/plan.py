@@ -1,0 +1,91 @@
+"""Plan stage: which run this is, which cases and units it has, where its results go.
+
+``--resume ID`` restores the stored selection of that run and leaves out the units that finished.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.allocator import WorkUnit
+from orchestrator.cases import LoadedCase, load_selected
+from orchestrator.errors import ConfigError, UserError
+from orchestrator.ids import new_run_id
+from orchestrator.ledger import Ledger
+from orchestrator.results.model import EvalResults, UnitResult
+from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
+from orchestrator.run.config import RunConfig
+
+
+@dataclass
+class Plan:
+    run_id: str
+    run_dir: Path
+    ledger: Ledger
+    cases: list[LoadedCase]
+    units: list[WorkUnit]  # what is left to run
+    units_total: int
+    results: EvalResults
+    writer: ResultsWriter
+
+    @property
+    def output_dir(self) -> Path:
+        return self.writer.output_dir
+
+
+def run_dir(cfg: RunConfig, run_id: str) -> Path:
+    return cfg.state_dir / "runs" / run_id
+
+
+def resume_config(cfg: RunConfig) -> RunConfig:
+    """``--resume ID``: the stored selection of that run, this invocation's lane/runtime options."""
+    path = cfg.state_dir / "runs" / str(cfg.resume) / "run.json"
+    if not path.is_file():
+        raise ConfigError(f"--resume: no run {cfg.resume!r} under {cfg.state_dir / 'runs'}")
+    stored = json.loads(path.read_text())
+    for key in ("source", "suite", "filter", "exclude", "tier", "iterations", "experiment_name", "output_dir"):
+        if stored.get(key) is not None:
+            setattr(cfg, key, stored[key] if key != "output_dir" else Path(stored[key]))
+    cfg.cases_paths = [Path(p) for p in stored.get("cases_paths") or [str(p) for p in cfg.cases_paths]]
+    cfg.run_id = cfg.resume
+    return cfg
+
+
+def resumable_units(records: list[UnitResult]) -> list[UnitResult]:
+    """The last record of each unit that really finished; a ``skipped`` unit never ran, so
+    ``--resume`` runs it again."""
+    last: dict[tuple[str, int], UnitResult] = {}
+    for record in records:
+        last[(record.case, record.iteration)] = record
+    return [r for r in last.values() if r.build.status.value != "skipped"]
+
+
+def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResult]) -> list[WorkUnit]:
+    done = {(u.case, u.iteration) for u in finished}
+    return [WorkUnit(c.slug, i) for c in cases for i in range(iterations) if (c.slug, i) not in done]
+
+
+async def make_plan(cfg: RunConfig) -> Plan:
+    if cfg.resume:
+        resume_config(cfg)
+    run_id = cfg.run_id = cfg.run_id or new_run_id()
+    ledger = Ledger.for_run(run_id, cfg.state_dir)
+    cfg.output_dir = output_dir = cfg.output_dir or Path("results") / run_id
+    directory = run_dir(cfg, run_id)
+    (directory / "run.json").write_text(json.dumps(cfg.public(), indent=2, default=str))
+
+    cases = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
+    if not cases:
+        raise UserError("no cases selected: check the case paths and --filter / --exclude / --tier")
+    results = EvalResults(run_id=run_id, experiment_name=cfg.experiment_name, started_at=time.time(), config=cfg.public())
+    try:
+        writer = ResultsWriter(results, output_dir, directory)
+    except ResultsWriteError as exc:  # nothing started yet: a plain one-line error
+        raise UserError(str(exc)) from None
+    finished = resumable_units(read_units(writer.units_path)) if cfg.resume else []
+    writer.preload(finished)
+    units = plan_units(cases, cfg.iterations, finished)
+    return Plan(run_id, directory, ledger, cases, units, len(cases) * cfg.iterations, results, writer)

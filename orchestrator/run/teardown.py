@@ -1,0 +1,69 @@
+"""Teardown stage: delete what builds left, tear the lanes down, say by name what is still open.
+
+Order (the guarantee this module exists for):
+
+1. on every live lane, the invited members no build used are deleted (through the owner);
+2. every failed delete in the ledger is tried once more through the owner, while sessions are open;
+3. sessions close; every lane is torn down (in parallel);
+4. an owned lane that went takes its ledger entries with it; a static lane's entry is closed once
+   nothing of ours is left on it;
+5. whatever the ledger still has open (lanes aside) is reported as a :class:`CleanupFailure`.
+
+A lane that died (or hangs) is not asked to delete anything: an owned lane takes its users with it
+when it is torn down, and on a static lane the entries stay open for ``orchestrator cleanup``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from orchestrator.build.lane import BuildLane
+from orchestrator.deletion import N8N_KINDS, close_with_lane, delete_one, in_delete_order, open_failures
+from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.lanes.backend import LaneBackend
+from orchestrator.lanes.bringup import safe_teardown
+from orchestrator.lanes.model import Lane, LaneState
+from orchestrator.ledger import Ledger
+from orchestrator.redact import redact
+
+log = logging.getLogger(__name__)
+
+
+async def retry_open_deletes(ledger: Ledger, contexts: dict[str, BuildLane]) -> None:
+    """At the end of the run, try every failed delete once more through the owner (live lanes only)."""
+    for entry in in_delete_order(ledger.open_entries()):
+        ctx = contexts.get(entry.lane)
+        if ctx is None or ctx.lane.state == LaneState.dead or ResourceKind.of(entry.kind) not in N8N_KINDS:
+            continue
+        if await delete_one(ledger, ctx.owner, entry.kind, entry.id, entry.lane) is None:
+            log.info("%s: %s %s deleted at the end of the run", entry.lane, entry.kind, entry.id)
+
+
+async def teardown(backend: LaneBackend, ledger: Ledger, lanes: dict[str, Lane], contexts: dict[str, BuildLane],
+                   *, keep_workflows: bool) -> list[CleanupFailure]:
+    failures: list[CleanupFailure] = []
+    for ctx in contexts.values():
+        if ctx.lane.state == LaneState.dead:
+            continue
+        try:
+            for failure in await ctx.users.close():
+                log.warning("closing %s: %s", ctx.lane.lane_id, failure)
+        except Exception as exc:  # best effort
+            failures.append(CleanupFailure(ResourceKind.user, "", ctx.lane.lane_id, redact(f"closing: {exc}")))
+    if not keep_workflows:
+        await retry_open_deletes(ledger, contexts)
+    for ctx in contexts.values():
+        await ctx.owner.aclose()
+        await ctx.client.aclose()
+    ordered = list(lanes.values())
+    results = await asyncio.gather(*(safe_teardown(backend, lane) for lane in ordered))
+    for lane, failure in zip(ordered, results):
+        if failure:
+            failures.append(CleanupFailure(ResourceKind.lane, lane.lane_id, "", failure))  # names the lane
+        elif backend.owns_lanes:
+            close_with_lane(ledger, lane.lane_id)
+        elif not any(e.lane == lane.lane_id and e.kind != ResourceKind.lane.value for e in ledger.open_entries()):
+            ledger.deleted(ResourceKind.lane.value, lane.lane_id, lane=lane.lane_id)  # nothing of ours is left on it
+    failures += open_failures(ledger, keep_workflows=keep_workflows)
+    return failures
