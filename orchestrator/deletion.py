@@ -53,13 +53,13 @@ def _method(session: Deleter, kind: ResourceKind) -> Callable[[str], Awaitable[o
     method = getattr(session, name, None)
     if method is None:
         raise N8nError("DELETE", kind.value, None, f"no delete for {kind.value} on this session")
-    return method  # type: ignore[no-any-return]
+    return method
 
 
 async def delete_one(ledger: Ledger, session: Deleter, kind: ResourceKind | str, resource_id: str,
                      lane: str) -> CleanupFailure | None:
     """Delete one resource and close its ledger entry; on an n8n error record and return the failure."""
-    kind = ResourceKind.of(getattr(kind, "value", kind))  # type: ignore[arg-type]
+    kind = ResourceKind.of(str(getattr(kind, "value", kind)))
     try:
         await _method(session, kind)(resource_id)
     except N8nError as exc:

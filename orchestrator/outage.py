@@ -24,7 +24,7 @@ import inspect
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Sequence, TypeVar, overload
 
 import anthropic
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_attempt, wait_chain, wait_fixed
@@ -146,12 +146,22 @@ def outage_of(value: Any) -> OutageInfo | None:
     return outage if isinstance(outage, OutageInfo) else None
 
 
+@overload
+async def retry_provider_outage(fn: Callable[[], Awaitable[T]], waits: Sequence[float] = ..., *,
+                                sleep: Callable[[float], Awaitable[None]] | None = ...) -> T: ...
+
+
+@overload
+async def retry_provider_outage(fn: Callable[[], T], waits: Sequence[float] = ..., *,
+                                sleep: Callable[[float], Awaitable[None]] | None = ...) -> T: ...
+
+
 async def retry_provider_outage(
-    fn: Callable[[], Awaitable[T] | T],
+    fn: Callable[[], Any],
     waits: Sequence[float] = DEFAULT_OUTAGE_WAITS,
     *,
     sleep: Callable[[float], Awaitable[None]] | None = None,
-) -> T:
+) -> Any:
     """Call ``fn`` again after ``waits[0]``, ``waits[1]``, … while it reports a provider outage.
 
     An outage is a result whose ``.outage`` is set, or an ``anthropic`` exception that
@@ -161,9 +171,9 @@ async def retry_provider_outage(
     """
     waits = tuple(waits)
 
-    async def call() -> T:
+    async def call() -> Any:
         value = fn()
-        return await value if inspect.isawaitable(value) else value  # type: ignore[return-value]
+        return await value if inspect.isawaitable(value) else value
 
     def log_retry(state: RetryCallState) -> None:
         outcome = state.outcome
@@ -173,7 +183,7 @@ async def retry_provider_outage(
         log.warning("attempt %d hit a %s; retrying in %.0fs", state.attempt_number,
                     info.describe() if info else "provider outage", nap)
 
-    def give_up(state: RetryCallState) -> T:
+    def give_up(state: RetryCallState) -> Any:
         assert state.outcome is not None
         return state.outcome.result()  # re-raises the last exception, or returns the outage result
 

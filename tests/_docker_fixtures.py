@@ -20,6 +20,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from _tools import require
 
 from orchestrator.lanes.docker_lanes import MANAGED_BY, MANAGED_BY_LABEL, label_filter
 from orchestrator.lanes.install import Toolchain, default_cache_dir
@@ -44,8 +45,8 @@ def _run(cmd: list[str], env: dict[str, str], what: str, timeout: float) -> str:
 
 @pytest.fixture(scope="session")
 def docker_host() -> Iterator[str]:
-    if shutil.which("dockerd") is None or shutil.which("docker") is None:
-        pytest.skip("dockerd is not installed: apt-get install -y docker.io")
+    require("docker", shutil.which("dockerd") is not None and shutil.which("docker") is not None,
+            "apt-get install -y docker.io")
     env = dict(os.environ)
     was_running = subprocess.run(["bash", str(DOCKERD_SH), "status"], capture_output=True, check=False).returncode == 0
     out = _run(["bash", str(DOCKERD_SH), "start"], env, "scripts/dockerd.sh start", 120)
@@ -96,8 +97,7 @@ def lane_image_tag(tc: Toolchain) -> str:
 @pytest.fixture(scope="session")
 def lane_image(docker_host: str, docker_client: docker.DockerClient, base_image: str) -> str:
     tc = Toolchain(default_cache_dir())
-    if not tc.n8n_ready():
-        pytest.skip("n8n is not installed: run `python -m orchestrator.lanes.install`")
+    require("docker", tc.n8n_ready, "the lane image needs n8n installed: run `orchestrator lanes install`")
     tag = lane_image_tag(tc)
     for image in docker_client.images.list(name=LANE_IMAGE_REPO):  # stale test builds: ~2 GB each
         for old in image.tags:

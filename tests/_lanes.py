@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import secrets
-import socket
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import httpx
-import pytest
+from _tools import free_port, require
 
 from orchestrator.lanes.bringup import wait_ready
 from orchestrator.lanes.install import Toolchain, default_cache_dir
@@ -54,15 +53,12 @@ def _run(coro):
 
 def closed_port() -> int:
     """A loopback port nothing listens on (bound and released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 @contextmanager
 def process_lane(extra_env: dict[str, str] | None = None) -> Iterator[StartedLane]:
-    if not Toolchain(default_cache_dir()).n8n_ready():
-        pytest.skip("n8n is not installed: run `orchestrator lanes install`")
+    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
     run_id = f"test-{secrets.token_hex(4)}"
     with tempfile.TemporaryDirectory(prefix="lane-state-") as tmp:
         state = Path(tmp)

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 from _lanes import SeededLane, seeded_lane
+from _tools import require
 
 from orchestrator.build.claude_runner import (
     AttemptResult,
@@ -286,8 +286,7 @@ def _pids_mentioning(fragment: str) -> set[int]:
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
     tc = Toolchain(default_cache_dir())
-    if not tc.claude_ready():
-        pytest.fail("claude CLI not installed: run `python -m orchestrator.lanes.install`")
+    require("claude", tc.claude_ready, "run `orchestrator lanes install`")
     return tc.claude_bin
 
 

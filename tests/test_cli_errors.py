@@ -7,34 +7,28 @@ anything starts), so the whole file takes seconds.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from _tools import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-ORCH = str(REPO / ".venv" / "bin" / "orchestrator")
+ORCH = [sys.executable, "-m", "orchestrator"]  # the real CLI of whatever venv runs the tests
 CASE = "smoke-manual-set-static-fields"
 
 
 def closed_port() -> int:
     """A loopback port in this suite's range (6100–6199) that nothing listens on."""
-    for port in range(6100, 6200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port  # bound, never listened, closed on exit: a connect is refused
-    raise RuntimeError("no free port in 6100-6199")
+    return free_port(6100, 6200)
 
 
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("ANTHROPIC_", "N8N_", "LANGSMITH_", "LANGTRACER_"))}
-    cmd = [ORCH, "run", str(REPO / "cases"), "--filter", CASE, "--model-server", "scripted",
+    cmd = [*ORCH, "run", str(REPO / "cases"), "--filter", CASE, "--model-server", "scripted",
            "--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out"), *args]
     return subprocess.run(cmd, env=base | (env or {}) | {"COLUMNS": "400"}, capture_output=True, text=True,
                           timeout=60, cwd=tmp_path)
@@ -100,7 +94,7 @@ def test_bad_judge_effort_names_the_variable(tmp_path: Path) -> None:
 def test_uncreatable_output_dir_names_the_flag(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    done = subprocess.run([ORCH, "run", str(REPO / "cases"), "--filter", CASE, "--model-server", "scripted",
+    done = subprocess.run([*ORCH, "run", str(REPO / "cases"), "--filter", CASE, "--model-server", "scripted",
                            "--state-dir", str(tmp_path / "state"), "--output-dir", str(blocker / "out")],
                           capture_output=True, text=True, timeout=60, env=os.environ | {"COLUMNS": "400"})
     assert_one_line_error(done, "--output-dir", str(blocker / "out"))

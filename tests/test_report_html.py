@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from _tools import require
 from eval_results_factory import results, unit
 
 from orchestrator.redact import MASK, register_secret
@@ -135,12 +136,12 @@ def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.chromium
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     deadline = time.monotonic() + 300
     while not CHROMIUM.exists() and time.monotonic() < deadline:  # it may still be being installed
         time.sleep(5)
-    if not CHROMIUM.exists():
-        pytest.skip("chromium is not installed")
+    require("chromium", CHROMIUM.exists, "apt-get install -y chromium")
     page = write_report(tmp_path, _run())
     assert page.name == FILENAME
     url = page.resolve().as_uri()

@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 
 import httpx
+import _tools
 import pytest
 from faults.helpers import (
     FAKE_API_KEY,
@@ -47,14 +48,7 @@ LISTEN = "0A"
 
 
 def free_port() -> int:
-    for port in range(6100, 6200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 6100-6199")
+    return _tools.free_port(6100, 6200)
 
 
 def listening_sockets(pids: list[int]) -> list[tuple[str, int]]:

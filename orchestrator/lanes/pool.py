@@ -1,7 +1,11 @@
-"""Glue between profiles, specs and the ledger: build a LaneSpec, rebuild Lanes from ledger entries."""
+"""Glue between profiles, specs and the ledger: build a LaneSpec, rebuild Lanes from ledger entries,
+read ``--base-url`` lane lists."""
 
 from __future__ import annotations
 
+import httpx
+
+from orchestrator.errors import ConfigError
 from orchestrator.lanes.install import N8N_VERSION
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.profiles import resolve_env
@@ -27,3 +31,15 @@ def lane_from_entry(run_id: str, entry: Entry) -> Lane:
         handle=handle,
         started_at=entry.created_at,
     )
+
+
+def parse_base_urls(value: str | None) -> list[str]:
+    urls = [u.strip().rstrip("/") for u in (value or "").split(",") if u.strip()]
+    for url in urls:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:  # e.g. a control character pasted into the flag
+            raise ConfigError(f"--base-url: {url!r}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ConfigError(f"--base-url: {url!r} is not an http(s) URL")
+    return urls

@@ -11,21 +11,10 @@ from pydantic import SecretStr
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import BackendOptions, LaneBackend, answers_ready, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
+from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.redact import register_secret
-
-
-def parse_base_urls(value: str | None) -> list[str]:
-    urls = [u.strip().rstrip("/") for u in (value or "").split(",") if u.strip()]
-    for url in urls:
-        try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL as exc:  # e.g. a control character pasted into the flag
-            raise ConfigError(f"--base-url: {url!r}: {exc}") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(f"--base-url: {url!r} is not an http(s) URL")
-    return urls
 
 
 class StaticOptions(BackendOptions):

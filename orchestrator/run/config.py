@@ -11,7 +11,7 @@ from orchestrator.build.builder import get_builder
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends, get_backend
 from orchestrator.lanes.profiles import resolve_env
-from orchestrator.lanes.static import parse_base_urls
+from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.verify.judge import JudgeConfig
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"

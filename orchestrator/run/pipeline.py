@@ -34,7 +34,7 @@ from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, read
 from orchestrator.lanes.install import ensure_toolchain
 from orchestrator.lanes.labels import RUN_ENV
 from orchestrator.lanes.model import Lane
-from orchestrator.lanes.static import parse_base_urls
+from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact
 from orchestrator.results.model import EvalResults

@@ -47,8 +47,8 @@ async def teardown(backend: LaneBackend, ledger: Ledger, lanes: dict[str, Lane],
         if ctx.lane.state == LaneState.dead:
             continue
         try:
-            for failure in await ctx.users.close():
-                log.warning("closing %s: %s", ctx.lane.lane_id, failure)
+            for unused in await ctx.users.close():
+                log.warning("closing %s: %s", ctx.lane.lane_id, unused)
         except Exception as exc:  # best effort
             failures.append(CleanupFailure(ResourceKind.user, "", ctx.lane.lane_id, redact(f"closing: {exc}")))
     if not keep_workflows:
@@ -58,9 +58,9 @@ async def teardown(backend: LaneBackend, ledger: Ledger, lanes: dict[str, Lane],
         await ctx.client.aclose()
     ordered = list(lanes.values())
     results = await asyncio.gather(*(safe_teardown(backend, lane) for lane in ordered))
-    for lane, failure in zip(ordered, results):
-        if failure:
-            failures.append(CleanupFailure(ResourceKind.lane, lane.lane_id, "", failure))  # names the lane
+    for lane, lane_failure in zip(ordered, results):
+        if lane_failure:
+            failures.append(CleanupFailure(ResourceKind.lane, lane.lane_id, "", lane_failure))  # names the lane
         elif backend.owns_lanes:
             close_with_lane(ledger, lane.lane_id)
         elif not any(e.lane == lane.lane_id and e.kind != ResourceKind.lane.value for e in ledger.open_entries()):
