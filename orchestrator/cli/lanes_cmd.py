@@ -69,8 +69,9 @@ async def _up(backend_name, count, profile, env, run_id, state_dir, base_url, re
         loop.add_signal_handler(sig, main.cancel)
     spec = make_spec(profile, env)
     ledger = Ledger.for_run(run_id, state_dir)
-    backend = get_backend(backend_name)(run_id, ledger, state_dir, base_url=base_url)
-    if backend_name == "process":
+    backend_cls = get_backend(backend_name)
+    backend = backend_cls(run_id, ledger, state_dir, **({} if backend_cls.owns_lanes else {"base_url": base_url}))
+    if backend_cls.needs_local_n8n:
         await asyncio.to_thread(ensure_toolchain, claude=False, log=lambda m: console.print(f"[dim]{m}[/dim]"))
     try:
         result = await bring_up(backend, count, spec, make_owner(run_id), retries=retries)

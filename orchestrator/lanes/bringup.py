@@ -113,7 +113,7 @@ async def safe_teardown(backend: LaneBackend, lane: Lane) -> str | None:
         return msg
 
 
-async def _one_lane(
+async def bring_up_one(
     backend: LaneBackend,
     index: int,
     spec: LaneSpec,
@@ -165,7 +165,7 @@ async def bring_up(
     """Start ``count`` lanes in parallel; raise :class:`LaneError` if fewer than ``min_lanes`` came up."""
     events = events or PoolEvents()
     started: list[Lane] = []
-    tasks = [asyncio.create_task(_one_lane(backend, i, spec, owner, retries, started, events)) for i in range(count)]
+    tasks = [asyncio.create_task(bring_up_one(backend, i, spec, owner, retries, started, events)) for i in range(count)]
     try:
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     except BaseException:
@@ -195,21 +195,32 @@ async def teardown_pool(backend: LaneBackend, lanes: list[Lane]) -> list[str]:
     return [r for r in results if r]
 
 
-def check_fingerprints(lanes: list[Lane], spec: LaneSpec, *, env_applies: bool = True) -> dict[str, str]:
-    """All lanes must report the same configuration; return it, or raise naming the odd lane.
+def with_expected_env(lane: Lane, spec: LaneSpec, *, env_applies: bool = True) -> dict[str, str]:
+    """The lane's fingerprint plus the env keys it was started with (``env_applies``: the lane was
+    started from ``spec``; false for someone else's static lanes). Stored back on the lane."""
+    fp = dict(lane.fingerprint)
+    if env_applies:
+        fp.update({f"env.{k}": spec.env.get(k, "") for k in FINGERPRINT_ENV_KEYS})
+    lane.fingerprint = fp
+    return fp
 
-    ``env_applies``: the lanes were started from ``spec`` (false for someone else's static lanes)."""
-    expected_env = {k: spec.env.get(k, "") for k in FINGERPRINT_ENV_KEYS}
+
+def fingerprint_mismatch(reference: dict[str, str], fp: dict[str, str]) -> str | None:
+    """What differs between two fingerprints, in words; ``None`` when they agree."""
+    diff = {k for k in set(fp) | set(reference) if fp.get(k) != reference.get(k)}
+    if not diff:
+        return None
+    return ", ".join(f"{k}: {reference.get(k)!r} vs {fp.get(k)!r}" for k in sorted(diff))
+
+
+def check_fingerprints(lanes: list[Lane], spec: LaneSpec, *, env_applies: bool = True) -> dict[str, str]:
+    """All lanes must report the same configuration; return it, or raise naming the odd lane."""
     reference: dict[str, str] | None = None
     for lane in lanes:
-        fp = dict(lane.fingerprint)
-        fp.update({f"env.{k}": v for k, v in expected_env.items()} if env_applies else {})
-        lane.fingerprint = fp
+        fp = with_expected_env(lane, spec, env_applies=env_applies)
         if reference is None:
             reference = fp
             continue
-        diff = {k for k in set(fp) | set(reference) if fp.get(k) != reference.get(k)}
-        if diff:
-            detail = ", ".join(f"{k}: {reference.get(k)!r} vs {fp.get(k)!r}" for k in sorted(diff))
+        if detail := fingerprint_mismatch(reference, fp):
             raise LaneError(f"{lane.describe()} is configured differently from {lanes[0].describe()}: {detail}")
     return reference or {}

@@ -157,4 +157,6 @@ class EvalResults(BaseModel):
     units: list[UnitResult] = Field(default_factory=list)
     summary: RunSummary | None = None
     cleanup_failures: list[str] = Field(default_factory=list)
+    #: lanes that never joined the pool (failed to start, or configured unlike the first ready lane)
+    lane_failures: list[str] = Field(default_factory=list)
     comparison: dict[str, object] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from orchestrator.allocator import Allocator, WorkUnit
 from orchestrator.allocator.model import ResultStatus, WorkResult
@@ -40,8 +41,10 @@ def record_for(res: WorkResult, runner: UnitRunner) -> UnitResult:
     return runner.skipped_record(res.unit, redact(res.reason or res.status.value))
 
 
-async def monitor(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator) -> None:
-    """Drain a lane that stops answering: gone at once, or after two failed health checks."""
+async def monitor(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator,
+                  on_lost: Callable[[str, str], object] | None = None) -> None:
+    """Drain a lane that stops answering (gone at once, or after two failed health checks) and
+    report it to ``on_lost`` (the provisioner replaces it while units still wait)."""
     misses: dict[str, int] = {}
     while True:
         await asyncio.sleep(cfg.health_interval_s)
@@ -52,7 +55,10 @@ async def monitor(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: A
             gone = not healthy and await backend.is_gone(lane)
             misses[lane.lane_id] = 0 if healthy else misses.get(lane.lane_id, 0) + 1
             if gone or misses[lane.lane_id] >= 2:
-                allocator.drain(lane.lane_id, "lane process exited" if gone else "health check failed twice")
+                reason = "lane process exited" if gone else "health check failed twice"
+                allocator.drain(lane.lane_id, reason)
+                if on_lost is not None and allocator.stats().pending:
+                    on_lost(lane.lane_id, reason)
 
 
 def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: UnitRunner, writer: ResultsWriter,
@@ -73,7 +79,7 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
         observer.on_unit(record)
 
     allocator = Allocator(
-        list(pool.lanes), per_lane_cap=cfg.per_lane_builds, global_cap=cfg.global_cap, seed=cfg.seed,
+        list(pool.contexts),  # the lanes that joined so far; later ones join with add_lane per_lane_cap=cfg.per_lane_builds, global_cap=cfg.global_cap, seed=cfg.seed,
         reprobe_interval_s=cfg.reprobe_interval_s, abort_after_all_quarantined_s=cfg.abort_after_all_quarantined_s,
         max_retries_elsewhere=cfg.build_max_attempts - 1, probe=probe,
         on_event=observer.on_event, on_result=on_result,
@@ -82,10 +88,11 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
 
 
 async def execute(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator, runner: UnitRunner,
-                  units: list[WorkUnit], observer: RunObserver) -> None:
+                  units: list[WorkUnit], observer: RunObserver,
+                  on_lost: Callable[[str, str], object] | None = None) -> None:
     allocator.submit(units)
     observer.on_queued(len(units))
-    watch = asyncio.create_task(monitor(cfg, backend, pool, allocator))
+    watch = asyncio.create_task(monitor(cfg, backend, pool, allocator, on_lost))
     try:
         await allocator.run(runner)
     finally:

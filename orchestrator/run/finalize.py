@@ -21,7 +21,7 @@ from orchestrator.lanes.model import Lane
 
 
 def summarize_run(results: EvalResults, *, iterations: int, units_total: int, lanes: list[Lane],
-                  stop_reason: str | None, cleanup_failures: list[str]) -> None:
+                  stop_reason: str | None, cleanup_failures: list[str], lane_failures: list[str]) -> None:
     """Summary, per-case figures, lanes and cleanup failures into ``results`` (once, before the hooks see it)."""
     results.lanes = [LaneRecord(lane=lane.lane_id, backend=lane.backend, base_url=lane.base_url,
                                 fingerprint=lane.fingerprint) for lane in lanes]
@@ -29,6 +29,7 @@ def summarize_run(results: EvalResults, *, iterations: int, units_total: int, la
     summary.stopped_reason = stop_reason
     results.summary, results.cases = summary, case_summaries
     results.cleanup_failures = list(cleanup_failures)
+    results.lane_failures = list(lane_failures)
 
 
 def write_final(results: EvalResults, writer: ResultsWriter, output_dir: Path, *, baseline_path: Path | None,

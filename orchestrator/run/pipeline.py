@@ -54,7 +54,7 @@ from orchestrator.run.observers import (
     call_hooks,
 )
 from orchestrator.run.plan import Plan, make_plan, plan_units, resumable_units
-from orchestrator.run.provision import Pool, provision
+from orchestrator.run.provision import Pool, Provisioner
 from orchestrator.run.teardown import teardown
 from orchestrator.run.unit import UnitRunner, UnitSettings
 from orchestrator.verify.judge import Judge, JudgeConfig
@@ -106,6 +106,7 @@ class Run:
         self.spent_usd = 0.0
         self.allocator: Allocator | None = None
         self.builder: Builder | None = None
+        self.provisioner: Provisioner | None = None
         self.pool = Pool()
         self._metrics_observer = MetricsObserver(self.metrics)
         self._hooks_observer = HooksObserver(self.hooks)
@@ -194,6 +195,8 @@ class Run:
             if self.stop_reason is None:
                 raise
         finally:
+            if self.provisioner is not None:
+                await self.provisioner.close()
             self.cleanup_failures += await teardown(backend, plan.ledger, self.pool.lanes, self.pool.contexts,
                                                     keep_workflows=cfg.keep_workflows)
             for failure in self.cleanup_failures:
@@ -214,8 +217,9 @@ class Run:
         cfg = self.cfg
         assert self.builder is not None
         (plan.run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
-        await provision(cfg, plan.run_id, plan.ledger, backend, route, self.builder, len(plan.units), self.pool,
-                        self.observers, console)
+        self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, route, self.builder,
+                                                     self.pool, self.observers, console)
+        await provisioner.start(min(cfg.lanes, len(plan.units)))  # returns once the first lane has joined
         settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
                                 keep_workflows=cfg.keep_workflows)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
@@ -223,18 +227,23 @@ class Run:
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)
         progress.on_lanes(self.pool.lanes)
         self.observers.observers.append(progress)
-        self.allocator = make_allocator(cfg, backend, self.pool, runner, plan.writer, self.observers, self.errors)
+        self.allocator = provisioner.allocator = make_allocator(cfg, backend, self.pool, runner, plan.writer,
+                                                                self.observers, self.errors)
         if self.stop_reason:
             self.allocator.cancel(self.stop_reason)
         with progress.progress:
-            await execute(cfg, backend, self.pool, self.allocator, runner, plan.units, self.observers)
+            await execute(cfg, backend, self.pool, self.allocator, runner, plan.units, self.observers,
+                          on_lost=provisioner.replace)
 
     async def _finish(self, plan: Plan) -> None:
         plan.results.finished_at = time.time()
         await self._hooks_observer.drain()
         summarize_run(plan.results, iterations=self.cfg.iterations, units_total=plan.units_total,
                       lanes=list(self.pool.lanes.values()), stop_reason=self.stop_reason,
-                      cleanup_failures=[str(f) for f in self.cleanup_failures])
+                      cleanup_failures=[str(f) for f in self.cleanup_failures],
+                      lane_failures=list(self.provisioner.failures) if self.provisioner else [])
+        if self.provisioner is not None and self.provisioner.first_ready_s is not None:
+            plan.results.config["first_lane_ready_s"] = round(self.provisioner.first_ready_s, 3)
         hook_comparisons = [c for c in await call_hooks(self.hooks, "on_finish", plan.results) if isinstance(c, dict)]
         hook_baseline = next((b for b in (getattr(h, "baseline", None) for h in self.hooks)
                               if isinstance(b, EvalResults)), None)

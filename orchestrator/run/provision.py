@@ -1,22 +1,46 @@
-"""Provision stage: the lane pool up and seeded, every lane checked against the pool's fingerprint,
-an owner session and a build-user supply per lane, and the builder's per-lane preparation."""
+"""Provision stage: lanes join the pool one by one, as each becomes ready — no barrier.
+
+Every lane is started in parallel (``lanes.bringup.bring_up_one``: start → readiness → owner seed
+→ fingerprint, replaced up to ``--lane-retries`` times). The first lane that is ready sets the
+pool's fingerprint; every later one must match it, or it is torn down and the reason printed. A
+lane that joins gets its owner session and build-user supply (``BuildLane``), the builder's
+preparation, and then work (``Allocator.add_lane``) while the others still start.
+
+A lane lost mid-run (its process died, its pod went) is replaced, up to the pool size over the
+whole run, while units are still waiting. Every lane ever started is in ``pool.lanes`` (or in the
+bring-up's ``started`` list until it is ready), so teardown finds it whatever happens.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from orchestrator.allocator import Allocator
 from orchestrator.build.builder import Builder
 from orchestrator.build.lane import BuildLane
-from orchestrator.lanes.backend import LaneBackend
-from orchestrator.lanes.bringup import PoolEvents, bring_up, check_fingerprints, make_owner
-from orchestrator.lanes.model import Lane
+from orchestrator.lanes.backend import LaneBackend, LaneError
+from orchestrator.lanes.bringup import (
+    PoolEvents,
+    bring_up_one,
+    fingerprint_mismatch,
+    make_owner,
+    safe_teardown,
+    with_expected_env,
+)
+from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.pool import make_spec
 from orchestrator.ledger import Ledger
+from orchestrator.redact import redact
 from orchestrator.run.config import RunConfig
 from orchestrator.run.model_route import ModelRoute
 from orchestrator.run.observers import RunObserver
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -27,25 +51,112 @@ class Pool:
     contexts: dict[str, BuildLane] = field(default_factory=dict)
 
 
-async def provision(cfg: RunConfig, run_id: str, ledger: Ledger, backend: LaneBackend, route: ModelRoute,
-                    builder: Builder, units: int, pool: Pool, observer: RunObserver, console: Console) -> None:
-    """Fill ``pool`` as lanes come up (so teardown sees every lane even when this raises)."""
-    spec = make_spec(cfg.profile, cfg.env)
-    spec.env.update(route.lane_env())
-    for k, v in route.lane_secrets().items():
-        spec.secret_env.setdefault(k, v)
-    owner = make_owner(run_id, cfg.password if not backend.owns_lanes else None)
-    events = PoolEvents(lane_ready=observer.on_lane_ready)
-    up = await bring_up(backend, min(cfg.lanes, units), spec, owner, retries=cfg.lane_retries, events=events)
-    for failure in up.failures:
-        console.print(f"[yellow]lane failed to come up:[/yellow] {failure}")
-    pool.lanes.update({lane.lane_id: lane for lane in up.lanes})
-    if not backend.owns_lanes:  # someone else's server: recorded so `cleanup` knows where our users live
-        for lane in up.lanes:
-            ledger.created("lane", lane.lane_id, lane=lane.lane_id, backend=lane.backend, index=lane.index,
-                           base_url=lane.base_url)
-    observer.on_lanes(pool.lanes)
-    check_fingerprints(up.lanes, spec, env_applies=backend.owns_lanes)
-    for lane in up.lanes:
-        pool.contexts[lane.lane_id] = ctx = await BuildLane.open(lane, ledger)
-        await builder.prepare_lane(ctx)
+class Provisioner:
+    def __init__(self, cfg: RunConfig, run_id: str, ledger: Ledger, backend: LaneBackend, route: ModelRoute,
+                 builder: Builder, pool: Pool, observer: RunObserver, console: Console) -> None:
+        self.cfg, self.run_id, self.ledger, self.backend = cfg, run_id, ledger, backend
+        self.builder, self.pool, self.observer, self.console = builder, pool, observer, console
+        self.spec = make_spec(cfg.profile, cfg.env)
+        self.spec.env.update(route.lane_env())
+        for k, v in route.lane_secrets().items():
+            self.spec.secret_env.setdefault(k, v)
+        self.owner = make_owner(run_id, cfg.password if not backend.owns_lanes else None)
+        self.events = PoolEvents(lane_ready=observer.on_lane_ready)
+        self.allocator: Allocator | None = None
+        self.reference: tuple[Lane, dict[str, str]] | None = None
+        self.started: list[Lane] = []  # started, not yet ready (bring_up_one keeps it)
+        self.failures: list[str] = []
+        self.replacements_left = cfg.lanes
+        self.started_at = time.monotonic()
+        self.first_ready_s: float | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._first = asyncio.Event()
+        self._next_index = 0
+        self._size = 0
+
+    # ------------------------------------------------------------------ bring-up
+    async def start(self, count: int) -> None:
+        """Start ``count`` lanes; return once the first has joined (``LaneError`` if none can)."""
+        self._size = count
+        for _ in range(count):
+            self._spawn()
+        waiter = asyncio.create_task(self._first.wait())
+        try:
+            while not self._first.is_set():
+                pending = [t for t in self._tasks if not t.done()]
+                if not pending:
+                    break
+                await asyncio.wait([waiter, *pending], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not self._first.is_set():
+            raise LaneError(f"no lane came up (need 1 of {count}):\n" + "\n".join(self.failures))
+
+    def _spawn(self) -> None:
+        index = self._next_index
+        self._next_index += 1
+        task = asyncio.create_task(self._one(index), name=f"lane-{index}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, index: int) -> None:
+        try:
+            lane = await bring_up_one(self.backend, index, self.spec, self.owner, self.cfg.lane_retries,
+                                      self.started, self.events)
+        except LaneError as exc:
+            self._refused(f"lane failed to come up: {exc}")
+            return
+        self.started.remove(lane)
+        self.pool.lanes[lane.lane_id] = lane  # teardown sees it from here on
+        try:
+            await self._join(lane)
+        except (LaneError, OSError, RuntimeError) as exc:
+            lane.state = LaneState.dead
+            await safe_teardown(self.backend, lane)
+            self._refused(f"{lane.describe()} removed: {exc}")
+        except Exception as exc:  # e.g. an n8n error opening the owner session
+            lane.state = LaneState.dead
+            await safe_teardown(self.backend, lane)
+            self._refused(redact(f"{lane.describe()} removed: {type(exc).__name__}: {exc}"))
+
+    def _refused(self, message: str) -> None:
+        message = redact(message)
+        self.failures.append(message)
+        self.console.print(f"[yellow]{message}[/yellow]")
+
+    async def _join(self, lane: Lane) -> None:
+        if not self.backend.owns_lanes:  # someone else's server: recorded so `cleanup` knows where our users live
+            self.ledger.created("lane", lane.lane_id, lane=lane.lane_id, backend=lane.backend, index=lane.index,
+                                base_url=lane.base_url)
+        fp = with_expected_env(lane, self.spec, env_applies=self.backend.owns_lanes)
+        if self.reference is None:
+            self.reference = (lane, fp)
+        elif detail := fingerprint_mismatch(self.reference[1], fp):
+            raise LaneError(f"configured differently from {self.reference[0].describe()}: {detail}")
+        ctx = await BuildLane.open(lane, self.ledger)
+        self.pool.contexts[lane.lane_id] = ctx
+        await self.builder.prepare_lane(ctx)
+        self.observer.on_lanes(self.pool.lanes)
+        if self.first_ready_s is None:
+            self.first_ready_s = time.monotonic() - self.started_at
+        if self.allocator is not None:
+            self.allocator.add_lane(lane.lane_id)
+        self._first.set()
+
+    # ------------------------------------------------------------------ during the run
+    def replace(self, lane_id: str, reason: str) -> bool:
+        """A lane was lost mid-run: start another one if the budget allows. True when one starts."""
+        if self.replacements_left <= 0 or not self.backend.owns_lanes:  # someone else's lanes are not ours to add
+            return False
+        self.replacements_left -= 1
+        self.console.print(f"[yellow]lane {lane_id} lost ({reason}): starting a replacement[/yellow]")
+        self._spawn()
+        return True
+
+    async def close(self) -> None:
+        """Stop bring-ups still under way; tear down what they had started (not yet in the pool)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        leftovers, self.started[:] = list(self.started), []
+        await asyncio.gather(*(safe_teardown(self.backend, lane) for lane in leftovers))

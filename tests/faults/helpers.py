@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from orchestrator.scripted.server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "cases"
-ORCH = str(REPO / ".venv" / "bin" / "orchestrator")
+ORCH = [sys.executable, "-m", "orchestrator"]  # the CLI of whatever venv runs the tests
 SMOKE = "smoke-manual-set-static-fields"
 SMOKE_CASES = ["smoke-manual-set-static-fields", "smoke-manual-code-greetings", "smoke-manual-filter-adults",
                "smoke-manual-code-order-total"]

@@ -50,7 +50,7 @@ def test_full_results_disk_is_a_clear_error_and_lanes_still_go(model: ModelDesk,
     state = tmp_path / "state"
     out = full_disk
     done = subprocess.run(
-        [ORCH, "run", str(CASES), "--filter", ",".join(SMOKE_CASES[:2]), "--lanes", "1", "--per-lane-builds", "1",
+        [*ORCH, "run", str(CASES), "--filter", ",".join(SMOKE_CASES[:2]), "--lanes", "1", "--per-lane-builds", "1",
          "--model-server", "real", "--state-dir", str(state), "--output-dir", str(out), "--run-id", run_id,
          "--outage-waits", "0.2,0.2"],
         env=model_env(model) | {"COLUMNS": "400"}, capture_output=True, text=True, timeout=600,

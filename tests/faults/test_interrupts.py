@@ -46,7 +46,7 @@ class OrchestratorRun:
         self.state = tmp_path / "state"
         self.out = tmp_path / "out"
         self.log = tmp_path / "orchestrator.log"
-        cmd = [ORCH, "run", str(CASES), "--filter", SMOKE, "--iterations", str(ITERATIONS), "--lanes", "1",
+        cmd = [*ORCH, "run", str(CASES), "--filter", SMOKE, "--iterations", str(ITERATIONS), "--lanes", "1",
                "--model-server", "real", "--state-dir", str(self.state), "--output-dir", str(self.out),
                "--run-id", self.run_id, "--outage-waits", "0.2,0.2", "--build-timeout-ms", "180000"]
         with self.log.open("wb") as log:
@@ -81,7 +81,7 @@ def mid_run(model: ModelDesk, tmp_path: Path) -> Iterator[tuple[OrchestratorRun,
         gate.open()
         run.kill()
         if host_leftovers(run.run_id, run.state):  # a failed test: never leave lanes behind
-            subprocess.run([ORCH, "cleanup", "--run-id", run.run_id, "--state-dir", str(run.state)],
+            subprocess.run([*ORCH, "cleanup", "--run-id", run.run_id, "--state-dir", str(run.state)],
                            capture_output=True, timeout=120)
 
 
@@ -92,7 +92,7 @@ async def _reach_mid_run(run: OrchestratorRun, gate: BuildGate) -> None:
 
 
 def _cleanup(run: OrchestratorRun) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ORCH, "cleanup", "--run-id", run.run_id, "--state-dir", str(run.state)],
+    return subprocess.run([*ORCH, "cleanup", "--run-id", run.run_id, "--state-dir", str(run.state)],
                           capture_output=True, text=True, timeout=120)
 
 

@@ -78,10 +78,10 @@ async def _fault_mid_build(model: ModelDesk, tmp_path: Path, prefix: str, fault:
     assert outcome.ok and outcome.cleanup_failures == []
     units = units_of(cfg.output_dir)
     assert len(units) == len(SMOKE_CASES)  # none lost
-    survivor = _lane(run, 1).lane_id
+    victim_id = _lane(run, 0).lane_id
     for unit in units:
         assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
-        assert unit["lane"] == survivor  # the drained lane's units finished on the other one
+        assert unit["lane"] != victim_id  # the drained lane's units finished on another one (the survivor or a replacement)
     assert all(s["verdict"] == "pass" for u in units for s in u["scenarios"])
     assert_nothing_left(run_id, cfg.state_dir)
 

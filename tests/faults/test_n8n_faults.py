@@ -120,7 +120,7 @@ async def test_delete_that_keeps_failing_is_reported_by_name_and_cleanup_removes
     assert {e.lane for e in ledger.open_entries("lane")} == {"s0"}  # where they live, for cleanup
 
     proxy.clear()  # the lane answers again: `orchestrator cleanup` finishes the job
-    done = subprocess.run([ORCH, "cleanup", "--run-id", run_id, "--state-dir", str(cfg.state_dir),
+    done = subprocess.run([*ORCH, "cleanup", "--run-id", run_id, "--state-dir", str(cfg.state_dir),
                            "--backend", "process", "--email", shared_lane.owner.email],
                           env={**os.environ, "N8N_EVAL_PASSWORD": shared_lane.owner.password},
                           capture_output=True, text=True, timeout=120)
