@@ -89,6 +89,7 @@ def bwrap_argv(
     argv = [bwrap_path(), *system_args(), "--dev", "/dev", "--proc", "/proc"]
     for m in mounts:
         argv += ["--bind" if m.writable else "--ro-bind", str(m.src), m.dest]
+    argv += ["--remount-ro", "/"]  # bwrap's own root tmpfs: no writable scratch outside the binds
     argv += [
         "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
         "--clearenv",
