@@ -319,8 +319,10 @@ async def test_killed_service_takes_its_jails(tmp_path: Path, template: SandboxT
     try:
         await _start_running(svc, marker)
         assert svc.pid is not None
+        assert svc.alive()
         os.kill(svc.pid, signal.SIGKILL)  # no cleanup code runs: --die-with-parent does the work
         assert await wait_no_procs(marker) == []
+        assert not svc.alive()
     finally:
         await svc.stop()
     assert not svc.root.exists()

@@ -68,6 +68,13 @@ class LaneSandboxes:
         )
         return svc.env()
 
+    def alive(self, lane_id: str) -> bool:
+        """Whether the lane's embedded sandbox service still runs (True for an external one)."""
+        if self.external_url:
+            return True
+        svc = self.services.get(lane_id)
+        return svc is not None and svc.alive()
+
     async def stop(self, lane_id: str) -> None:
         """Stop the lane's sandbox; one this backend did not start is stopped from its ledger entry."""
         if self.external_url:
