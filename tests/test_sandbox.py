@@ -393,3 +393,17 @@ def test_lane_env_names() -> None:
     config = (TC.n8n_prefix / "node_modules/@n8n/config/dist/configs/instance-ai.config.js").read_text()
     for name in lane_env("http://x", "k" * 20):
         assert f"'{name}'" in config
+
+
+def test_template_matches_what_n8n_writes(template: SandboxTemplate) -> None:
+    from orchestrator.sandbox.template import workspace_package_json
+
+    written = workspace_package_json(TC)  # evaluated from the installed n8n's own dist
+    assert written == template.package_json()
+    deps: dict[str, str] = {**written["dependencies"], **written["devDependencies"]}  # type: ignore[dict-item]
+    assert {"tsx", "typescript", "@n8n/workflow-sdk", "@types/node"} <= set(deps)
+    for name in deps:
+        assert (template.node_modules / name / "package.json").exists()
+    sdk = json.loads((template.node_modules / "@n8n/workflow-sdk/package.json").read_text())
+    assert sdk["version"] == deps["@n8n/workflow-sdk"]
+    assert ensure_template(TC).root == template.root  # idempotent: the marker short-cuts it
