@@ -55,8 +55,8 @@ from orchestrator.sandbox.isolation import (
     Limits,
     Mount,
     SandboxCgroup,
-    apply_rlimits,
     bwrap_argv,
+    launch_argv,
 )
 from orchestrator.sandbox.template import COPIED_ENTRIES, SandboxTemplate
 
@@ -332,22 +332,19 @@ class SandboxServer:
         ex = Execution(exec_id, command)
         sb.executions[exec_id] = ex
         await ex.emit({"type": "started", "exec_id": exec_id})
-        argv = bwrap_argv(mounts=self.mounts(sb), env=env, workdir=workdir, command=command)
+        argv = launch_argv(
+            bwrap_argv(mounts=self.mounts(sb), env=env, workdir=workdir, command=command), self.limits,
+            sb.cgroup.paths,
+        )
         ex.task = asyncio.create_task(self._run(sb, ex, argv, timeout_ms / 1000.0))
         return ex
 
     async def _run(self, sb: Sandbox, ex: Execution, argv: list[str], timeout_s: float) -> None:
         started = time.monotonic()
-        limits, cgroup = self.limits, sb.cgroup
-
-        def before_exec() -> None:
-            apply_rlimits(limits)
-            cgroup.join()
-
         try:
             ex.proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=before_exec,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
         except OSError as exc:
             await ex.emit({"type": "error", "error": f"could not start the command: {exc}"})
