@@ -407,3 +407,35 @@ def test_template_matches_what_n8n_writes(template: SandboxTemplate) -> None:
     sdk = json.loads((template.node_modules / "@n8n/workflow-sdk/package.json").read_text())
     assert sdk["version"] == deps["@n8n/workflow-sdk"]
     assert ensure_template(TC).root == template.root  # idempotent: the marker short-cuts it
+
+
+async def test_follow_after_a_dropped_stream_and_delete_of_a_running_execution(service: SandboxService) -> None:
+    """The client's recovery path: POST stream drops → ``GET ?after=<last seq>&follow=true``; abort → DELETE."""
+    marker = str(random.randrange(100_000, 999_999))
+    async with httpx.AsyncClient(base_url=service.url, headers={"X-Api-Key": service.api_key}, timeout=30) as http:
+        sid = (await http.post("/sandboxes", json={})).json()["id"]
+        body = {"command": "echo a; sleep 1; echo b", "exec_id": "follow-me"}
+        async with http.stream("POST", f"/sandboxes/{sid}/executions", json=body) as resp:
+            async for line in resp.aiter_lines():
+                first = json.loads(line)
+                break  # the connection drops after the first event
+        assert first["type"] == "started"
+        rest = await http.get(f"/sandboxes/{sid}/executions/follow-me", params={"after": first["seq"], "follow": "true"})
+        events = [json.loads(x) for x in rest.text.splitlines()]
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert "".join(e.get("data", "") for e in events) == "a\nb\n" and events[-1]["exit_code"] == 0
+
+        body = {"command": f"sleep {marker} & sleep {marker}1; wait", "exec_id": "kill-me"}
+        async with http.stream("POST", f"/sandboxes/{sid}/executions", json=body) as resp:
+            async for line in resp.aiter_lines():
+                break
+        for _ in range(50):
+            if len(procs_with(marker)) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        killed = asyncio.create_task(http.get(f"/sandboxes/{sid}/executions/kill-me", params={"follow": "true"}))
+        await asyncio.sleep(0.2)
+        assert (await http.delete(f"/sandboxes/{sid}/executions/kill-me")).status_code == 204
+        exit_event = [json.loads(x) for x in (await killed).text.splitlines()][-1]
+        assert exit_event["type"] == "exit" and exit_event["killed"] is True and exit_event["success"] is False
+        assert await wait_no_procs(marker) == []
