@@ -439,3 +439,27 @@ async def test_follow_after_a_dropped_stream_and_delete_of_a_running_execution(s
         exit_event = [json.loads(x) for x in (await killed).text.splitlines()][-1]
         assert exit_event["type"] == "exit" and exit_event["killed"] is True and exit_event["success"] is False
         assert await wait_no_procs(marker) == []
+
+
+async def test_a_sandbox_known_only_from_the_ledger_is_stopped(tmp_path: Path) -> None:
+    """After an orchestrator crash a fresh backend stops the lane's sandbox from its ledger entry."""
+    from orchestrator.ledger import Ledger
+    from orchestrator.sandbox.lanes import LaneSandboxes
+
+    ledger = Ledger.for_run("test-ledger-stop", tmp_path)
+    first = LaneSandboxes.from_options({"sandbox": True}, ledger, TC, tmp_path / "sandboxes")
+    assert first is not None and LaneSandboxes.from_options({}, ledger, TC, tmp_path) is None
+    env = await first.start("p0-1", {})
+    assert env["N8N_SANDBOX_SERVICE_URL"].startswith("http://127.0.0.1:")
+    [entry] = ledger.open_entries("sandbox")
+    pid, root = int(entry.meta["pid"]), Path(str(entry.meta["root"]))
+    marker = str(random.randrange(100_000, 999_999))
+    svc = first.services["p0-1"]
+    try:
+        await _start_running(svc, marker)
+        await LaneSandboxes(ledger, TC, tmp_path / "sandboxes").stop("p0-1")  # knows nothing in memory
+        assert svc.proc is not None and svc.proc.pid == pid and svc.proc.poll() is not None  # gone (reaped here)
+        assert await wait_no_procs(marker) == [] and not root.exists()
+        assert ledger.open_entries("sandbox") == []
+    finally:
+        await svc.stop()
