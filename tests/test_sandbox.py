@@ -463,3 +463,23 @@ async def test_a_sandbox_known_only_from_the_ledger_is_stopped(tmp_path: Path) -
         assert ledger.open_entries("sandbox") == []
     finally:
         await svc.stop()
+
+
+async def test_stop_is_prompt_while_a_stream_is_open(tmp_path: Path, template: SandboxTemplate) -> None:
+    svc = SandboxService(tmp_path / "sb", TC, template=template)
+    await svc.start()
+    marker = str(random.randrange(100_000, 999_999))
+    async with httpx.AsyncClient(base_url=svc.url, headers={"X-Api-Key": svc.api_key}, timeout=60) as http:
+        sid = (await http.post("/sandboxes", json={})).json()["id"]
+        follower = asyncio.create_task(http.post(f"/sandboxes/{sid}/executions", json={"command": f"sleep {marker}"}))
+        for _ in range(50):
+            if procs_with(marker):
+                break
+            await asyncio.sleep(0.1)
+        started = time.monotonic()
+        await svc.stop()
+        took = time.monotonic() - started
+        follower.cancel()
+    # uvicorn re-raises the SIGTERM after its graceful shutdown: -15, not the SIGKILL fallback (>= 10 s)
+    assert svc.proc is not None and svc.proc.returncode == -signal.SIGTERM
+    assert took < 8 and procs_with(marker) == [] and not svc.root.exists()

@@ -83,7 +83,10 @@ async def _serve(args: argparse.Namespace) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     sock.listen(128)
-    config = uvicorn.Config(build_app(server), log_level="warning", access_log=False, lifespan="on")
+    # open execution streams must not hold up a stop: after 2 s they are cut and every jail is killed
+    config = uvicorn.Config(
+        build_app(server), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+    )
     uv = uvicorn.Server(config)
     if args.watch_stdin:
         loop = asyncio.get_running_loop()

@@ -420,7 +420,7 @@ class SandboxServer:
 
 # ---- file operations (blocking, run in threads) ------------------------------------------------
 def _entry(path: Path, name: str) -> dict[str, Any]:
-    st = path.stat()
+    st = path.lstat()  # a symlink is reported as itself: its target may be a host path
     is_dir = stat_mod.S_ISDIR(st.st_mode)
     return {
         "name": name, "size": 0 if is_dir else st.st_size, "is_dir": is_dir,
