@@ -483,3 +483,34 @@ async def test_stop_is_prompt_while_a_stream_is_open(tmp_path: Path, template: S
     # uvicorn re-raises the SIGTERM after its graceful shutdown: -15, not the SIGKILL fallback (>= 10 s)
     assert svc.proc is not None and svc.proc.returncode == -signal.SIGTERM
     assert took < 8 and procs_with(marker) == [] and not svc.root.exists()
+
+
+async def test_sweep_after_a_crash_removes_service_jails_cgroups_and_folders(tmp_path: Path) -> None:
+    """Orchestrator and service both SIGKILLed: ``ProcessBackend.sweep`` finds the rest by label and ledger."""
+    from orchestrator.lanes.process import RUN_LABEL, ProcessBackend, labelled_processes
+    from orchestrator.ledger import Ledger
+    from orchestrator.sandbox.lanes import LaneSandboxes
+
+    run_id = f"test-sweep-{random.randrange(1 << 20)}"
+    ledger = Ledger.for_run(run_id, tmp_path)
+    backend = ProcessBackend(run_id, ledger, tmp_path, sandbox=True)
+    sandboxes = LaneSandboxes.from_options({"sandbox": True}, ledger, TC, backend.sandboxes_dir())
+    assert sandboxes is not None
+    await sandboxes.start("p0-1", {RUN_LABEL: run_id})
+    svc = sandboxes.services["p0-1"]
+    marker = str(random.randrange(100_000, 999_999))
+    await _start_running(svc, marker)
+    assert svc.pid in labelled_processes(run_id)
+    os.kill(svc.pid, signal.SIGKILL)
+    svc.proc.wait()  # type: ignore[union-attr]
+    assert await wait_no_procs(marker) == []  # the jails died with it (--die-with-parent)
+    cgroups = list(Path("/sys/fs/cgroup/memory").rglob(f"{svc.cgroup_prefix}*"))
+    assert cgroups and svc.root.exists()  # what a SIGKILL leaves behind
+    try:
+        removed = await backend.sweep(run_id)
+    finally:
+        await backend.close()
+    assert "sandbox p0-1" in removed
+    assert not list(Path("/sys/fs/cgroup/memory").rglob(f"{svc.cgroup_prefix}*"))
+    assert not svc.root.exists() and list(backend.sandboxes_dir().iterdir()) == []
+    assert ledger.open_entries("sandbox") == [] and labelled_processes(run_id) == []

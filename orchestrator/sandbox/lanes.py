@@ -110,6 +110,20 @@ class LaneSandboxes:
         return removed
 
 
+async def sweep_recorded(run_dirs: list[Path]) -> list[str]:
+    """Stop every sandbox the ledgers of ``run_dirs`` still hold open (service, jails, cgroups, folders)."""
+    removed = []
+    for run_dir in run_dirs:
+        if not (run_dir / "ledger.jsonl").exists():
+            continue
+        ledger = Ledger(run_dir)
+        for entry in ledger.open_entries(KIND):
+            await stop_recorded(entry.meta)
+            ledger.deleted(KIND, entry.id, lane=entry.lane)
+            removed.append(f"sandbox {entry.id}")
+    return removed
+
+
 async def stop_recorded(meta: Mapping[str, object]) -> None:
     """Stop a sandbox service known only from its ledger entry (after an orchestrator crash)."""
     pid = int(str(meta.get("pid") or 0))
