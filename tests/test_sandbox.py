@@ -262,19 +262,23 @@ async def test_timeout_kills_the_whole_tree(service: SandboxService, tmp_path: P
 
 
 async def test_cpu_and_memory_limits(tmp_path: Path, template: SandboxTemplate) -> None:
-    svc = SandboxService(tmp_path / "sb", TC, template=template, extra_args=["--memory-mb", "128", "--cpu-seconds", "2"])
+    svc = SandboxService(tmp_path / "sb", TC, template=template,
+                         extra_args=["--memory-mb", "128", "--cpu-seconds", "2", "--max-output-bytes", "5000"])
     await svc.start()
     try:
         out = run_client(tmp_path, svc, """
           const sb = await c.createSandbox();
           out.mem = await c.exec(sb.id, { command: "node -e 'const a=[]; for(;;) a.push(Buffer.alloc(1<<20, 1))'" });
           out.cpu = await c.exec(sb.id, { command: "node -e 'for(;;){}'", timeoutMs: 30000 });
+          out.big = await c.exec(sb.id, { command: "yes | head -c 200000; echo done >&2" });
         """)
     finally:
         await svc.stop()
     assert out["mem"]["success"] is False and out["mem"]["exitCode"] == 137, out["mem"]  # OOM-killed (cgroup)
     assert out["cpu"]["timedOut"] is False and out["cpu"]["exitCode"] == 128 + signal.SIGKILL, out["cpu"]  # RLIMIT_CPU
     assert out["cpu"]["executionTimeMs"] < 15000
+    big = out["big"]
+    assert big["exitCode"] == 0 and 5000 <= len(big["stdout"]) < 5000 + 65536 and "dropped" in big["stderr"]
 
 
 async def _start_running(svc: SandboxService, marker: str) -> str:

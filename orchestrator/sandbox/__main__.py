@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds)
     s.add_argument("--max-tasks", type=int, default=Limits.max_tasks)
     s.add_argument("--max-timeout-ms", type=int, default=Limits.max_timeout_ms)
+    s.add_argument("--max-output-bytes", type=int, default=Limits.max_output_bytes)
     t = sub.add_parser("template", help="prepare the workspace npm template for the installed n8n")
     t.add_argument("--cache", type=Path, default=None)
     return p
@@ -72,7 +73,7 @@ async def _serve(args: argparse.Namespace) -> int:
     prefix = args.cgroup_prefix or f"n8n-sandbox-{os.getpid()}-"
     limits = Limits(
         memory_bytes=args.memory_mb * 1024**2, cpu_seconds=args.cpu_seconds, max_tasks=args.max_tasks,
-        max_timeout_ms=args.max_timeout_ms,
+        max_timeout_ms=args.max_timeout_ms, max_output_bytes=args.max_output_bytes,
     )
     node_home = tc.node_home if tc.node_bin.exists() else None
     server = SandboxServer(

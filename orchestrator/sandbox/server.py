@@ -388,6 +388,9 @@ class SandboxServer:
                 if ex.output_bytes < self.limits.max_output_bytes:
                     ex.output_bytes += len(text)
                     await ex.emit({"type": kind, "data": text})
+                    if ex.output_bytes >= self.limits.max_output_bytes:
+                        note = f"\n[sandbox: output beyond {self.limits.max_output_bytes} bytes dropped]\n"
+                        await ex.emit({"type": "stderr", "data": note})
             if not chunk:
                 return
 
