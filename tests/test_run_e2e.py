@@ -89,7 +89,7 @@ async def test_run_builds_verifies_and_leaves_nothing_behind(static_lane, model,
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == []
 
-    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]
     assert {(u["case"], u["iteration"]) for u in data["units"]} == {
         ("smoke-manual-code-greetings", 0), ("smoke-manual-code-greetings", 1),
         ("credential-single-notion-attached", 0), ("credential-single-notion-attached", 1),
@@ -169,7 +169,7 @@ async def test_spend_cap_stops_new_builds_then_resume_finishes_only_the_rest(
     # skipped units never ran: --resume runs exactly them and keeps the finished one
     second = await run(RunConfig(**common, resume="capped"))
     assert second.ok, second.errors
-    final = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    final = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]
     assert sorted(u["iteration"] for u in final["units"]) == [0, 1, 2]
     assert [u["build"]["status"] for u in final["units"]].count("ok") == 3
     assert built_first <= {u["build"]["workflow_id"] for u in final["units"]}

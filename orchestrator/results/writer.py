@@ -4,8 +4,9 @@ Two files:
 
 - ``<run dir>/units.jsonl`` — one finished unit a line, appended and fsynced as each unit ends.
   It is the source of truth for ``--resume``.
-- ``<output dir>/eval-results.json`` — the whole document, rewritten atomically (temp file +
-  rename) after each unit (throttled for big runs) and once more at the end.
+- ``<output dir>/eval-results.json`` — the whole document in the reference harness's contract
+  (:mod:`orchestrator.results.contract`), rewritten atomically (temp file + rename) after each
+  unit (throttled for big runs) and once more at the end.
 
 A write that fails (disk full, read-only folder) raises :class:`ResultsWriteError` naming the path;
 the run then stops starting units and still tears its lanes down.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Iterable
 
 from orchestrator.redact import redact, redact_obj
+from orchestrator.results.contract import to_document
 from orchestrator.results.model import EvalResults, UnitResult
 
 REWRITE_EVERY_S = 2.0
@@ -98,7 +100,7 @@ class ResultsWriter:
                 self._rewrite()
 
     def _rewrite(self) -> None:
-        data = redact_obj(json.loads(self.results.model_dump_json()))
+        data = redact_obj(to_document(self.results))
         _atomic_write(self.results_path, json.dumps(data, indent=2) + "\n")
         self._last_rewrite = time.monotonic()
 
