@@ -108,3 +108,49 @@ def test_uncreatable_output_dir_names_the_flag(tmp_path: Path) -> None:
 
 def test_unknown_run_to_resume_names_the_flag(tmp_path: Path) -> None:
     assert_one_line_error(run_cli(tmp_path, "--resume", "no-such-run"), "--resume", "no-such-run")
+
+
+def run_orch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "N8N_", "LANGSMITH_"))}
+    return subprocess.run([ORCH, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env=env | {"COLUMNS": "400"})
+
+
+def test_missing_case_path_is_one_line(tmp_path: Path) -> None:
+    done = run_orch(tmp_path, "run", "does/not/exist", "--model-server", "scripted",
+                    "--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out"))
+    assert_one_line_error(done, "does/not/exist", "no such file")
+
+
+def test_unreadable_case_file_is_one_line(tmp_path: Path) -> None:
+    case = tmp_path / "case.json"
+    case.write_text("{not json")
+    done = run_orch(tmp_path, "run", str(case), "--model-server", "scripted",
+                    "--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out"))
+    assert_one_line_error(done, str(case))
+
+
+@pytest.mark.parametrize("args,names", [
+    (("run", "--no-such-flag"), ("--no-such-flag", "orchestrator run --help")),
+    (("run", "--iterations", "three"), ("--iterations",)),
+    (("compare",), ("RESULTS",)),
+    (("no-such-command",), ("no-such-command",)),
+], ids=["unknown-flag", "bad-int", "missing-arg", "unknown-command"])
+def test_click_usage_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], names: tuple[str, ...]) -> None:
+    assert_one_line_error(run_orch(tmp_path, *args), *names)
+
+
+HEAVY = ("anthropic", "scipy", "kubernetes", "docker", "langsmith", "rich.progress", "orchestrator.run.pipeline")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["cases", "validate", str(REPO / "cases")]], ids=["help", "validate"])
+def test_startup_commands_import_nothing_heavy(args: list[str]) -> None:
+    probe = ("import sys\nfrom orchestrator.cli.main import main\n"
+             f"sys.argv = ['orchestrator', *{args!r}]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {[h.split('.')[0] for h in HEAVY]!r} "
+             f"and any(m == h or m.startswith(h + '.') for h in {HEAVY!r})))")
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
