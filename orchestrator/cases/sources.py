@@ -155,7 +155,12 @@ async def _get_export(
     url: str, headers: dict[str, str], timeout: float, attempts: int
 ) -> httpx.Response:
     import httpx
-    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+    from tenacity import (
+        AsyncRetrying,
+        retry_if_exception,
+        stop_after_attempt,
+        wait_exponential,
+    )
 
     async with httpx.AsyncClient(timeout=timeout) as client:
         async for attempt in AsyncRetrying(

@@ -17,7 +17,9 @@ import sys
 from typing import Any
 
 import typer
-from typer import _click as click  # typer ≥ 0.25 vendors click: its exceptions and classes live here
+from typer import (
+    _click as click,  # typer ≥ 0.25 vendors click: its exceptions and classes live here
+)
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
