@@ -1,6 +1,6 @@
 """Verification of one built workflow, on the lane that built it.
 
-Three independent signals: deterministic structural checks of the workflow JSON; each execution
+Three independent signals: the 28 workflow checks of the workflow JSON (``workflow_checks``); each execution
 scenario run with mocks and judged against its success criteria; the case's outcome expectations
 judged against the workflow JSON. Process expectations need the build transcript, which an MCP
 build does not have (claude drives the lane's tools directly), so they are reported
@@ -33,7 +33,11 @@ from orchestrator.verify.judge import (
     scenario_prompt,
 )
 from orchestrator.verify.scenarios import execute_scenario
-from orchestrator.verify.structural import structural_checks
+from orchestrator.verify.workflow_checks import (
+    check_context,
+    execution_record,
+    run_workflow_checks,
+)
 
 PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, which MCP builds do not produce"
 
@@ -94,7 +98,7 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
     return ScenarioResult(
         name=scenario.name, verdict=judgement.verdict, failure_category=category,
         attribution=Attribution(category) if category in Attribution.__members__ else judgement.attribution,
-        reason=judgement.reason, execution_id=result.execution_id,
+        reason=judgement.reason, execution_id=result.execution_id, execution=execution_record(result),
     )
 
 
@@ -106,7 +110,6 @@ async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, j
         reason = redact(f"could not fetch workflow {workflow_id}: {exc}")
         return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
     v.workflow = workflow
-    v.structural = structural_checks(workflow)
 
     async def outcomes() -> list[ExpectationResult]:
         if not case.outcome_expectations:
@@ -116,8 +119,10 @@ async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, j
                 for t, j in zip(case.outcome_expectations, verdicts)]
 
     scenario_tasks = [_scenario(owner, judge, workflow, workflow_id, s, timeout_ms) for s in case.execution_scenarios]
-    # Expectations are judged concurrently with the scenario batch, as in the reference harness.
+    # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
+    checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case), judge))
     results = await asyncio.gather(outcomes(), *scenario_tasks)
     v.expectations = list(results[0]) + _process_incomplete(case)
     v.scenarios = list(results[1:])
+    v.structural = await checks
     return v
