@@ -177,6 +177,33 @@ def _cases(cases: list[CaseSummary], k: int) -> list[str]:
     return out + [""]
 
 
+DIMENSION_ORDER = ("structure", "connection_topology", "parameter_correctness", "intent_match", "communication",
+                   "ai_nodes", "nodes_craftsmanship", "security")
+
+
+def workflow_checks_lines(results: EvalResults) -> list[str]:
+    """The "Workflow checks" table: pass / fail / N/A per check and its pass rate, by dimension,
+    across every build that has check outcomes (the reference's table)."""
+    from orchestrator.results.contract import workflow_checks_summary
+
+    summary = workflow_checks_summary(results.units)
+    if not summary:
+        return []
+    per_check = summary["perCheck"]
+    rank = {d: i for i, d in enumerate(DIMENSION_ORDER)}
+    rows = sorted(per_check.items(), key=lambda kv: (rank.get(kv[1]["dimension"], 99), kv[0]))
+    out = ["### Workflow checks", "",
+           f"<details><summary>{len(rows)} checks over {summary['scoredBuilds']} build(s)"
+           " — independent of the scenario verdicts</summary>", "",
+           "| Dimension | Check | Pass | Fail | N/A | Pass rate |", "|---|---|---|---|---|---|"]
+    for name, c in rows:
+        na = c["nA"] + c["errors"]
+        kind = " (LLM)" if c["kind"] == "llm" else ""
+        out.append(f"| {cell(c['dimension'])} | {code(name)}{kind} | {c['passes']} | {c['fails']} | {na} "
+                   f"| {pct(c['passRate'])} |")
+    return out + ["", "</details>", ""]
+
+
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
@@ -228,6 +255,7 @@ def render_pr_comment(
     if comparison is not None:
         out += _comparison(comparison)
     out += _cases(cases, summary.k)
+    out += workflow_checks_lines(results)
     out += _failures(results)
     out.append(f"<sub>run {code(results.run_id)}</sub>")
     return redact("\n".join(out) + "\n")
