@@ -154,3 +154,26 @@ def test_startup_commands_import_nothing_heavy(args: list[str]) -> None:
                           timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("manifest,args,names", [
+    (None, ("--delete-prebuilt-workflows",), ("--delete-prebuilt-workflows", "only with --prebuilt-workflows")),
+    ({CASE: ["w1"]}, ("--delete-prebuilt-workflows", "--keep-workflows", "--backend", "static", "--base-url",
+                      "http://127.0.0.1:6199", "--lanes", "1"), ("mutually exclusive", "--keep-workflows")),
+    ({CASE: ["w1"]}, (), ("--prebuilt-workflows", "--backend static")),
+    ({"no-such-case": ["w1"]}, ("--backend", "static", "--base-url", "http://127.0.0.1:6199", "--lanes", "1"),
+     ("--prebuilt-workflows", "unknown case slug", "no-such-case")),
+    ({CASE: []}, ("--backend", "static", "--base-url", "http://127.0.0.1:6199", "--lanes", "1"),
+     ("--prebuilt-workflows", CASE, "non-empty list")),
+    ("{broken", ("--backend", "static", "--base-url", "http://127.0.0.1:6199", "--lanes", "1"),
+     ("--prebuilt-workflows", "is not JSON")),
+], ids=["delete-alone", "delete-and-keep", "not-static", "unknown-slug", "empty-ids", "not-json"])
+def test_prebuilt_flag_errors_are_one_line(tmp_path: Path, manifest, args, names) -> None:
+    import json as _json
+
+    extra: tuple[str, ...] = ()
+    if manifest is not None:
+        path = tmp_path / "manifest.json"
+        path.write_text(manifest if isinstance(manifest, str) else _json.dumps(manifest))
+        extra = ("--prebuilt-workflows", str(path))
+    assert_one_line_error(run_cli(tmp_path, *extra, *args), *names)
