@@ -11,7 +11,7 @@ from orchestrator.compare.comparison import Comparison, UnitComparison
 from orchestrator.compare.tiers import HARD, Tier
 from orchestrator.redact import redact
 from orchestrator.results.model import Band, CaseSummary, EvalResults, RunSummary, Verdict
-from orchestrator.results.scoring import BUILDER_FAILURES, case_pass_means, summaries
+from orchestrator.results.scoring import NO_WORKFLOW_BUILDS, case_pass_means, summaries
 
 FILENAME = "eval-pr-comment.md"
 MAX_FAILURES = 100
@@ -213,7 +213,7 @@ def failure_lines(results: EvalResults) -> list[str]:
     lines: list[str] = []
     for u in sorted(results.units, key=lambda u: (u.case, u.iteration)):
         where = f"**{cell(u.case)}** #{u.iteration}"
-        if u.build.status in BUILDER_FAILURES:
+        if u.build.status in NO_WORKFLOW_BUILDS:
             why = u.build.error or u.build.root_cause or ""
             lines.append(f"- {where} — build {u.build.status.value}: {cell(_short(why))}")
         for s in u.scenarios:

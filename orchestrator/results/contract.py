@@ -40,6 +40,7 @@ from orchestrator.results.model import (
     UsageEntry,
     Verdict,
 )
+from orchestrator.results.scoring import UNSCORED_BUILDS
 
 SCHEMA_VERSION = "1.0.0"
 SCHEMA_ID = "https://n8n-eval-orchestrator.local/schemas/eval-results/1.0.0.json"
@@ -135,11 +136,12 @@ def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str
         return {"workflowId": unit.build.workflow_id if unit else None, "passed": False, "incomplete": True,
                 "score": None, "reasoning": "not run", "failureCategory": None, "rootCause": None,
                 "attribution": None, "execErrors": []}
-    failed = s.verdict is Verdict.failed
+    neutral = unit.build.status in UNSCORED_BUILDS  # timeout, outage, lane failure: not a judgement
+    failed = s.verdict is Verdict.failed and not neutral
     run: dict[str, Any] = {
         "workflowId": unit.build.workflow_id,
-        "passed": s.verdict is Verdict.passed,
-        "score": 1.0 if s.verdict is Verdict.passed else 0.0 if failed else None,
+        "passed": s.verdict is Verdict.passed and not neutral,
+        "score": None if neutral else 1.0 if s.verdict is Verdict.passed else 0.0 if failed else None,
         "reasoning": s.reason,
         "failureCategory": (s.failure_category or unit.failure_category) if failed else None,
         "rootCause": (s.root_cause or unit.build.root_cause or (s.reason[:300] if s.reason else None)) if failed else None,
@@ -147,19 +149,22 @@ def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str
         if failed else None,
         "execErrors": list((s.execution or {}).get("errors") or []),
     }
-    if s.verdict is Verdict.incomplete:
+    if s.verdict is Verdict.incomplete or neutral:
         run["incomplete"] = True
+    if neutral:
+        run["rootCause"] = unit.build.root_cause or unit.build.error or unit.build.status.value
     if s.execution_id:
         run["executionId"] = s.execution_id
     return run
 
 
 def _expectation_row(unit: UnitResult, e: ExpectationResult) -> dict[str, Any]:
-    row: dict[str, Any] = {"expectation": e.text, "kind": e.kind, "pass": e.verdict is Verdict.passed,
+    neutral = unit.build.status in UNSCORED_BUILDS
+    row: dict[str, Any] = {"expectation": e.text, "kind": e.kind, "pass": e.verdict is Verdict.passed and not neutral,
                            "reason": e.reason}
-    if e.verdict is Verdict.incomplete:
+    if e.verdict is Verdict.incomplete or neutral:
         row["incomplete"] = True
-    if e.verdict is Verdict.failed:
+    elif e.verdict is Verdict.failed:
         category = unit.failure_category if unit.build.status is not BuildStatus.ok else "expectations_failed"
         row["failureCategory"] = category
         row["attribution"] = _attr(attribution_for(category, e.attribution))
