@@ -23,8 +23,10 @@ from orchestrator.results.model import (
     ExpectationResult,
     ScenarioResult,
     StructuralCheck,
+    UsageEntry,
     Verdict,
 )
+from orchestrator.results.usage import usage_meter
 from orchestrator.verify.judge import (
     EXPECTATION_SYSTEM,
     SCENARIO_SYSTEM,
@@ -48,6 +50,8 @@ class Verification:
     expectations: list[ExpectationResult] = field(default_factory=list)
     structural: list[StructuralCheck] = field(default_factory=list)
     workflow: dict[str, Any] | None = None
+    #: our own model calls while verifying (judge), per agent and model: ``harnessUsagePerRun``
+    usage: list[UsageEntry] | None = None
 
 
 def _process_incomplete(case: EvalCase) -> list[ExpectationResult]:
@@ -103,6 +107,13 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
 
 
 async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
+    with usage_meter() as meter:
+        v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms)
+    v.usage = meter.rows()
+    return v
+
+
+async def _verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
     v = Verification()
     try:
         workflow = await owner.get_workflow(workflow_id)
