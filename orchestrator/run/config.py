@@ -122,6 +122,11 @@ class RunConfig:
         validate_prebuilt(self)  # --prebuilt-workflows / --delete-prebuilt-workflows
         # Checked here, before anything starts, so a typo fails in a second with one line.
         resolve_env(self.profile, self.env)  # --profile and --env
+        if self.backend == "docker":  # a missing lane image: one line naming the command that builds it
+            from orchestrator.lanes.docker_lanes import check_lane_image
+            from orchestrator.lanes.pool import make_spec
+
+            check_lane_image(make_spec(self.profile, self.env).image)
         JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
         if self.backend == "static":
             try:
