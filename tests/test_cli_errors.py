@@ -177,3 +177,23 @@ def test_prebuilt_flag_errors_are_one_line(tmp_path: Path, manifest, args, names
         path.write_text(manifest if isinstance(manifest, str) else _json.dumps(manifest))
         extra = ("--prebuilt-workflows", str(path))
     assert_one_line_error(run_cli(tmp_path, *extra, *args), *names)
+
+
+def test_docker_without_dockerd_names_the_command(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "--backend", "docker", env={"DOCKER_HOST": f"unix://{tmp_path}/no-dockerd.sock"})
+    assert_one_line_error(done, "--backend docker", "no dockerd", "scripts/dockerd.sh start")
+
+
+@pytest.mark.docker
+def test_docker_missing_lane_image_names_the_build_command(tmp_path: Path) -> None:
+    sock = Path("/run/n8n-eval-docker.sock")
+    if not sock.exists():
+        pytest.skip("the private dockerd (scripts/dockerd.sh start) is not running")
+    from orchestrator.errors import ConfigError
+    from orchestrator.lanes.docker_lanes import check_lane_image
+
+    with pytest.raises(ConfigError) as info:
+        check_lane_image("n8n-eval-lane:never-built", f"unix://{sock}")
+    message = str(info.value)
+    assert "\n" not in message and "lane image 'n8n-eval-lane:never-built' is not on dockerd" in message
+    assert message.endswith("`bash lanes/build-image.sh --from-cache --tag n8n-eval-lane:never-built`")

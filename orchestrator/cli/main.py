@@ -33,6 +33,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "cleanup": ("orchestrator.cli.cleanup_cmd", "register", "Delete what an interrupted run left behind."),
     "compare": ("orchestrator.cli.compare_cmd", "register", "Compare a run against a baseline run."),
     "lanes": ("orchestrator.cli.lanes_cmd", "app", "Bring lanes up, list them, tear them down."),
+    "rejudge": ("orchestrator.cli.rejudge_cmd", "register", "Replay a run's verdicts on another judge model."),
     "run": ("orchestrator.cli.run_cmd", "register", "Build and verify every selected case on the lanes."),
 }
 

@@ -63,6 +63,9 @@ class ScenarioResult(BaseModel):
     #: What the lane's mock execution returned, for the report: ``nodeResults`` (per-node output,
     #: intercepted requests, mock responses), ``errors``, ``mockErrors``, ``hints``. None when not kept.
     execution: dict[str, Any] | None = None
+    #: The judge call's input ({system, prompt, count}); never serialised with the unit: the results
+    #: writer moves it to ``judge-inputs.jsonl`` (what ``orchestrator rejudge`` replays).
+    judge_input: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
 class ExpectationResult(BaseModel):
@@ -71,6 +74,8 @@ class ExpectationResult(BaseModel):
     verdict: Verdict
     attribution: Attribution | None = None
     reason: str = ""
+    #: Set on the first expectation of a judged batch (see ``ScenarioResult.judge_input``).
+    judge_input: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
 CheckStatus = Literal["pass", "fail", "n_a", "error"]

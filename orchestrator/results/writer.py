@@ -26,6 +26,22 @@ from orchestrator.results.contract import to_document
 from orchestrator.results.model import EvalResults, UnitResult
 
 REWRITE_EVERY_S = 2.0
+JUDGE_INPUTS_FILENAME = "judge-inputs.jsonl"
+
+
+def judge_input_lines(unit: UnitResult) -> list[str]:
+    """One redacted JSON line per judge call of ``unit`` (scenarios; the outcome-expectation batch)."""
+    lines = []
+    for s in unit.scenarios:
+        if s.judge_input:
+            lines.append({"case": unit.case, "iteration": unit.iteration, "target": "scenario", "names": [s.name],
+                          **s.judge_input})
+    for e in unit.expectations:
+        if e.judge_input:
+            texts = e.judge_input.get("texts") or [e.text]
+            lines.append({"case": unit.case, "iteration": unit.iteration, "target": "expectations",
+                          "names": texts, **{k: v for k, v in e.judge_input.items() if k != "texts"}})
+    return [redact(json.dumps(line)) + "\n" for line in lines]
 
 
 class ResultsWriteError(OSError):
@@ -72,6 +88,7 @@ class ResultsWriter:
         self.output_dir = output_dir
         self.units_path = run_dir / "units.jsonl"
         self.results_path = output_dir / "eval-results.json"
+        self.judge_inputs_path = output_dir / JUDGE_INPUTS_FILENAME
         self._lock = threading.Lock()
         self._last_rewrite = 0.0
         try:
@@ -85,10 +102,20 @@ class ResultsWriter:
 
     def add(self, unit: UnitResult) -> None:
         """Record a finished unit. It is kept in memory even when the disk refuses it (the final
-        document still holds it); the :class:`ResultsWriteError` tells the caller to stop."""
+        document still holds it); the :class:`ResultsWriteError` tells the caller to stop.
+
+        The judge inputs the unit carries go to ``judge-inputs.jsonl`` (one line per judge call),
+        not into the results: ``orchestrator rejudge`` replays them on another judge model."""
         line = redact(unit.model_dump_json()) + "\n"
+        inputs = judge_input_lines(unit)
         with self._lock:
             self.results.units.append(unit)
+            if inputs:
+                try:
+                    with self.judge_inputs_path.open("a", encoding="utf-8") as fh:
+                        fh.write("".join(inputs))
+                except OSError as exc:
+                    raise ResultsWriteError(exc.errno, f"cannot write {self.judge_inputs_path}: {exc.strerror or exc}") from exc
             try:
                 with self.units_path.open("a", encoding="utf-8") as fh:
                     fh.write(line)

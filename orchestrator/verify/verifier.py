@@ -95,7 +95,8 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
         "mockErrors": result.mock_errors,
         "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode"}) for name, node in result.node_results.items()},
     }
-    [judgement] = await judge.judge(SCENARIO_SYSTEM, scenario_prompt(workflow, scenario, execution), 1)
+    prompt = scenario_prompt(workflow, scenario, execution)
+    [judgement] = await judge.judge(SCENARIO_SYSTEM, prompt, 1)
     category = judgement.category
     if judgement.verdict == Verdict.failed and result.mock_errors and category == "builder_issue":
         category = "mock_issue"  # the mock failed to answer: not the builder's fault
@@ -103,6 +104,8 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
         name=scenario.name, verdict=judgement.verdict, failure_category=category,
         attribution=Attribution(category) if category in Attribution.__members__ else judgement.attribution,
         reason=judgement.reason, execution_id=result.execution_id, execution=execution_record(result),
+        judge_input={"system": SCENARIO_SYSTEM, "prompt": prompt, "count": 1,
+                     "mock_errors": bool(result.mock_errors)},
     )
 
 
@@ -125,9 +128,14 @@ async def _verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, 
     async def outcomes() -> list[ExpectationResult]:
         if not case.outcome_expectations:
             return []
-        verdicts = await judge.judge(EXPECTATION_SYSTEM, expectation_prompt(workflow, case.outcome_expectations), len(case.outcome_expectations))
-        return [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
-                for t, j in zip(case.outcome_expectations, verdicts)]
+        prompt = expectation_prompt(workflow, case.outcome_expectations)
+        verdicts = await judge.judge(EXPECTATION_SYSTEM, prompt, len(case.outcome_expectations))
+        out = [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
+               for t, j in zip(case.outcome_expectations, verdicts)]
+        if out:
+            out[0].judge_input = {"system": EXPECTATION_SYSTEM, "prompt": prompt, "count": len(out),
+                                  "texts": list(case.outcome_expectations)}
+        return out
 
     scenario_tasks = [_scenario(owner, judge, workflow, workflow_id, s, timeout_ms) for s in case.execution_scenarios]
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
