@@ -10,7 +10,12 @@ import pytest
 from orchestrator.results.usage import USAGE_LOG_ENV, record_model_call, usage_meter
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
-from orchestrator.verify.judge import EXPECTATION_SYSTEM, Judge, JudgeConfig, expectation_prompt
+from orchestrator.verify.judge import (
+    EXPECTATION_SYSTEM,
+    Judge,
+    JudgeConfig,
+    expectation_prompt,
+)
 
 
 async def test_each_judge_call_appends_one_line_and_is_metered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
