@@ -159,3 +159,17 @@ def test_samples_saved_on_a_real_lane_get_the_expected_outcomes() -> None:
             if os.environ.get("CAPTURE_WORKFLOWS") == "1":
                 kept = {k: stored[k] for k in ("name", "nodes", "connections", "settings") if k in stored}
                 (CAPTURED / f"{name}.json").write_text(json.dumps(kept, indent=2) + "\n")
+
+
+def test_langsmith_feedback_rows_carry_the_check_keys() -> None:
+    from orchestrator.experiments.langsmith_sync import unit_feedback
+
+    workflow = json.loads((CAPTURED / "flawed.json").read_text())
+    checks = deterministic_checks(workflow, CheckContext(prompt=SAMPLES["flawed"][1]))
+    u = UnitResult.model_validate({"case": "c", "iteration": 0, "started_at": 0, "finished_at": 1,
+                                   "build": {"status": "ok"}, "structural": [c.model_dump() for c in checks]})
+    rows = {f.key: f for f in unit_feedback(u)}
+    assert rows["evals.workflows.security.no_hardcoded_credentials"].score == 0.0
+    assert "Call CRM" in (rows["evals.workflows.security.no_hardcoded_credentials"].comment or "")
+    assert rows["evals.workflows.structure.has_trigger"].score == 1.0
+    assert not any(k.endswith("agent_has_language_model") for k in rows)  # N/A omitted
