@@ -57,6 +57,7 @@ def _run() -> EvalResults:
 
 
 def test_published_schema_is_the_generated_one() -> None:
+    """Regenerate with `python -m orchestrator.results.contract` after changing the models."""
     assert published_schema() == json_schema()
     assert published_schema()["properties"]["schemaVersion"]["const"] == SCHEMA_VERSION
 
@@ -170,3 +171,20 @@ def test_not_an_eval_results_file_is_one_line(tmp_path: Path) -> None:
     path.write_text('{"hello": 1}')
     with pytest.raises(UserError, match="is not an eval-results.json: neither testCases"):
         load_results(path)
+
+
+def test_compare_cli_accepts_a_reference_harness_baseline(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.main import app
+
+    ours = tmp_path / "pr" / "eval-results.json"
+    ours.parent.mkdir()
+    ours.write_text(json.dumps(to_document(_run())))
+    done = CliRunner().invoke(app, ["compare", str(ours), str(REFERENCE), "--output-dir", str(tmp_path / "cmp")])
+    assert done.exit_code == 0, done.output
+    data = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    tiers = {u["key"]: u["tier"] for u in data["units"]}
+    assert tiers["daily-signups-slack/happy-path"] == "regression"
+    assert data["baseline_run_id"] == "instance-ai-baseline-2026-11-30"
+    assert "regression" in (tmp_path / "cmp" / "eval-pr-comment.md").read_text().lower()

@@ -130,7 +130,10 @@ def user_error_line(exc: BaseException) -> str | None:
 
 def main(argv: list[str] | None = None) -> Any:  # pragma: no cover - console entry used by ``python -m orchestrator``
     try:
-        return app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int) and rv != 0:  # an Exit(code) click returned instead of raising
+            raise SystemExit(rv)
+        return None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:

@@ -579,3 +579,10 @@ def published_schema() -> dict[str, Any]:
     """The schema file shipped with the package."""
     text = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
     return json.loads(text)
+
+
+if __name__ == "__main__":  # regenerate the published schema: python -m orchestrator.results.contract
+    target = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE)
+    with resources.as_file(target) as path:
+        path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
+        print(path)
