@@ -110,12 +110,6 @@ class ResultsWriter:
         inputs = judge_input_lines(unit)
         with self._lock:
             self.results.units.append(unit)
-            if inputs:
-                try:
-                    with self.judge_inputs_path.open("a", encoding="utf-8") as fh:
-                        fh.write("".join(inputs))
-                except OSError as exc:
-                    raise ResultsWriteError(exc.errno, f"cannot write {self.judge_inputs_path}: {exc.strerror or exc}") from exc
             try:
                 with self.units_path.open("a", encoding="utf-8") as fh:
                     fh.write(line)
@@ -125,6 +119,12 @@ class ResultsWriter:
                 raise ResultsWriteError(exc.errno, f"cannot write {self.units_path}: {exc.strerror or exc}") from exc
             if time.monotonic() - self._last_rewrite >= (0 if len(self.results.units) < 200 else REWRITE_EVERY_S):
                 self._rewrite()
+            if inputs:  # last: the unit is safe in units.jsonl and eval-results.json already
+                try:
+                    with self.judge_inputs_path.open("a", encoding="utf-8") as fh:
+                        fh.write("".join(inputs))
+                except OSError as exc:
+                    raise ResultsWriteError(exc.errno, f"cannot write {self.judge_inputs_path}: {exc.strerror or exc}") from exc
 
     def _rewrite(self) -> None:
         data = redact_obj(to_document(self.results))
