@@ -294,3 +294,17 @@ def test_unit_sections_show_what_to_debug_from(tmp_path: Path) -> None:
     assert "I will build it." in section and "→ create_workflow" in section and "WORKFLOW_ID=wf1" in section
     assert "Transcript — 3 event(s)" in section
     assert "✓" in section  # the expectation
+
+
+def test_run_level_workflow_checks_table() -> None:
+    from orchestrator.results.model import StructuralCheck
+
+    res = _run()
+    for u in res.units[:2]:
+        u.structural = [StructuralCheck(name="has_trigger", passed=True, dimension="structure"),
+                        StructuralCheck(name="no_hardcoded_credentials", passed=False, dimension="security")]
+    page = render_report(res)
+    table = page[page.index('id="workflow-checks"'):page.index("<h2>Units</h2>")]
+    assert "2 checks over 2 build(s)" in table
+    assert table.index("has_trigger") < table.index("no_hardcoded_credentials")  # rubric order
+    assert '<td class="num">0</td><td class="num">2</td>' in table  # no_hardcoded_credentials: 0 pass, 2 fail

@@ -479,6 +479,26 @@ def _units(results: EvalResults) -> str:
     return "".join(out)
 
 
+def _checks_table(results: EvalResults) -> str:
+    """Per check across every build: pass / fail / N/A and pass rate, in rubric order."""
+    from orchestrator.results.contract import workflow_checks_summary
+    from orchestrator.verify.workflow_checks import DIMENSIONS
+
+    summary = workflow_checks_summary(results.units)
+    if not summary:
+        return '<p class="empty">No workflow was checked.</p>'
+    rank = {d: i for i, d in enumerate(DIMENSIONS)}
+    rows = []
+    for name, c in sorted(summary["perCheck"].items(), key=lambda kv: (rank.get(kv[1]["dimension"], 99), kv[0])):
+        rows.append(f"<tr><td>{esc(c['dimension'])}</td><td>{esc(name)}{' (LLM)' if c['kind'] == 'llm' else ''}</td>"
+                    f'<td class="num">{c["passes"]}</td><td class="num">{c["fails"]}</td>'
+                    f'<td class="num">{c["nA"] + c["errors"]}</td><td class="num">{_pct(c["passRate"])}</td></tr>')
+    return (f'<details id="workflow-checks"><summary>{len(rows)} checks over {summary["scoredBuilds"]} build(s) — '
+            "independent of the scenario verdicts</summary><table><thead><tr><th>Dimension</th><th>Check</th>"
+            "<th>Pass</th><th>Fail</th><th>N/A</th><th>Pass rate</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>")
+
+
 def render_report(results: EvalResults) -> str:
     """The whole page as one string."""
     summary, cases = summaries(results)
@@ -496,6 +516,7 @@ def render_report(results: EvalResults) -> str:
         f"<h2>Cases</h2>{_case_table(cases, summary.k)}"
         f"<h2>Lane timeline</h2>{_timeline(results.units)}"
         f"<h2>Build cost per case</h2>{_cost_chart(cases)}"
+        f"<h2>Workflow checks</h2>{_checks_table(results)}"
         f"<h2>Units</h2>{_units(results)}"
         f"<script>{_JS}</script></body></html>\n"
     )
