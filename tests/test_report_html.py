@@ -308,3 +308,13 @@ def test_run_level_workflow_checks_table() -> None:
     assert "2 checks over 2 build(s)" in table
     assert table.index("has_trigger") < table.index("no_hardcoded_credentials")  # rubric order
     assert '<td class="num">0</td><td class="num">2</td>' in table  # no_hardcoded_credentials: 0 pass, 2 fail
+
+
+def test_kept_workflow_links_into_its_lane() -> None:
+    from orchestrator.results.model import LaneRecord
+
+    res = _run()
+    res.lanes = [LaneRecord(lane="lane-0", backend="static", base_url="http://127.0.0.1:5678", fingerprint={})]
+    assert "view in n8n" not in render_report(res)
+    res.config["keep_workflows"] = True
+    assert 'href="http://127.0.0.1:5678/workflow/wf1"' in render_report(res)

@@ -370,11 +370,12 @@ def _checks(checks: list[StructuralCheck]) -> str:
     return "".join(out)
 
 
-def _workflow(u: UnitResult, keep_link: bool) -> str:
+def _workflow(u: UnitResult, keep_link: bool, lane_urls: dict[str, str] | None = None) -> str:
     wf = u.workflow
     link = ""
-    if keep_link and u.base_url and u.build.workflow_id:
-        url = f"{u.base_url.rstrip('/')}/workflow/{u.build.workflow_id}"
+    base_url = u.base_url or (lane_urls or {}).get(u.lane or "")
+    if keep_link and base_url and u.build.workflow_id:
+        url = f"{base_url.rstrip('/')}/workflow/{u.build.workflow_id}"
         link = f' <a href="{esc(url)}">view in n8n</a>'
     if not wf:
         ident = f" {esc(u.build.workflow_id)}" if u.build.workflow_id else ""
@@ -461,6 +462,7 @@ def _build(u: UnitResult) -> str:
 
 def _units(results: EvalResults) -> str:
     keep_link = bool(results.config.get("keep_workflows"))
+    lane_urls = {lane.lane: lane.base_url for lane in results.lanes}
     by_case: dict[str, list[UnitResult]] = defaultdict(list)
     for u in results.units:
         by_case[u.case].append(u)
@@ -471,7 +473,7 @@ def _units(results: EvalResults) -> str:
         blocks = []
         for u in sorted(by_case[case], key=lambda u: u.iteration):
             body = (_scenarios(u.scenarios) + _expectations(u.expectations) + _checks(u.structural)
-                    + _workflow(u, keep_link) + _transcript(u) + _build(u))
+                    + _workflow(u, keep_link, lane_urls) + _transcript(u) + _build(u))
             blocks.append(f'<details class="unit" id="{esc(unit_anchor(u))}" data-outcome="{unit_outcome(u).value}">'
                           f"<summary>{_summary_line(u)}</summary><div class=\"unit-body\">{body}</div></details>")
         out.append(f'<section class="case-block" id="case-{esc(_anchor(case))}"><h3>{esc(case)}</h3>'
