@@ -11,6 +11,8 @@ anthropic, scipy, kubernetes, docker, langsmith — only when they run).
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,14 +28,20 @@ COMMANDS: dict[str, list[str]] = {
 }
 
 
-def _time(args: list[str]) -> float:
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time(args: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run in a fresh process."""
     exe = [str(ORCH)] if ORCH.exists() else [sys.executable, "-m", "orchestrator"]
-    t0 = time.perf_counter()
+    c0, t0 = _cpu(), time.perf_counter()
     done = subprocess.run([*exe, *args], capture_output=True, text=True, cwd=REPO)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, _cpu() - c0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} exited {done.returncode}: {done.stderr.strip()[:300]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> None:
@@ -41,12 +49,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     opts = parser.parse_args()
     medians: dict[str, float] = {}
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPU(s): wall time includes waiting for a CPU")
     for label, args in COMMANDS.items():
         _time(args)  # warm-up
         samples = [_time(args) for _ in range(opts.runs)]
-        medians[label] = statistics.median(samples)
+        walls = [w for w, _ in samples]
+        medians[label] = statistics.median(walls)
         print(f"{label}: median {medians[label]:.3f} s over {opts.runs} runs "
-              f"(min {min(samples):.3f}, max {max(samples):.3f})")
+              f"(min {min(walls):.3f}, max {max(walls):.3f}; CPU median {statistics.median(c for _, c in samples):.3f} s)")
     print(f"cli start: {max(medians.values()):.3f} s")
 
 
