@@ -22,7 +22,7 @@ def test_failed_build_line_and_verbose_timing() -> None:
     u = unit("slow", 0, status=BuildStatus.timeout, failure_category="build_failure",
              attribution=Attribution.builder_issue)
     u.build.error = "build timed out after 1800 s"
-    assert "build timeout [build_failure]" in unit_line(u)
+    assert "build timeout (neutral: not scored)" in unit_line(u)
     verbose = unit_line(u, verbose=True)
     assert "verify 30s" in verbose and verbose.endswith("build timed out after 1800 s")
 

@@ -37,7 +37,9 @@ def unit_line(unit: UnitResult, *, verbose: bool = False) -> str:
     """One line (two with ``verbose``) for a finished unit: case, iteration, lane, verdicts."""
     outcome = unit_outcome(unit)
     build = unit.build.status.value
-    if unit.build.status is not BuildStatus.ok and unit.failure_category:
+    if unit.build.status is BuildStatus.timeout:
+        build += " (neutral: not scored)"
+    elif unit.build.status is not BuildStatus.ok and unit.failure_category:
         build += f" [{unit.failure_category}]"
     line = f"{_MARK[outcome]} {unit.case} #{unit.iteration}  lane {unit.lane or '—'}  build {build}"
     if verbose:
@@ -64,7 +66,7 @@ def summary_lines(results: EvalResults) -> list[str]:
                 by_category[s.failure_category or "uncategorised"].append(f"{u.case}/{s.name} #{u.iteration}")
         if any(e.verdict is Verdict.failed for e in u.expectations) and u.build.status is BuildStatus.ok:
             by_category["expectations_failed"].append(f"{u.case} #{u.iteration}")
-        if u.build.status in (BuildStatus.failed, BuildStatus.timeout) and not u.scenarios:
+        if u.build.status is BuildStatus.failed and not u.scenarios:
             by_category[u.failure_category or u.build.status.value].append(f"{u.case} #{u.iteration}")
     if by_category:
         out.append("failures by category:")
