@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 
 from orchestrator.redact import redact
 from orchestrator.results.model import BuildStatus, EvalResults, UnitResult, Verdict
-from orchestrator.results.scoring import UnitOutcome, unit_outcome
+from orchestrator.results.scoring import UNSCORED_BUILDS, UnitOutcome, unit_outcome
 
 _MARK = {UnitOutcome.passed: "✓", UnitOutcome.failed: "✗", UnitOutcome.incomplete: "·",
          UnitOutcome.build_failed: "✗", UnitOutcome.build_timeout: "⌛", UnitOutcome.provider_outage: "!",
@@ -61,6 +61,8 @@ def summary_lines(results: EvalResults) -> list[str]:
     out = ["outcomes: " + ", ".join(f"{n} {k}" for k, n in outcomes.most_common())]
     by_category: dict[str, list[str]] = defaultdict(list)
     for u in sorted(units, key=lambda u: (u.case, u.iteration)):
+        if u.build.status in UNSCORED_BUILDS:  # timeout, outage, lane failure, skipped: neutral
+            continue
         for s in u.scenarios:
             if s.verdict is Verdict.failed:
                 by_category[s.failure_category or "uncategorised"].append(f"{u.case}/{s.name} #{u.iteration}")
