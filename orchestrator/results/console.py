@@ -83,7 +83,8 @@ def summary_lines(results: EvalResults) -> list[str]:
     width = max(len(c) for c in per_case)
     for case in sorted(per_case):
         cu = per_case[case]
-        verdicts = [s.verdict for u in cu for s in u.scenarios] + [e.verdict for u in cu for e in u.expectations]
+        scored = [u for u in cu if u.build.status not in UNSCORED_BUILDS]
+        verdicts = [s.verdict for u in scored for s in u.scenarios] + [e.verdict for u in scored for e in u.expectations]
         trials = [v for v in verdicts if v is not Verdict.incomplete]
         passed = sum(1 for v in trials if v is Verdict.passed)
         marks = "".join(_MARK[unit_outcome(u)] for u in sorted(cu, key=lambda u: u.iteration))
