@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
                                      help="Log build/execute/verify timing and events; two lines per unit."),
         prebuilt_workflows: Optional[Path] = typer.Option(
             None, "--prebuilt-workflows",
-            help="JSON manifest {case slug: [workflow ids]}: score these workflows of the one static lane "
+            help="JSON manifest mapping case slugs to lists of workflow ids: score these workflows of the one static lane "
                  "instead of building (iteration i uses ids[i % len])."),
         delete_prebuilt_workflows: bool = typer.Option(
             False, "--delete-prebuilt-workflows",
