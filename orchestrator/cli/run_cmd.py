@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         prebuilt_workflows: Optional[Path] = typer.Option(
             None, "--prebuilt-workflows",
             help="JSON manifest mapping case slugs to lists of workflow ids: score these workflows of the one static lane "
-                 "instead of building (iteration i uses ids[i % len])."),
+                 "instead of building (iteration i uses the (i mod n)-th of its n ids)."),
         delete_prebuilt_workflows: bool = typer.Option(
             False, "--delete-prebuilt-workflows",
             help="With --prebuilt-workflows: delete the manifest's workflows used successfully after the run."),
