@@ -187,7 +187,7 @@ async def main() -> int:
         model.join(10)
     wall = time.monotonic() - t0
 
-    units = json.loads((cfg.output_dir / "eval-results.json").read_text())["units"]
+    units = json.loads((cfg.output_dir / "eval-results.json").read_text())["orchestrator"]["units"]
     recorded = {(u["case"], u["iteration"]) for u in units}
     statuses = Counter(u["build"]["status"] for u in units)
     completed = sum(n for s, n in statuses.items() if s != "skipped")

@@ -9,7 +9,8 @@
 #   --full        install n8n from the npm registry inside `docker build` (minutes, network).
 #   --tag         image tag, default n8n-eval-lane:local (LaneSpec.image's default)
 #   --if-missing  do nothing when TAG already exists
-#   --base        base image, default local/debian:bookworm (lanes/base-image/build.sh makes it)
+#   --base        base image, default local/debian:bookworm; when that default is missing it is
+#                 built first with lanes/base-image/build.sh debian (debootstrap, ~40 s)
 #   --cache       toolchain cache, default $N8N_EVAL_CACHE or ~/.cache/n8n-eval-orchestrator
 #
 # Versions come from orchestrator/lanes/install.py (the one place they are pinned). Builds use the
@@ -25,7 +26,8 @@ export DOCKER_BUILDKIT=0
 mode=cache
 tag=n8n-eval-lane:local
 if_missing=0
-base="${BASE_IMAGE:-local/debian:bookworm}"
+default_base="local/debian:bookworm"
+base="${BASE_IMAGE:-$default_base}"
 cache=""
 while (( $# )); do
   case "$1" in
@@ -48,8 +50,16 @@ if (( if_missing )) && docker image inspect "$tag" >/dev/null 2>&1; then
   echo "$tag"
   exit 0
 fi
-docker image inspect "$base" >/dev/null 2>&1 \
-  || die "base image $base not found: run lanes/base-image/build.sh debian (or pass --base)"
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+  if [[ "$base" == "$default_base" ]]; then
+    # A fresh machine has no base image yet: make it (the README recipe is then complete as written).
+    log "base image $base not found: building it with lanes/base-image/build.sh debian"
+    bash "$HERE/base-image/build.sh" debian >&2 || die "building the base image $base failed (see above)"
+    docker image inspect "$base" >/dev/null 2>&1 || die "lanes/base-image/build.sh debian did not produce $base"
+  else
+    die "base image $base not found: build it or pass another --base"
+  fi
+fi
 
 # name=value lines for the pinned versions and the cache paths, from orchestrator.lanes.install.
 py="${PYTHON:-python3}"

@@ -44,7 +44,7 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
         done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-4000:]
 
-        results = {arm: json.loads((out / arm / "eval-results.json").read_text()) for arm in ("control", "variant")}
+        results = {arm: json.loads((out / arm / "eval-results.json").read_text())["orchestrator"] for arm in ("control", "variant")}
         for arm, data in results.items():
             assert data["run_id"] == f"{ab_id}-{arm}" and data["experiment_name"] == f"e2e-{arm}"
             assert [u["case"] for u in data["units"]] == ["smoke-manual-code-greetings"]

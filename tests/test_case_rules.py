@@ -49,11 +49,12 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "message-envelope-missing-role": [("seed.messages.0.role", "role is required unless")],
     "message-envelope-missing-created-at": [("seed.messages.0.createdAt", "required field is missing")],
     "message-block-missing-type": [("seed.messages.0.content.0.type", "needs a type")],
-    "message-shorthand-near-miss": [
-        ("seed.messages.0.id", "required field is missing"),
-        ("seed.messages.0.type", "required field is missing"),
-        ("seed.messages.0.createdAt", "required field is missing"),
-    ],
+    # a near-miss is still never expanded, but it is named as the shorthand it almost is
+    "message-shorthand-near-miss": [("seed.messages.0.text", "text is a number: the {role, text} shorthand")],
+    "message-shorthand-bad-line": [("seed.messages.1.text.1", "line 1 is a number, not a string: the {role, text} shorthand")],
+    "turn-type-words": [("tags", "expected a list (JSON array), got a string")],
+    "attach-replay-seed": [("conversation.0.attach", "a replay seed's opening turn comes from its trace and the seed "
+                                                     "declares no workflows")],
     "turn-text-not-string": [("conversation.0.text", "a string or a list of strings")],
     "seed-mode-missing": [("seed.mode", "needs a mode")],
     "seed-mode-unknown": [("seed.mode", "unknown seed mode 'snapshot'")],

@@ -102,3 +102,92 @@ def test_uncreatable_output_dir_names_the_flag(tmp_path: Path) -> None:
 
 def test_unknown_run_to_resume_names_the_flag(tmp_path: Path) -> None:
     assert_one_line_error(run_cli(tmp_path, "--resume", "no-such-run"), "--resume", "no-such-run")
+
+
+def run_orch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "N8N_", "LANGSMITH_"))}
+    return subprocess.run([ORCH, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env=env | {"COLUMNS": "400"})
+
+
+def test_missing_case_path_is_one_line(tmp_path: Path) -> None:
+    done = run_orch(tmp_path, "run", "does/not/exist", "--model-server", "scripted",
+                    "--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out"))
+    assert_one_line_error(done, "does/not/exist", "no such file")
+
+
+def test_unreadable_case_file_is_one_line(tmp_path: Path) -> None:
+    case = tmp_path / "case.json"
+    case.write_text("{not json")
+    done = run_orch(tmp_path, "run", str(case), "--model-server", "scripted",
+                    "--state-dir", str(tmp_path / "state"), "--output-dir", str(tmp_path / "out"))
+    assert_one_line_error(done, str(case))
+
+
+@pytest.mark.parametrize("args,names", [
+    (("run", "--no-such-flag"), ("--no-such-flag", "orchestrator run --help")),
+    (("run", "--iterations", "three"), ("--iterations",)),
+    (("compare",), ("RESULTS",)),
+    (("no-such-command",), ("no-such-command",)),
+], ids=["unknown-flag", "bad-int", "missing-arg", "unknown-command"])
+def test_click_usage_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], names: tuple[str, ...]) -> None:
+    assert_one_line_error(run_orch(tmp_path, *args), *names)
+
+
+HEAVY = ("anthropic", "scipy", "kubernetes", "docker", "langsmith", "rich.progress", "orchestrator.run.pipeline")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["cases", "validate", str(REPO / "cases")]], ids=["help", "validate"])
+def test_startup_commands_import_nothing_heavy(args: list[str]) -> None:
+    probe = ("import sys\nfrom orchestrator.cli.main import main\n"
+             f"sys.argv = ['orchestrator', *{args!r}]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {[h.split('.')[0] for h in HEAVY]!r} "
+             f"and any(m == h or m.startswith(h + '.') for h in {HEAVY!r})))")
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("manifest,args,names", [
+    (None, ("--delete-prebuilt-workflows",), ("--delete-prebuilt-workflows", "only with --prebuilt-workflows")),
+    ({CASE: ["w1"]}, ("--delete-prebuilt-workflows", "--keep-workflows", "--backend", "static", "--base-url",
+                      "http://127.0.0.1:6199", "--lanes", "1"), ("mutually exclusive", "--keep-workflows")),
+    ({CASE: ["w1"]}, (), ("--prebuilt-workflows", "--backend static")),
+    ({"no-such-case": ["w1"]}, ("--backend", "static", "--base-url", "http://127.0.0.1:6199", "--lanes", "1"),
+     ("--prebuilt-workflows", "unknown case slug", "no-such-case")),
+    ({CASE: []}, ("--backend", "static", "--base-url", "http://127.0.0.1:6199", "--lanes", "1"),
+     ("--prebuilt-workflows", CASE, "non-empty list")),
+    ("{broken", ("--backend", "static", "--base-url", "http://127.0.0.1:6199", "--lanes", "1"),
+     ("--prebuilt-workflows", "is not JSON")),
+], ids=["delete-alone", "delete-and-keep", "not-static", "unknown-slug", "empty-ids", "not-json"])
+def test_prebuilt_flag_errors_are_one_line(tmp_path: Path, manifest, args, names) -> None:
+    import json as _json
+
+    extra: tuple[str, ...] = ()
+    if manifest is not None:
+        path = tmp_path / "manifest.json"
+        path.write_text(manifest if isinstance(manifest, str) else _json.dumps(manifest))
+        extra = ("--prebuilt-workflows", str(path))
+    assert_one_line_error(run_cli(tmp_path, *extra, *args), *names)
+
+
+def test_docker_without_dockerd_names_the_command(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "--backend", "docker", env={"DOCKER_HOST": f"unix://{tmp_path}/no-dockerd.sock"})
+    assert_one_line_error(done, "--backend docker", "no dockerd", "scripts/dockerd.sh start")
+
+
+@pytest.mark.docker
+def test_docker_missing_lane_image_names_the_build_command(tmp_path: Path) -> None:
+    sock = Path("/run/n8n-eval-docker.sock")
+    if not sock.exists():
+        pytest.skip("the private dockerd (scripts/dockerd.sh start) is not running")
+    from orchestrator.errors import ConfigError
+    from orchestrator.lanes.docker_lanes import check_lane_image
+
+    with pytest.raises(ConfigError) as info:
+        check_lane_image("n8n-eval-lane:never-built", f"unix://{sock}")
+    message = str(info.value)
+    assert "\n" not in message and "lane image 'n8n-eval-lane:never-built' is not on dockerd" in message
+    assert message.endswith("`bash lanes/build-image.sh --from-cache --tag n8n-eval-lane:never-built`")

@@ -110,3 +110,27 @@ def test_failures_list_is_capped() -> None:
     assert f"<summary>{MAX_FAILURES + 7} failure(s)</summary>" in text
     assert text.count("- **a** #") == MAX_FAILURES
     assert "… and 7 more" in text
+
+
+def test_workflow_checks_table_per_check_by_dimension() -> None:
+    from orchestrator.results.model import StructuralCheck
+
+    units = [unit("c", i, {"s": True}) for i in range(3)]
+    for i, u in enumerate(units):
+        u.structural = [
+            StructuralCheck(name="has_trigger", passed=True, dimension="structure"),
+            StructuralCheck(name="no_hardcoded_credentials", passed=i != 0, dimension="security"),
+            StructuralCheck(name="agent_has_language_model", passed=None, dimension="ai_nodes"),
+        ]
+    text = render_pr_comment(results("r", units, k=3))
+    assert "### Workflow checks" in text and "3 checks over 3 build(s)" in text
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert "| structure | `has_trigger` | 3 | 0 | 0 | 100.0% |" in lines
+    assert "| security | `no_hardcoded_credentials` | 2 | 1 | 0 | 66.7% |" in lines
+    assert "| ai_nodes | `agent_has_language_model` | 0 | 0 | 3 | — |" in lines
+    order = [line.split("|")[1].strip() for line in lines if "`" in line]
+    assert order == ["structure", "ai_nodes", "security"]  # rubric order
+
+
+def test_no_checks_no_table() -> None:
+    assert "Workflow checks" not in render_pr_comment(results("r", [unit("c", 0, {"s": True})]))

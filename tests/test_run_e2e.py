@@ -12,6 +12,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
@@ -19,6 +20,7 @@ from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
+from orchestrator.results.contract import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted.scripts import demo_script
@@ -89,7 +91,13 @@ async def test_run_builds_verifies_and_leaves_nothing_behind(static_lane, model,
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == []
 
-    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    document = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    jsonschema.Draft202012Validator(published_schema()).validate(document)  # the published contract
+    assert {tc["testCaseFile"] for tc in document["testCases"]} == {"smoke-manual-code-greetings",
+                                                                    "credential-single-notion-attached"}
+    assert all(len(r) == 28 for tc in document["testCases"] for r in tc["workflowChecksPerRun"])
+    assert document["summary"]["mcpBuild"]["builds"] == 4 and document["summary"]["workflowChecks"]["scoredBuilds"] == 4
+    data = document["orchestrator"]
     assert {(u["case"], u["iteration"]) for u in data["units"]} == {
         ("smoke-manual-code-greetings", 0), ("smoke-manual-code-greetings", 1),
         ("credential-single-notion-attached", 0), ("credential-single-notion-attached", 1),
@@ -169,7 +177,7 @@ async def test_spend_cap_stops_new_builds_then_resume_finishes_only_the_rest(
     # skipped units never ran: --resume runs exactly them and keeps the finished one
     second = await run(RunConfig(**common, resume="capped"))
     assert second.ok, second.errors
-    final = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    final = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]
     assert sorted(u["iteration"] for u in final["units"]) == [0, 1, 2]
     assert [u["build"]["status"] for u in final["units"]].count("ok") == 3
     assert built_first <= {u["build"]["workflow_id"] for u in final["units"]}

@@ -109,7 +109,9 @@ def test_failed_build_counts_as_failure_and_infra_loss_is_not_scored() -> None:
         unit("beta", 2, status=BuildStatus.provider_outage),
         unit("beta", 3, status=BuildStatus.lane_failure),
         unit("beta", 4, status=BuildStatus.skipped),
-        unit("gamma", 0, status=BuildStatus.timeout, failure_category="build_timeout"),
+        unit("gamma", 0, status=BuildStatus.failed, failure_category="build_failure"),
+        unit("gamma", 1, status=BuildStatus.timeout, failure_category="build_failure"),
+        unit("theta", 0, {"s": False}, status=BuildStatus.timeout, failure_category="build_failure"),
     ]
     sus = scoring_units(units)
     assert (sus["beta/s1"].n, sus["beta/s1"].c) == (2, 1)
@@ -119,7 +121,10 @@ def test_failed_build_counts_as_failure_and_infra_loss_is_not_scored() -> None:
     ]
     # a case no iteration produced a verdict for is still scored, on its build
     assert (sus["gamma/(build)"].n, sus["gamma/(build)"].c) == (1, 0)
-    assert sus["gamma/(build)"].trials[0].failure_category == "build_timeout"
+    assert sus["gamma/(build)"].trials[0].failure_category == "build_failure"
+    # a timed-out build is neutral: not a builder failure, even with (failed) verdicts stamped on it
+    assert [t.iteration for t in sus["gamma/(build)"].trials] == [0]
+    assert "theta/s" not in sus and "theta/(build)" not in sus
 
 
 def test_summarize_fills_run_and_case_summaries() -> None:

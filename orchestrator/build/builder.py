@@ -25,7 +25,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.errors import ConfigError
 from orchestrator.results.model import BuildStatus
 
-BUILTIN_BUILDERS = ("mcp",)
+BUILTIN_BUILDERS = ("mcp", "prebuilt")
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
 ENTRY_POINT_GROUP = "orchestrator.builders"
@@ -130,6 +130,8 @@ def register_builder(cls: type[Builder]) -> type[Builder]:
 def _load_builtin(name: str) -> None:
     if name == "mcp":
         from orchestrator.build import mcp_builder  # noqa: F401
+    elif name == "prebuilt":
+        from orchestrator.build import prebuilt_builder  # noqa: F401
 
 
 def available_builders() -> list[str]:

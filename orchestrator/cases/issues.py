@@ -83,8 +83,37 @@ def _normalise_loc(loc: Sequence[str | int]) -> Loc:
     return tuple(parts)
 
 
+#: pydantic type-error kinds → the shape expected, in words.
+_EXPECTED = {
+    "list_type": "a list (JSON array)",
+    "tuple_type": "a list (JSON array)",
+    "set_type": "a list (JSON array)",
+    "string_type": "text (a JSON string)",
+    "dict_type": "an object ({\"key\": value, …})",
+    "model_type": "an object ({\"key\": value, …})",
+    "model_attributes_type": "an object ({\"key\": value, …})",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "literal_error": None,  # pydantic's own message lists the allowed values
+}
+
+
+def _given(value: object) -> str:
+    kinds = {str: "a string", bool: "true/false", int: "a number", float: "a number", dict: "an object",
+             list: "an array", type(None): "null"}
+    return kinds.get(type(value), "a value of another kind")
+
+
 def _message(error: ErrorDetails) -> str:
     kind = error["type"]
+    expected = _EXPECTED.get(kind)
+    if expected:
+        return f"expected {expected}, got {_given(error.get('input'))}"
     if kind == "extra_forbidden":
         return "unknown key (not part of the case schema)"
     if kind == "missing":

@@ -218,7 +218,11 @@ def _attachments(case: EvalCase) -> Iterator[Violation]:
         if attach is None:
             continue
         loc: tuple[str | int, ...] = ("conversation", index, "attach")
-        if index != 0 or (case.seed is not None and case.seed.mode == "replay"):
+        if case.seed is not None and case.seed.mode == "replay":
+            yield Violation(loc, "a replay seed's opening turn comes from its trace and the seed declares no "
+                                 "workflows or agents: no authored turn can carry attach (use an inline seed)")
+            continue
+        if index != 0:
             yield Violation(loc, "only the opening turn may carry attach")
             continue
         if turn.role != "user":
@@ -232,15 +236,19 @@ def _attachments(case: EvalCase) -> Iterator[Violation]:
                 (*loc, "source"),
                 "only workflow attachments may set source 'setup-panel-execute'",
             )
-        if attach.workflow is not None and (
-            inline is None or attach.workflow not in inline.workflow_ids()
-        ):
+        if attach.workflow is not None and inline is None:
+            yield Violation((*loc, "workflow"), f"attach.workflow {attach.workflow!r}: the case has no inline seed, "
+                                                "so it declares no workflow to attach")
+        elif attach.workflow is not None and inline is not None and attach.workflow not in inline.workflow_ids():
             yield Violation(
                 (*loc, "workflow"),
                 f"attach.workflow {attach.workflow!r} names no workflow declared in the "
                 "inline seed's workflows",
             )
-        if attach.agent is not None and (inline is None or attach.agent not in inline.agent_ids()):
+        if attach.agent is not None and inline is None:
+            yield Violation((*loc, "agent"), f"attach.agent {attach.agent!r}: the case has no inline seed, "
+                                             "so it declares no agent to attach")
+        elif attach.agent is not None and inline is not None and attach.agent not in inline.agent_ids():
             yield Violation(
                 (*loc, "agent"),
                 f"attach.agent {attach.agent!r} names no agent declared in the inline seed's agents",

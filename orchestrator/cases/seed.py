@@ -159,6 +159,32 @@ def _is_shorthand(item: object) -> bool:
     )
 
 
+SHORTHAND_FORM = "the {role, text} shorthand takes role 'user' or 'assistant' and text as a string or an array of strings"
+
+_JSON_KINDS = {str: "a string", int: "a number", float: "a number", bool: "true/false", dict: "an object",
+               list: "an array", type(None): "null"}
+
+
+def shorthand_violations(item: object, index: int) -> list[Violation]:
+    """What is wrong with a ``{role, text}`` near-miss (exactly those two keys, not valid shorthand),
+    each located at the offending line (``text.N``) and naming the shorthand form."""
+    if not isinstance(item, dict) or set(item) != {"role", "text"} or _is_shorthand(item):
+        return []
+    found: list[Violation] = []
+    if item["role"] not in ("user", "assistant"):
+        found.append(Violation((index, "role"), f"role is {item['role']!r}: {SHORTHAND_FORM}"))
+    text = item["text"]
+    if isinstance(text, list):
+        for n, line in enumerate(text):
+            if not isinstance(line, str):
+                kind = _JSON_KINDS.get(type(line), type(line).__name__)
+                found.append(Violation((index, "text", n), f"line {n} is {kind}, not a string: {SHORTHAND_FORM}"))
+    elif not isinstance(text, str):
+        kind = _JSON_KINDS.get(type(text), type(text).__name__)
+        found.append(Violation((index, "text"), f"text is {kind}: {SHORTHAND_FORM}"))
+    return found
+
+
 def expand_shorthand(item: dict[str, Any], index: int) -> dict[str, Any]:
     text = item["text"] if isinstance(item["text"], str) else "\n".join(item["text"])
     return {
@@ -191,6 +217,7 @@ class InlineSeed(CaseModel):
     def _expand_shorthand(cls, value: object) -> object:
         if not isinstance(value, list):
             return value
+        raise_violations([v for i, m in enumerate(value) for v in shorthand_violations(m, i)])
         return [expand_shorthand(m, i) if _is_shorthand(m) else m for i, m in enumerate(value)]
 
     @field_validator("messages")

@@ -24,16 +24,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
+if TYPE_CHECKING:  # imported where a suite is pulled: disk-only commands start faster without it
+    import httpx
 
 from orchestrator.cases.issues import FILE_FIELD, JSON_FIELD, ROOT_FIELD, CaseIssue
 from orchestrator.cases.model import EvalCase
@@ -149,6 +144,8 @@ def parse_export(payload: object, suite: str) -> tuple[list[LoadedCase], list[Ca
 
 
 def _is_transient(exc: BaseException) -> bool:
+    import httpx
+
     if isinstance(exc, httpx.TransportError):
         return True
     return isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in _TRANSIENT_STATUS
@@ -157,6 +154,14 @@ def _is_transient(exc: BaseException) -> bool:
 async def _get_export(
     url: str, headers: dict[str, str], timeout: float, attempts: int
 ) -> httpx.Response:
+    import httpx
+    from tenacity import (
+        AsyncRetrying,
+        retry_if_exception,
+        stop_after_attempt,
+        wait_exponential,
+    )
+
     async with httpx.AsyncClient(timeout=timeout) as client:
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(attempts),
@@ -193,6 +198,8 @@ async def load_langtracer(
         register_secret(api_key)
         headers["Authorization"] = f"Bearer {api_key}"
     url = f"{base_url.rstrip('/')}/api/v1/suites/{quote(suite, safe='')}/export"
+    import httpx
+
     try:
         response = await _get_export(url, headers, timeout, attempts)
     except httpx.HTTPStatusError as exc:

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
 from orchestrator.cli.common import run_async
-from orchestrator.experiments.langsmith_sync import default_hooks
 from orchestrator.cli.run_options import run_options
 from orchestrator.run.config import RunConfig
-from orchestrator.run.pipeline import run
 
 console = Console(stderr=True)
+
+
+async def check_prebuilt_selection(cfg: RunConfig) -> None:
+    """``--prebuilt-workflows``: every manifest slug is a case, every selected case has workflows."""
+    from orchestrator.build.prebuilt_builder import check_manifest_slugs, load_manifest
+    from orchestrator.cases import load_disk, load_selected
+
+    if cfg.prebuilt_workflows is None:
+        return
+    manifest = load_manifest(Path(cfg.prebuilt_workflows))
+    selected = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
+    known = [c.slug for c in load_disk(cfg.cases_paths)[0]] if cfg.source == "disk" else [c.slug for c in selected]
+    check_manifest_slugs(manifest, [c.slug for c in selected], known)
 
 
 def register(app: typer.Typer) -> None:
@@ -22,11 +34,41 @@ def register(app: typer.Typer) -> None:
     def run_command(
         cfg: RunConfig,
         resume: Optional[str] = typer.Option(None, help="Re-run only the unfinished units of this run id."),
+        verbose: bool = typer.Option(False, "--verbose", "-v",
+                                     help="Log build/execute/verify timing and events; two lines per unit."),
+        prebuilt_workflows: Optional[Path] = typer.Option(
+            None, "--prebuilt-workflows",
+            help="JSON manifest mapping case slugs to lists of workflow ids: score these workflows of the one static lane "
+                 "instead of building (iteration i uses the (i mod n)-th of its n ids)."),
+        delete_prebuilt_workflows: bool = typer.Option(
+            False, "--delete-prebuilt-workflows",
+            help="With --prebuilt-workflows: delete the manifest's workflows used successfully after the run."),
     ) -> None:
         """Build every selected case on the lanes with claude via MCP, verify it there, write results, tear down."""
+        from orchestrator.cli.main import configure_logging
+        from orchestrator.experiments.langsmith_sync import default_hooks
+        from orchestrator.results.console import summary_lines, unit_line
+        from orchestrator.run.pipeline import Run, RunHooks
+
         cfg.resume = resume
-        outcome = run_async(run(cfg, default_hooks(cfg)))
+        cfg.verbose = verbose
+        cfg.prebuilt_workflows = prebuilt_workflows
+        cfg.delete_prebuilt_workflows = delete_prebuilt_workflows
+        if verbose:
+            configure_logging(True)
+        cfg.validate()
+        run_async(check_prebuilt_selection(cfg))
+
+        class ConsoleLines(RunHooks):
+            async def on_unit(self, unit) -> None:  # type: ignore[no-untyped-def]
+                console.print(unit_line(unit, verbose=verbose), markup=False, highlight=False)
+
+        hooks = [ConsoleLines(), *default_hooks(cfg)]
+        runner = Run(cfg, hooks)
+        outcome = run_async(runner.execute())
         summary = outcome.results.summary
+        for line in summary_lines(outcome.results):
+            console.print(line, markup=False, highlight=False)
         if summary is not None:
             rate = f"{summary.pass_rate.rate:.0%}" if summary.pass_rate else "n/a"
             console.print(
@@ -36,9 +78,15 @@ def register(app: typer.Typer) -> None:
                 + (f", stopped: {summary.stopped_reason}" if summary.stopped_reason else "")
             )
         console.print(f"results: {outcome.results_path}")
-        for failure in outcome.cleanup_failures:
+        failures = list(outcome.cleanup_failures)
+        deleted = getattr(runner.builder, "deleted", None)
+        if deleted:
+            console.print(f"deleted {len(deleted)} prebuilt workflow(s): {', '.join(deleted)}")
+        failures += list(getattr(runner.builder, "delete_failures", []) or [])
+        for failure in failures:
             console.print(f"[red]cleanup failed:[/red] {failure}")
         for error in outcome.errors:
             console.print(f"[red]error:[/red] {error}")
-        if outcome.errors or outcome.cleanup_failures:
+        if outcome.errors or failures:
             raise typer.Exit(1)
+

@@ -1,4 +1,4 @@
-"""Read an ``eval-results.json`` (ours) for comparison; anything unreadable is the user's file at fault."""
+"""Read an ``eval-results.json`` (ours, current or older, or one written by n8n's harness) for comparison; anything unreadable is the user's file at fault."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orchestrator.errors import UserError
+from orchestrator.results.contract import NotEvalResults, from_document
 from orchestrator.results.model import EvalResults
 
 
@@ -26,7 +27,9 @@ def load_results(path: Path, *, role: str = "results") -> EvalResults:
     except json.JSONDecodeError as exc:
         raise UserError(f"{role} file {path} is not JSON: {exc.msg} (line {exc.lineno})") from None
     try:
-        return EvalResults.model_validate(data)
+        return from_document(data)
+    except NotEvalResults as exc:
+        raise UserError(f"{role} file {path} is not an eval-results.json: {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "<root>"

@@ -11,7 +11,7 @@ from orchestrator.compare.comparison import Comparison, UnitComparison
 from orchestrator.compare.tiers import HARD, Tier
 from orchestrator.redact import redact
 from orchestrator.results.model import Band, CaseSummary, EvalResults, RunSummary, Verdict
-from orchestrator.results.scoring import BUILDER_FAILURES, case_pass_means, summaries
+from orchestrator.results.scoring import NO_WORKFLOW_BUILDS, case_pass_means, summaries
 
 FILENAME = "eval-pr-comment.md"
 MAX_FAILURES = 100
@@ -177,6 +177,33 @@ def _cases(cases: list[CaseSummary], k: int) -> list[str]:
     return out + [""]
 
 
+DIMENSION_ORDER = ("structure", "connection_topology", "parameter_correctness", "intent_match", "communication",
+                   "ai_nodes", "nodes_craftsmanship", "security")
+
+
+def workflow_checks_lines(results: EvalResults) -> list[str]:
+    """The "Workflow checks" table: pass / fail / N/A per check and its pass rate, by dimension,
+    across every build that has check outcomes (the reference's table)."""
+    from orchestrator.results.contract import workflow_checks_summary
+
+    summary = workflow_checks_summary(results.units)
+    if not summary:
+        return []
+    per_check = summary["perCheck"]
+    rank = {d: i for i, d in enumerate(DIMENSION_ORDER)}
+    rows = sorted(per_check.items(), key=lambda kv: (rank.get(kv[1]["dimension"], 99), kv[0]))
+    out = ["### Workflow checks", "",
+           f"<details><summary>{len(rows)} checks over {summary['scoredBuilds']} build(s)"
+           " — independent of the scenario verdicts</summary>", "",
+           "| Dimension | Check | Pass | Fail | N/A | Pass rate |", "|---|---|---|---|---|---|"]
+    for name, c in rows:
+        na = c["nA"] + c["errors"]
+        kind = " (LLM)" if c["kind"] == "llm" else ""
+        out.append(f"| {cell(c['dimension'])} | {code(name)}{kind} | {c['passes']} | {c['fails']} | {na} "
+                   f"| {pct(c['passRate'])} |")
+    return out + ["", "</details>", ""]
+
+
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
@@ -186,7 +213,7 @@ def failure_lines(results: EvalResults) -> list[str]:
     lines: list[str] = []
     for u in sorted(results.units, key=lambda u: (u.case, u.iteration)):
         where = f"**{cell(u.case)}** #{u.iteration}"
-        if u.build.status in BUILDER_FAILURES:
+        if u.build.status in NO_WORKFLOW_BUILDS:
             why = u.build.error or u.build.root_cause or ""
             lines.append(f"- {where} — build {u.build.status.value}: {cell(_short(why))}")
         for s in u.scenarios:
@@ -228,6 +255,7 @@ def render_pr_comment(
     if comparison is not None:
         out += _comparison(comparison)
     out += _cases(cases, summary.k)
+    out += workflow_checks_lines(results)
     out += _failures(results)
     out.append(f"<sub>run {code(results.run_id)}</sub>")
     return redact("\n".join(out) + "\n")

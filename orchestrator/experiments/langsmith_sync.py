@@ -44,6 +44,7 @@ from orchestrator.results.model import BuildStatus, EvalResults, UnitResult, Ver
 from orchestrator.results.scoring import UnitOutcome, unit_outcome
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
+from orchestrator.verify.workflow_checks import feedback
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -194,6 +195,10 @@ def unit_feedback(unit: UnitResult) -> list[FeedbackSpec]:
         out.append(FeedbackSpec("unit_pass", 1.0 if outcome is UnitOutcome.passed else 0.0, value=outcome.value))
     out.append(FeedbackSpec("build_cost_usd", float(unit.build.cost_usd)))
     out.append(FeedbackSpec("build_turns", float(unit.build.turns)))
+    # workflow checks: evals.workflows.<dimension>.<check>, 1 pass / 0 fail, N/A omitted
+    by_key = {f"evals.workflows.{c.dimension}.{c.name}": c for c in unit.structural if c.dimension}
+    for key, score in feedback(unit.structural).items():
+        out.append(FeedbackSpec(key, float(score), comment=_comment(by_key[key].detail) if key in by_key else None))
     attribution = unit.attribution or next(
         (r.attribution for r in (*unit.scenarios, *unit.expectations) if r.verdict is Verdict.failed and r.attribution),
         None,

@@ -254,7 +254,7 @@ class DockerBackend(LaneBackend):
         except ImageNotFound:
             raise LaneError(
                 f"lane image {ref!r} (LaneSpec.image) is not on dockerd {self.docker_host}: build it with "
-                f"`lanes/build-image.sh --tag {ref}`"
+                f"`{image_build_hint(ref)}`"
             ) from None
 
     async def _remove_stale(self, client: docker.DockerClient, name: str) -> None:
@@ -402,3 +402,32 @@ class DockerBackend(LaneBackend):
 
 def _explain(exc: APIError) -> str:
     return redact(str(exc.explanation or exc))
+
+
+def image_build_hint(ref: str) -> str:
+    """The one command that builds a missing lane image (base image included)."""
+    tag = "" if ref == "n8n-eval-lane:local" else f" --tag {ref}"
+    return f"bash lanes/build-image.sh --from-cache{tag}"
+
+
+def check_lane_image(ref: str, host: str | None = None) -> None:
+    """Before a docker run starts anything: the dockerd answers and has the lane image. One-line
+    :class:`~orchestrator.errors.ConfigError` naming the command that fixes it otherwise."""
+    from orchestrator.errors import ConfigError
+
+    url = docker_host(host)
+    try:
+        client = docker.DockerClient(base_url=url, timeout=10)
+    except DockerException as exc:
+        raise ConfigError(f"--backend docker: no dockerd at {url} ({type(exc).__name__}): start one with "
+                          "`bash scripts/dockerd.sh start` or set DOCKER_HOST") from None
+    try:
+        client.images.get(ref)
+    except ImageNotFound:
+        raise ConfigError(f"--backend docker: lane image {ref!r} is not on dockerd {url}: build it with "
+                          f"`{image_build_hint(ref)}`") from None
+    except DockerException as exc:
+        raise ConfigError(f"--backend docker: no dockerd at {url} ({type(exc).__name__}): start one with "
+                          "`bash scripts/dockerd.sh start` or set DOCKER_HOST") from None
+    finally:
+        client.close()

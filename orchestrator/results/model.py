@@ -9,7 +9,7 @@ and ``<slug>#expectation:<text>`` for expectations.
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -59,6 +59,13 @@ class ScenarioResult(BaseModel):
     attribution: Attribution | None = None
     reason: str = ""
     execution_id: str | None = None
+    root_cause: str | None = None
+    #: What the lane's mock execution returned, for the report: ``nodeResults`` (per-node output,
+    #: intercepted requests, mock responses), ``errors``, ``mockErrors``, ``hints``. None when not kept.
+    execution: dict[str, Any] | None = None
+    #: The judge call's input ({system, prompt, count}); never serialised with the unit: the results
+    #: writer moves it to ``judge-inputs.jsonl`` (what ``orchestrator rejudge`` replays).
+    judge_input: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
 class ExpectationResult(BaseModel):
@@ -67,12 +74,46 @@ class ExpectationResult(BaseModel):
     verdict: Verdict
     attribution: Attribution | None = None
     reason: str = ""
+    #: Set on the first expectation of a judged batch (see ``ScenarioResult.judge_input``).
+    judge_input: dict[str, Any] | None = Field(default=None, exclude=True)
+
+
+CheckStatus = Literal["pass", "fail", "n_a", "error"]
 
 
 class StructuralCheck(BaseModel):
+    """One workflow check on one built workflow (see ``orchestrator.verify.workflow_checks``)."""
+
     name: str
-    passed: bool | None  # None: not applicable to this workflow
+    passed: bool | None  # None: not applicable to this workflow (or not measured: ``errored``)
     detail: str = ""
+    dimension: str | None = None
+    kind: Literal["deterministic", "llm"] = "deterministic"
+    errored: bool = False  # could not be measured (judge failed): neither pass, fail nor N/A
+
+    @property
+    def status(self) -> CheckStatus:
+        if self.errored:
+            return "error"
+        if self.passed is None:
+            return "n_a"
+        return "pass" if self.passed else "fail"
+
+
+#: The reference's name for the same record.
+WorkflowCheck = StructuralCheck
+
+
+class UsageEntry(BaseModel):
+    """Tokens of one of our own agents (judge, user proxy…) on one model, for one iteration."""
+
+    agent: str
+    model: str
+    calls: int = 0
+    input_tokens: int = 0
+    uncached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class UnitResult(BaseModel):
@@ -90,6 +131,15 @@ class UnitResult(BaseModel):
     failure_category: str | None = None
     attribution: Attribution | None = None
     verify_duration_s: float = 0.0
+    #: The built workflow's JSON (nodes, connections) as verified; None when not kept.
+    workflow: dict[str, Any] | None = None
+    #: The build transcript (JSONL events: chat or claude stream-json), when one was captured.
+    transcript_path: str | None = None
+    #: Our own model calls for this unit (None: not measured).
+    harness_usage: list[UsageEntry] | None = None
+    #: The builder that built it (mcp, prebuilt…) and the lane's base URL, for links in the report.
+    builder: str | None = None
+    base_url: str | None = None
 
     @property
     def unit_id(self) -> str:

@@ -1,5 +1,9 @@
 """``report.html``: one self-contained page (inline CSS, JS and SVG; no external URL) with the run
-summary, the per-case table, a per-lane timeline of units and a cost chart per case.
+summary, the per-case table, a per-lane timeline of units and a cost chart per case, then the
+debugging view: per case → per unit (a ``<details>`` that opens with one click) the scenarios'
+verdicts with the judge's reasoning and failure category, the mock execution (node traces,
+intercepted requests, mock responses, hints), the build expectations ✓/✗, the workflow checks by
+dimension, the built workflow (nodes and connections) and the build transcript.
 
 Every string from the run is redacted, then escaped with :func:`html.escape`.
 """
@@ -7,15 +11,31 @@ Every string from the run is redacted, then escaped with :func:`html.escape`.
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from orchestrator.redact import redact
-from orchestrator.results.model import CaseSummary, EvalResults, RunSummary, UnitResult
-from orchestrator.results.scoring import UnitOutcome, case_pass_means, summaries, unit_outcome
+from orchestrator.results.model import (
+    CaseSummary,
+    EvalResults,
+    ExpectationResult,
+    RunSummary,
+    ScenarioResult,
+    StructuralCheck,
+    UnitResult,
+    Verdict,
+)
+from orchestrator.results.scoring import (
+    UnitOutcome,
+    case_pass_means,
+    summaries,
+    unit_outcome,
+)
 
 FILENAME = "report.html"
 
@@ -55,6 +75,20 @@ tr:nth-child(even) td{background:#f7f8fa}
 margin-right:4px;vertical-align:-1px;border-radius:2px}
 svg{background:#fff;border:1px solid #ddd;border-radius:6px} svg text{font:12px system-ui,sans-serif;fill:#333}
 .empty{color:#777;font-style:italic}
+.case-block{margin:10px 0 18px} .case-block h3{font-size:15px;margin:14px 0 6px}
+details.unit{background:#fff;border:1px solid #ddd;border-left:5px solid #9e9e9e;border-radius:4px;margin:6px 0}
+details.unit[data-outcome=passed]{border-left-color:#2e7d32} details.unit[data-outcome=failed]{border-left-color:#c62828}
+details.unit[data-outcome=build_failed],details.unit[data-outcome=build_timeout]{border-left-color:#ef6c00}
+details.unit>summary{cursor:pointer;padding:6px 10px;font-weight:600}
+.unit-body{padding:4px 14px 12px} .unit-body h4{margin:12px 0 4px;font-size:13px;text-transform:uppercase;color:#555}
+.chip{display:inline-block;border-radius:3px;padding:0 6px;margin:0 4px 0 0;font-weight:normal;font-size:12px}
+.chip.pass{background:#e8f5e9;color:#1b5e20} .chip.fail{background:#ffebee;color:#b71c1c}
+.chip.n_a,.chip.incomplete,.chip.error{background:#eceff1;color:#455a64}
+.verdict{border:1px solid #eee;border-radius:4px;padding:6px 8px;margin:6px 0}
+.reason{margin:4px 0;white-space:pre-wrap} pre{background:#f4f6f8;padding:6px;overflow:auto;max-height:320px;
+font-size:12px;margin:4px 0} .muted{color:#777} ul.exp{list-style:none;padding-left:4px} ul.exp li{margin:3px 0}
+.ok{color:#2e7d32;font-weight:bold} .ko{color:#c62828;font-weight:bold}
+.event{border-bottom:1px dashed #e5e5e5;padding:3px 0} .event b{color:#37474f}
 """
 
 _JS = """
@@ -75,6 +109,9 @@ _JS = """
         heads[col].setAttribute('data-dir',asc?'asc':'desc');
       });})(i);}
   }
+  function openHash(){var id=decodeURIComponent(location.hash.slice(1));var el=id&&document.getElementById(id);
+    if(el&&el.tagName==='DETAILS'){el.open=true;el.scrollIntoView();}}
+  window.addEventListener('hashchange',openHash);openHash();
   document.body.setAttribute('data-ready','1');
 })();
 """
@@ -136,7 +173,7 @@ def _case_table(cases: list[CaseSummary], k: int) -> str:
         cats = ", ".join(f"{name} ×{n}" for name, n in case.failure_categories.items())
         rows.append(
             f'<tr class="case-row" data-case="{esc(case.case)}">'
-            f'<td data-v="{esc(case.case)}">{esc(case.case)}</td>'
+            f'<td data-v="{esc(case.case)}"><a href="#case-{esc(_anchor(case.case))}">{esc(case.case)}</a></td>'
             f'<td class="num" data-v="{case.iterations}">{case.iterations}</td>'
             f'<td class="num" data-v="{-1 if at_k is None else at_k}">{_pct(at_k)}</td>'
             f'<td class="num" data-v="{-1 if hat_k is None else hat_k}">{_pct(hat_k)}</td>'
@@ -221,6 +258,249 @@ def _cost_chart(cases: list[CaseSummary]) -> str:
     return "".join(parts)
 
 
+# --------------------------------------------------------------------------- units (debugging view)
+
+MAX_TRANSCRIPT_EVENTS = 400
+MAX_EVENT_CHARS = 2000
+MAX_JSON_CHARS = 6000
+
+
+def _anchor(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
+def unit_anchor(unit: UnitResult) -> str:
+    return f"unit-{_anchor(unit.case)}-{unit.iteration}"
+
+
+def _json(value: Any, limit: int = MAX_JSON_CHARS) -> str:
+    text = json.dumps(value, indent=1, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "\n…(cut)"
+
+
+def _chip(status: str, label: str | None = None) -> str:
+    return f'<span class="chip {esc(status)}">{esc(label or status)}</span>'
+
+
+def _verdict_status(v: Verdict) -> str:
+    return {Verdict.passed: "pass", Verdict.failed: "fail"}.get(v, "incomplete")
+
+
+def _summary_line(u: UnitResult) -> str:
+    outcome = unit_outcome(u)
+    chips = []
+    for s in u.scenarios:
+        tag = f" [{s.failure_category}]" if s.verdict is Verdict.failed and s.failure_category else ""
+        chips.append(_chip(_verdict_status(s.verdict), f"{s.name}: {s.verdict.value}{tag}"))
+    failed_exp = sum(1 for e in u.expectations if e.verdict is Verdict.failed)
+    if u.expectations:
+        judged = sum(1 for e in u.expectations if e.verdict is not Verdict.incomplete)
+        chips.append(_chip("fail" if failed_exp else "pass", f"expectations {judged - failed_exp}/{judged}"))
+    return (f"#{u.iteration} · {esc(u.lane or '—')} · {esc(outcome.value)} · ${u.build.cost_usd:.2f} · "
+            f"{_clock(u.finished_at - u.started_at)} {''.join(chips)}")
+
+
+def _execution(execution: dict[str, Any] | None) -> str:
+    if not execution:
+        return ""
+    parts = [f'<details class="exec"><summary>Mock execution — {"success" if execution.get("success") else "errors"}'
+             f"</summary>"]
+    for label in ("errors", "mockErrors"):
+        if execution.get(label):
+            parts.append(f"<p><b>{esc(label)}:</b></p><pre>{esc(_json(execution[label]))}</pre>")
+    for name, node in (execution.get("nodeResults") or {}).items():
+        node = node if isinstance(node, dict) else {"value": node}
+        mode = node.get("executionMode") or ""
+        parts.append(f"<p><b>{esc(name)}</b> <span class=\"muted\">{esc(mode)}</span></p>")
+        if node.get("interceptedRequests"):
+            parts.append(f"<p class=\"muted\">intercepted requests and mock responses</p>"
+                         f"<pre>{esc(_json(node['interceptedRequests']))}</pre>")
+        if node.get("outputs"):
+            parts.append(f"<pre>{esc(_json(node['outputs']))}</pre>")
+    if execution.get("hints"):
+        parts.append(f"<p><b>Hints (phase 1)</b></p><pre>{esc(_json(execution['hints']))}</pre>")
+    return "".join(parts) + "</details>"
+
+
+def _scenarios(scenarios: list[ScenarioResult]) -> str:
+    if not scenarios:
+        return ""
+    out = ["<h4>Scenarios</h4>"]
+    for s in scenarios:
+        status = _verdict_status(s.verdict)
+        tags = " · ".join(x for x in (s.failure_category, s.attribution.value if s.attribution else None) if x)
+        out.append(
+            f'<div class="verdict" data-verdict="{status}"><b>{esc(s.name)}</b> {_chip(status, s.verdict.value)}'
+            + (f' <span class="muted">[{esc(tags)}]</span>' if tags and s.verdict is not Verdict.passed else "")
+            + (f' <span class="muted">execution {esc(s.execution_id)}</span>' if s.execution_id else "")
+            + f'<p class="reason judge-reason">{esc(s.reason) or "<span class=muted>(no reasoning)</span>"}</p>'
+            + (f'<p class="muted">root cause: {esc(s.root_cause)}</p>' if s.root_cause else "")
+            + _execution(s.execution) + "</div>"
+        )
+    return "".join(out)
+
+
+def _expectations(expectations: list[ExpectationResult]) -> str:
+    if not expectations:
+        return ""
+    items = []
+    for e in expectations:
+        mark = {Verdict.passed: '<span class="ok">✓</span>', Verdict.failed: '<span class="ko">✗</span>'}.get(
+            e.verdict, '<span class="muted">–</span>')
+        items.append(f"<li>{mark} <i>{esc(e.kind)}</i> {esc(e.text)}"
+                     f'<div class="reason muted">{esc(e.reason)}</div></li>')
+    return f'<h4>Build expectations</h4><ul class="exp">{"".join(items)}</ul>'
+
+
+def _checks(checks: list[StructuralCheck]) -> str:
+    if not checks:
+        return ""
+    from orchestrator.verify.workflow_checks import (
+        by_dimension,  # pure module: no model client
+    )
+
+    out = ["<h4>Workflow checks</h4>"]
+    for dimension, group in by_dimension(checks).items():
+        counts = {st: sum(1 for c in group if c.status == st) for st in ("pass", "fail", "n_a", "error")}
+        head = " ".join(_chip(st, f"{st} {n}") for st, n in counts.items() if n)
+        rows = "".join(f"<tr><td>{esc(c.name)}{' (LLM)' if c.kind == 'llm' else ''}</td>"
+                       f"<td>{_chip(c.status)}</td><td>{esc(c.detail)}</td></tr>" for c in group)
+        out.append(f'<details class="dim"><summary>{esc(dimension)} {head}</summary>'
+                   f"<table><tbody>{rows}</tbody></table></details>")
+    return "".join(out)
+
+
+def _workflow(u: UnitResult, keep_link: bool, lane_urls: dict[str, str] | None = None) -> str:
+    wf = u.workflow
+    link = ""
+    base_url = u.base_url or (lane_urls or {}).get(u.lane or "")
+    if keep_link and base_url and u.build.workflow_id:
+        url = f"{base_url.rstrip('/')}/workflow/{u.build.workflow_id}"
+        link = f' <a href="{esc(url)}">view in n8n</a>'
+    if not wf:
+        ident = f" {esc(u.build.workflow_id)}" if u.build.workflow_id else ""
+        return f"<h4>Built workflow</h4><p class=\"muted\">workflow{ident}: JSON not kept{link}</p>" if ident else ""
+    nodes = [n for n in wf.get("nodes") or [] if isinstance(n, dict)]
+    rows = "".join(f"<tr><td>{esc(n.get('name'))}</td><td>{esc(n.get('type'))}</td>"
+                   f"<td><pre>{esc(_json(n.get('parameters') or {}, 1500))}</pre></td></tr>" for n in nodes)
+    links = []
+    for source, outputs in (wf.get("connections") or {}).items():
+        for kind, branches in (outputs or {}).items() if isinstance(outputs, dict) else []:
+            for index, branch in enumerate(branches or []):
+                for link_ in branch or []:
+                    if isinstance(link_, dict):
+                        out_tag = f"[{index}]" if index else ""
+                        links.append(f"<li>{esc(source)}{out_tag} → {esc(link_.get('node'))} "
+                                     f'<span class="muted">{esc(kind)}</span></li>')
+    return (f"<h4>Built workflow</h4><p>{esc(wf.get('name') or u.build.workflow_id or '')}"
+            f" — {len(nodes)} node(s){link}</p>"
+            f"<table><thead><tr><th>Node</th><th>Type</th><th>Parameters</th></tr></thead><tbody>{rows}</tbody></table>"
+            f"<p><b>Connections</b></p><ul>{''.join(links) or '<li class=muted>none</li>'}</ul>")
+
+
+def _event_text(event: dict[str, Any]) -> tuple[str, str]:
+    """(who/what, text) for one transcript event: claude stream-json or chat events."""
+    kind = str(event.get("type") or event.get("role") or event.get("event") or "event")
+    message = event.get("message") if isinstance(event.get("message"), dict) else None
+    blocks = (message or {}).get("content") if message else event.get("content")
+    if isinstance(blocks, list):
+        texts = []
+        for b in blocks:
+            if not isinstance(b, dict):
+                texts.append(str(b))
+            elif b.get("type") == "text":
+                texts.append(str(b.get("text", "")))
+            elif b.get("type") == "tool_use":
+                texts.append(f"→ {b.get('name')}({json.dumps(b.get('input'), default=str)[:600]})")
+            elif b.get("type") == "tool_result":
+                content = b.get("content")
+                texts.append("← " + (content if isinstance(content, str) else json.dumps(content, default=str))[:600])
+            elif b.get("type") == "thinking":
+                texts.append("(thinking) " + str(b.get("thinking", ""))[:400])
+        return kind, "\n".join(texts)
+    for key in ("text", "result", "content", "message", "subtype"):
+        if isinstance(event.get(key), str):
+            return kind, str(event[key])
+    return kind, json.dumps(event, default=str)[:MAX_EVENT_CHARS]
+
+
+def _transcript(u: UnitResult) -> str:
+    if not u.transcript_path:
+        return ""
+    path = Path(u.transcript_path)
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        return f'<h4>Transcript</h4><p class="muted">{esc(path)}: {esc(exc.strerror or exc)}</p>'
+    events = []
+    for line in lines[:MAX_TRANSCRIPT_EVENTS]:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = {"type": "text", "text": line}
+        kind, text = _event_text(event if isinstance(event, dict) else {"text": str(event)})
+        text = text if len(text) <= MAX_EVENT_CHARS else text[:MAX_EVENT_CHARS] + "…"
+        events.append(f'<div class="event"><b>{esc(kind)}</b> <span class="reason">{esc(text)}</span></div>')
+    more = f'<p class="muted">… {len(lines) - MAX_TRANSCRIPT_EVENTS} more event(s) in {esc(path)}</p>' \
+        if len(lines) > MAX_TRANSCRIPT_EVENTS else ""
+    return (f'<details class="transcript"><summary>Transcript — {len(lines)} event(s)</summary>'
+            f'{"".join(events)}{more}</details>')
+
+
+def _build(u: UnitResult) -> str:
+    b = u.build
+    bits = [f"status {esc(b.status.value)}", f"{b.attempts} attempt(s)", f"{b.turns} turns",
+            f"${b.cost_usd:.4f}", f"build {b.duration_s:.0f}s", f"verify {u.verify_duration_s:.0f}s"]
+    if u.builder:
+        bits.append(f"builder {esc(u.builder)}")
+    extra = "".join(f"<p class=\"reason\"><b>{label}:</b> {esc(value)}</p>"
+                    for label, value in (("error", b.error), ("root cause", b.root_cause)) if value)
+    cat = (f'<p><b>failure:</b> {esc(u.failure_category)}'
+           f'{" · " + esc(u.attribution.value) if u.attribution else ""}</p>') if u.failure_category else ""
+    return f"<h4>Build</h4><p>{' · '.join(bits)}</p>{extra}{cat}"
+
+
+def _units(results: EvalResults) -> str:
+    keep_link = bool(results.config.get("keep_workflows"))
+    lane_urls = {lane.lane: lane.base_url for lane in results.lanes}
+    by_case: dict[str, list[UnitResult]] = defaultdict(list)
+    for u in results.units:
+        by_case[u.case].append(u)
+    if not by_case:
+        return '<p class="empty">No units.</p>'
+    out = []
+    for case in sorted(by_case, key=_natural):
+        blocks = []
+        for u in sorted(by_case[case], key=lambda u: u.iteration):
+            body = (_scenarios(u.scenarios) + _expectations(u.expectations) + _checks(u.structural)
+                    + _workflow(u, keep_link, lane_urls) + _transcript(u) + _build(u))
+            blocks.append(f'<details class="unit" id="{esc(unit_anchor(u))}" data-outcome="{unit_outcome(u).value}">'
+                          f"<summary>{_summary_line(u)}</summary><div class=\"unit-body\">{body}</div></details>")
+        out.append(f'<section class="case-block" id="case-{esc(_anchor(case))}"><h3>{esc(case)}</h3>'
+                   f'{"".join(blocks)}</section>')
+    return "".join(out)
+
+
+def _checks_table(results: EvalResults) -> str:
+    """Per check across every build: pass / fail / N/A and pass rate, in rubric order."""
+    from orchestrator.results.contract import workflow_checks_summary
+    from orchestrator.verify.workflow_checks import DIMENSIONS
+
+    summary = workflow_checks_summary(results.units)
+    if not summary:
+        return '<p class="empty">No workflow was checked.</p>'
+    rank = {d: i for i, d in enumerate(DIMENSIONS)}
+    rows = []
+    for name, c in sorted(summary["perCheck"].items(), key=lambda kv: (rank.get(kv[1]["dimension"], 99), kv[0])):
+        rows.append(f"<tr><td>{esc(c['dimension'])}</td><td>{esc(name)}{' (LLM)' if c['kind'] == 'llm' else ''}</td>"
+                    f'<td class="num">{c["passes"]}</td><td class="num">{c["fails"]}</td>'
+                    f'<td class="num">{c["nA"] + c["errors"]}</td><td class="num">{_pct(c["passRate"])}</td></tr>')
+    return (f'<details id="workflow-checks"><summary>{len(rows)} checks over {summary["scoredBuilds"]} build(s) — '
+            "independent of the scenario verdicts</summary><table><thead><tr><th>Dimension</th><th>Check</th>"
+            "<th>Pass</th><th>Fail</th><th>N/A</th><th>Pass rate</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>")
+
+
 def render_report(results: EvalResults) -> str:
     """The whole page as one string."""
     summary, cases = summaries(results)
@@ -238,6 +518,8 @@ def render_report(results: EvalResults) -> str:
         f"<h2>Cases</h2>{_case_table(cases, summary.k)}"
         f"<h2>Lane timeline</h2>{_timeline(results.units)}"
         f"<h2>Build cost per case</h2>{_cost_chart(cases)}"
+        f"<h2>Workflow checks</h2>{_checks_table(results)}"
+        f"<h2>Units</h2>{_units(results)}"
         f"<script>{_JS}</script></body></html>\n"
     )
 

@@ -7,9 +7,11 @@ per iteration (a *trial*). Keys follow the reference harness: ``<case>/<scenario
 Which trials count:
 
 * ``incomplete`` verdicts are not judgements and are left out of every count.
-* Units whose build was lost to the infrastructure (``provider_outage``, ``lane_failure``) or never
-  ran (``skipped``) contribute no trials: they say nothing about the builder.
-* A unit whose build produced no workflow (``failed`` / ``timeout``) and carries no verdicts counts
+* Units whose build was lost to the infrastructure (``provider_outage``, ``lane_failure``), never
+  ran (``skipped``) or timed out (``timeout``: neutral, as in the reference — a wall-clock cap says
+  nothing reliable about the builder, and a timed-out run stays neutral whatever else happened)
+  contribute no trials.
+* A unit whose build produced no workflow (``failed``) and carries no verdicts counts
   as one *failed* trial for every scoring unit its case shows in other iterations, so a failed build
   cannot drop out of the denominator. When no iteration of the case produced a verdict at all, the
   case is scored on one synthetic scenario unit ``<case>/(build)``.
@@ -41,9 +43,12 @@ from orchestrator.results.model import (
 UnitKind = Literal["scenario", "expectation"]
 
 #: Build outcomes charged to the builder: the unit's scoring units fail.
-BUILDER_FAILURES = frozenset({BuildStatus.failed, BuildStatus.timeout})
-#: Build outcomes that say nothing about the builder: the unit is not scored.
-UNSCORED_BUILDS = frozenset({BuildStatus.provider_outage, BuildStatus.lane_failure, BuildStatus.skipped})
+BUILDER_FAILURES = frozenset({BuildStatus.failed})
+#: Build outcomes that say nothing about the builder: the unit is not scored (a timeout is neutral).
+UNSCORED_BUILDS = frozenset({BuildStatus.provider_outage, BuildStatus.lane_failure, BuildStatus.skipped,
+                             BuildStatus.timeout})
+#: Builds that produced no workflow, listed as failures in the PR comment (scored or not).
+NO_WORKFLOW_BUILDS = frozenset({BuildStatus.failed, BuildStatus.timeout})
 #: Category given to the trials of a failed build whose unit names none.
 BUILD_FAILED_CATEGORY = "build_failed"
 #: Scenario name of the stand-in unit for a case no iteration produced a verdict for.

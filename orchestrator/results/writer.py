@@ -4,8 +4,9 @@ Two files:
 
 - ``<run dir>/units.jsonl`` — one finished unit a line, appended and fsynced as each unit ends.
   It is the source of truth for ``--resume``.
-- ``<output dir>/eval-results.json`` — the whole document, rewritten atomically (temp file +
-  rename) after each unit (throttled for big runs) and once more at the end.
+- ``<output dir>/eval-results.json`` — the whole document in the reference harness's contract
+  (:mod:`orchestrator.results.contract`), rewritten atomically (temp file + rename) after each
+  unit (throttled for big runs) and once more at the end.
 
 A write that fails (disk full, read-only folder) raises :class:`ResultsWriteError` naming the path;
 the run then stops starting units and still tears its lanes down.
@@ -22,9 +23,26 @@ from typing import Iterable
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.redact import redact, redact_obj
+from orchestrator.results.contract import to_document
 from orchestrator.results.model import EvalResults, UnitResult
 
 REWRITE_EVERY_S = 2.0
+JUDGE_INPUTS_FILENAME = "judge-inputs.jsonl"
+
+
+def judge_input_lines(unit: UnitResult) -> list[str]:
+    """One redacted JSON line per judge call of ``unit`` (scenarios; the outcome-expectation batch)."""
+    lines = []
+    for s in unit.scenarios:
+        if s.judge_input:
+            lines.append({"case": unit.case, "iteration": unit.iteration, "target": "scenario", "names": [s.name],
+                          **s.judge_input})
+    for e in unit.expectations:
+        if e.judge_input:
+            texts = e.judge_input.get("texts") or [e.text]
+            lines.append({"case": unit.case, "iteration": unit.iteration, "target": "expectations",
+                          "names": texts, **{k: v for k, v in e.judge_input.items() if k != "texts"}})
+    return [redact(json.dumps(line)) + "\n" for line in lines]
 
 
 class ResultsWriteError(OSError, OrchestratorError):
@@ -71,6 +89,7 @@ class ResultsWriter:
         self.output_dir = output_dir
         self.units_path = run_dir / "units.jsonl"
         self.results_path = output_dir / "eval-results.json"
+        self.judge_inputs_path = output_dir / JUDGE_INPUTS_FILENAME
         self._lock = threading.Lock()
         self._last_rewrite = 0.0
         try:
@@ -84,8 +103,12 @@ class ResultsWriter:
 
     def add(self, unit: UnitResult) -> None:
         """Record a finished unit. It is kept in memory even when the disk refuses it (the final
-        document still holds it); the :class:`ResultsWriteError` tells the caller to stop."""
+        document still holds it); the :class:`ResultsWriteError` tells the caller to stop.
+
+        The judge inputs the unit carries go to ``judge-inputs.jsonl`` (one line per judge call),
+        not into the results: ``orchestrator rejudge`` replays them on another judge model."""
         line = redact(unit.model_dump_json()) + "\n"
+        inputs = judge_input_lines(unit)
         with self._lock:
             self.results.units.append(unit)
             try:
@@ -97,9 +120,15 @@ class ResultsWriter:
                 raise ResultsWriteError(exc.errno, f"cannot write {self.units_path}: {exc.strerror or exc}") from exc
             if time.monotonic() - self._last_rewrite >= (0 if len(self.results.units) < 200 else REWRITE_EVERY_S):
                 self._rewrite()
+            if inputs:  # last: the unit is safe in units.jsonl and eval-results.json already
+                try:
+                    with self.judge_inputs_path.open("a", encoding="utf-8") as fh:
+                        fh.write("".join(inputs))
+                except OSError as exc:
+                    raise ResultsWriteError(exc.errno, f"cannot write {self.judge_inputs_path}: {exc.strerror or exc}") from exc
 
     def _rewrite(self) -> None:
-        data = redact_obj(json.loads(self.results.model_dump_json()))
+        data = redact_obj(to_document(self.results))
         _atomic_write(self.results_path, json.dumps(data, indent=2) + "\n")
         self._last_rewrite = time.monotonic()
 

@@ -15,6 +15,7 @@ from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.verify.judge import JudgeConfig
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"
+DEFAULT_BASELINE_PREFIX = "instance-ai-baseline-"
 
 
 @dataclass
@@ -46,7 +47,7 @@ class RunConfig:
     experiment_name: str | None = None
     dataset: str | None = None
     baseline: Path | None = None
-    baseline_prefix: str = "instance-ai-baseline-"
+    baseline_prefix: str = "instance-ai-baseline-"  # DEFAULT_BASELINE_PREFIX
     max_cost_usd: float | None = None
     metrics_port: int | None = None
     pushgateway: str | None = None
@@ -67,6 +68,11 @@ class RunConfig:
     build_max_retries: int | None = None
     #: Per-attempt judge timeout (None: JudgeConfig's default).
     judge_attempt_timeout_s: float | None = None
+    #: Score the workflows of this manifest (slug → workflow ids) instead of building (static lane).
+    prebuilt_workflows: Path | None = None
+    delete_prebuilt_workflows: bool = False
+    #: Build/execute/verify timing and events on the console (``run --verbose``).
+    verbose: bool = False
 
     def validate(self) -> "RunConfig":
         if self.backend not in available_backends():
@@ -77,6 +83,11 @@ class RunConfig:
             raise ConfigError(f"--source: must be disk or langtracer, got {self.source!r}")
         if self.source == "langtracer" and not self.suite:
             raise ConfigError("--suite: required with --source langtracer")
+        if self.source == "langtracer":  # the reference: a suite-scoped, eval-tagged name for both
+            scoped = f"instance-ai-langtracer-{self.suite}"
+            self.dataset = self.dataset or scoped
+            if self.baseline_prefix == DEFAULT_BASELINE_PREFIX:
+                self.baseline_prefix = scoped
         for flag, value, low in (
             ("--iterations", self.iterations, 1),
             ("--lanes", self.lanes, 1),
@@ -106,8 +117,16 @@ class RunConfig:
             raise ConfigError(f"build_max_retries: must be ≥ 0, got {self.build_max_retries}")
         if self.judge_attempt_timeout_s is not None and self.judge_attempt_timeout_s <= 0:
             raise ConfigError(f"judge_attempt_timeout_s: must be > 0, got {self.judge_attempt_timeout_s}")
+        from orchestrator.build.prebuilt_builder import validate_prebuilt
+
+        validate_prebuilt(self)  # --prebuilt-workflows / --delete-prebuilt-workflows
         # Checked here, before anything starts, so a typo fails in a second with one line.
         resolve_env(self.profile, self.env)  # --profile and --env
+        if self.backend == "docker":  # a missing lane image: one line naming the command that builds it
+            from orchestrator.lanes.docker_lanes import check_lane_image
+            from orchestrator.lanes.pool import make_spec
+
+            check_lane_image(make_spec(self.profile, self.env).image)
         JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
         if reached_by_url:
             urls = parse_base_urls(self.base_url)

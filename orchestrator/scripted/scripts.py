@@ -109,9 +109,10 @@ _SCENARIO_HEADER = re.compile(r"^## Scenario (\d+)", re.M)
 def judged_item_count(request: dict[str, Any]) -> int:
     """How many numbered items the judge prompt asks about (``## Expectations`` lines or scenarios)."""
     text = last_user_text(request)
-    if "## Expectations" in text:
-        text = text.split("## Expectations", 1)[1]
-        return max(1, len(_EXPECTATION_LINE.findall(text)))
+    for section in ("## Expectations", "## Checks"):  # expectations judge; workflow LLM checks
+        if section in text:
+            text = text.split(section, 1)[1]
+            return max(1, len(_EXPECTATION_LINE.findall(text)))
     return max(1, len(_SCENARIO_HEADER.findall(text)))
 
 

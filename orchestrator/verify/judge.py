@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.outage import classify_exception
 from orchestrator.redact import redact, register_secret
 from orchestrator.results.model import Attribution, Verdict
+from orchestrator.results.usage import record_model_call
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,7 @@ class Judge:
         budget = EFFORT_BUDGET.get(self.config.effort, 0)
         if budget:
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        started = time.monotonic()
         msg = await asyncio.wait_for(
             self._client.messages.create(
                 model=self.config.api_model,
@@ -101,6 +104,8 @@ class Judge:
             ),
             timeout=self.config.attempt_timeout_s,
         )
+        record_model_call("judge", self.config.model, getattr(msg, "usage", None), effort=self.config.effort,
+                          duration_s=time.monotonic() - started, stop_reason=getattr(msg, "stop_reason", None))
         return "".join(getattr(b, "text", "") for b in msg.content)
 
     async def judge(self, system: str, prompt: str, count: int) -> list[Judgement]:

@@ -1,6 +1,6 @@
 """Verification of one built workflow, on the lane that built it.
 
-Three independent signals: deterministic structural checks of the workflow JSON; each execution
+Three independent signals: the 28 workflow checks of the workflow JSON (``workflow_checks``); each execution
 scenario run with mocks and judged against its success criteria; the case's outcome expectations
 judged against the workflow JSON. Process expectations need the build transcript, which an MCP
 build does not have (claude drives the lane's tools directly), so they are reported
@@ -23,8 +23,10 @@ from orchestrator.results.model import (
     ExpectationResult,
     ScenarioResult,
     StructuralCheck,
+    UsageEntry,
     Verdict,
 )
+from orchestrator.results.usage import usage_meter
 from orchestrator.verify.judge import (
     EXPECTATION_SYSTEM,
     SCENARIO_SYSTEM,
@@ -33,7 +35,11 @@ from orchestrator.verify.judge import (
     scenario_prompt,
 )
 from orchestrator.verify.scenarios import execute_scenario
-from orchestrator.verify.structural import structural_checks
+from orchestrator.verify.workflow_checks import (
+    check_context,
+    execution_record,
+    run_workflow_checks,
+)
 
 PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, which MCP builds do not produce"
 
@@ -44,6 +50,8 @@ class Verification:
     expectations: list[ExpectationResult] = field(default_factory=list)
     structural: list[StructuralCheck] = field(default_factory=list)
     workflow: dict[str, Any] | None = None
+    #: our own model calls while verifying (judge), per agent and model: ``harnessUsagePerRun``
+    usage: list[UsageEntry] | None = None
 
 
 def _process_incomplete(case: EvalCase) -> list[ExpectationResult]:
@@ -87,18 +95,28 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
         "mockErrors": result.mock_errors,
         "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode"}) for name, node in result.node_results.items()},
     }
-    [judgement] = await judge.judge(SCENARIO_SYSTEM, scenario_prompt(workflow, scenario, execution), 1)
+    prompt = scenario_prompt(workflow, scenario, execution)
+    [judgement] = await judge.judge(SCENARIO_SYSTEM, prompt, 1)
     category = judgement.category
     if judgement.verdict == Verdict.failed and result.mock_errors and category == "builder_issue":
         category = "mock_issue"  # the mock failed to answer: not the builder's fault
     return ScenarioResult(
         name=scenario.name, verdict=judgement.verdict, failure_category=category,
         attribution=Attribution(category) if category in Attribution.__members__ else judgement.attribution,
-        reason=judgement.reason, execution_id=result.execution_id,
+        reason=judgement.reason, execution_id=result.execution_id, execution=execution_record(result),
+        judge_input={"system": SCENARIO_SYSTEM, "prompt": prompt, "count": 1,
+                     "mock_errors": bool(result.mock_errors)},
     )
 
 
 async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
+    with usage_meter() as meter:
+        v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms)
+    v.usage = meter.rows()
+    return v
+
+
+async def _verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
     v = Verification()
     try:
         workflow = await owner.get_workflow(workflow_id)
@@ -106,18 +124,24 @@ async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, j
         reason = redact(f"could not fetch workflow {workflow_id}: {exc}")
         return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
     v.workflow = workflow
-    v.structural = structural_checks(workflow)
 
     async def outcomes() -> list[ExpectationResult]:
         if not case.outcome_expectations:
             return []
-        verdicts = await judge.judge(EXPECTATION_SYSTEM, expectation_prompt(workflow, case.outcome_expectations), len(case.outcome_expectations))
-        return [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
-                for t, j in zip(case.outcome_expectations, verdicts)]
+        prompt = expectation_prompt(workflow, case.outcome_expectations)
+        verdicts = await judge.judge(EXPECTATION_SYSTEM, prompt, len(case.outcome_expectations))
+        out = [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
+               for t, j in zip(case.outcome_expectations, verdicts)]
+        if out:
+            out[0].judge_input = {"system": EXPECTATION_SYSTEM, "prompt": prompt, "count": len(out),
+                                  "texts": list(case.outcome_expectations)}
+        return out
 
     scenario_tasks = [_scenario(owner, judge, workflow, workflow_id, s, timeout_ms) for s in case.execution_scenarios]
-    # Expectations are judged concurrently with the scenario batch, as in the reference harness.
+    # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
+    checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case), judge))
     results = await asyncio.gather(outcomes(), *scenario_tasks)
     v.expectations = list(results[0]) + _process_incomplete(case)
     v.scenarios = list(results[1:])
+    v.structural = await checks
     return v

@@ -217,7 +217,7 @@ async def wait_until(check: Callable[[], bool | Awaitable[bool]], timeout_s: flo
 
 
 def units_of(output_dir: Path) -> list[dict[str, Any]]:
-    return json.loads((output_dir / "eval-results.json").read_text())["units"]
+    return json.loads((output_dir / "eval-results.json").read_text())["orchestrator"]["units"]
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:

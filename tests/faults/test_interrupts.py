@@ -110,7 +110,7 @@ async def test_signal_writes_results_so_far_and_tears_down(mid_run, sig: signal.
     units = jsonl(run.units_path)
     statuses = sorted(u["build"]["status"] for u in units)
     assert statuses == ["ok", "skipped", "skipped"]  # one built, the one in flight and the queued one stopped
-    results = json.loads((run.out / "eval-results.json").read_text())
+    results = json.loads((run.out / "eval-results.json").read_text())["orchestrator"]
     assert len(results["units"]) == ITERATIONS
     assert results["summary"]["stopped_reason"] == f"interrupted by {sig.name}"
     summary = results["summary"]

@@ -1,0 +1,588 @@
+"""``eval-results.json`` in the reference harness's contract, and back.
+
+The file n8n's tooling reads (the PR-comment step, LangTracer ingestion, ``build-cost-report.ts``)
+is camelCase and case-oriented: ``testCases[]`` with per-iteration arrays (``buildCostUsdPerRun``,
+``buildTurnsPerRun``, ``buildExpectationResultsPerRun``, ``harnessUsagePerRun``,
+``workflowChecksPerRun``), ``scenarios[].runs[]`` with ``passed`` / ``failureCategory`` /
+``rootCause`` / ``attribution``, run totals in ``summary`` (``mcpBuild``, ``workflowChecks``) and
+``comparison.result.evaluationUnits``. :func:`to_document` writes that shape; everything that is
+ours alone (run id, config, lanes and their fingerprints, the unit timeline, builder, model route)
+stays, unchanged, under the ``orchestrator`` key, so nothing is lost and nothing of ours collides
+with a reference field.
+
+:func:`from_document` reads three shapes: this one (through its ``orchestrator`` block), our
+older snake_case files (the block on its own), and a file written by n8n's TypeScript harness
+(rebuilt into units from ``testCases``), so ``orchestrator compare`` and the baseline lookup accept
+any of them.
+
+The JSON Schema of the document is :func:`json_schema`; it is published as
+``orchestrator/results/eval-results.schema.json`` (a test keeps the two identical).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any
+
+from orchestrator.results.model import (
+    Attribution,
+    BuildRecord,
+    BuildStatus,
+    EvalResults,
+    ExpectationResult,
+    ScenarioResult,
+    StructuralCheck,
+    UnitResult,
+    UsageEntry,
+    Verdict,
+)
+from orchestrator.results.scoring import UNSCORED_BUILDS
+
+SCHEMA_VERSION = "1.0.0"
+SCHEMA_ID = "https://n8n-eval-orchestrator.local/schemas/eval-results/1.0.0.json"
+SCHEMA_RESOURCE = "eval-results.schema.json"
+
+#: Harness-code categories folded into the four attribution buckets (the reference's table).
+_CATEGORY_ATTRIBUTION = {
+    "builder_issue": Attribution.builder_issue,
+    "mock_issue": Attribution.mock_issue,
+    "framework_issue": Attribution.framework_issue,
+    "verification_gap": Attribution.verification_gap,
+    "build_failure": Attribution.builder_issue,
+    "build_failed": Attribution.builder_issue,
+    "expectations_failed": Attribution.builder_issue,
+    "verification_failure": Attribution.verification_gap,
+}
+
+
+def attribution_for(category: str | None, given: Attribution | None = None) -> Attribution | None:
+    if given is not None:
+        return given
+    return _CATEGORY_ATTRIBUTION.get(category or "")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _terminal_rates(n: int, c: int, k: int) -> tuple[float, float]:
+    """pass@k and pass^k at ``min(k, n)`` (the reference's terminal rate); 0 with no trials."""
+    if n == 0:
+        return 0.0, 0.0
+    kk = max(1, min(k, n))
+    at = 1.0 - math.comb(n - c, kk) / math.comb(n, kk)
+    hat = math.comb(c, kk) / math.comb(n, kk)
+    return at, hat
+
+
+def _iso(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts or 0.0, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _usage_entry(u: UsageEntry) -> dict[str, Any]:
+    return {"agent": u.agent, "model": u.model, "calls": u.calls, "inputTokens": u.input_tokens,
+            "uncachedInputTokens": u.uncached_input_tokens, "outputTokens": u.output_tokens,
+            "reasoningTokens": u.reasoning_tokens}
+
+
+def _attr(value: Attribution | None) -> str | None:
+    return value.value if value is not None else None
+
+
+def workflow_checks_summary(units: list[UnitResult]) -> dict[str, Any] | None:
+    """Per check across every build that has check outcomes: pass / fail / N/A / error counts and
+    the pass rate over pass + fail (``None`` when the check never applied). ``None`` with no build."""
+    per_check: dict[str, dict[str, Any]] = {}
+    scored = 0
+    for unit in units:
+        if not unit.structural:
+            continue
+        scored += 1
+        for check in unit.structural:
+            entry = per_check.setdefault(check.name, {
+                "kind": check.kind, "dimension": check.dimension or "structure",
+                "passes": 0, "fails": 0, "nA": 0, "errors": 0,
+            })
+            entry[{"pass": "passes", "fail": "fails", "n_a": "nA", "error": "errors"}[check.status]] += 1
+    if not scored:
+        return None
+    for entry in per_check.values():
+        judged = entry["passes"] + entry["fails"]
+        entry["passRate"] = entry["passes"] / judged if judged else None
+    return {"scoredBuilds": scored, "perCheck": per_check}
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _by_case(results: EvalResults) -> dict[str, dict[int, UnitResult]]:
+    out: dict[str, dict[int, UnitResult]] = defaultdict(dict)
+    for unit in results.units:
+        out[unit.case][unit.iteration] = unit  # the last record of a unit wins (``--resume``)
+    return out
+
+
+def _total_runs(results: EvalResults, by_case: dict[str, dict[int, UnitResult]]) -> int:
+    configured = results.config.get("iterations")
+    seen = max((i + 1 for runs in by_case.values() for i in runs), default=0)
+    return max(configured if isinstance(configured, int) else 0, seen, 1 if by_case else 0)
+
+
+def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str, Any]:
+    if unit is None or s is None:
+        return {"workflowId": unit.build.workflow_id if unit else None, "passed": False, "incomplete": True,
+                "score": None, "reasoning": "not run", "failureCategory": None, "rootCause": None,
+                "attribution": None, "execErrors": []}
+    neutral = unit.build.status in UNSCORED_BUILDS  # timeout, outage, lane failure: not a judgement
+    failed = s.verdict is Verdict.failed and not neutral
+    run: dict[str, Any] = {
+        "workflowId": unit.build.workflow_id,
+        "passed": s.verdict is Verdict.passed and not neutral,
+        "score": None if neutral else 1.0 if s.verdict is Verdict.passed else 0.0 if failed else None,
+        "reasoning": s.reason,
+        "failureCategory": (s.failure_category or unit.failure_category) if failed else None,
+        "rootCause": (s.root_cause or unit.build.root_cause or (s.reason[:300] if s.reason else None)) if failed else None,
+        "attribution": _attr(attribution_for(s.failure_category or unit.failure_category, s.attribution or unit.attribution))
+        if failed else None,
+        "execErrors": list((s.execution or {}).get("errors") or []),
+    }
+    if s.verdict is Verdict.incomplete or neutral:
+        run["incomplete"] = True
+    if neutral:
+        run["rootCause"] = unit.build.root_cause or unit.build.error or unit.build.status.value
+    if s.execution_id:
+        run["executionId"] = s.execution_id
+    return run
+
+
+def _expectation_row(unit: UnitResult, e: ExpectationResult) -> dict[str, Any]:
+    neutral = unit.build.status in UNSCORED_BUILDS
+    row: dict[str, Any] = {"expectation": e.text, "kind": e.kind, "pass": e.verdict is Verdict.passed and not neutral,
+                           "reason": e.reason}
+    if e.verdict is Verdict.incomplete or neutral:
+        row["incomplete"] = True
+    elif e.verdict is Verdict.failed:
+        category = unit.failure_category if unit.build.status is not BuildStatus.ok else "expectations_failed"
+        row["failureCategory"] = category
+        row["attribution"] = _attr(attribution_for(category, e.attribution))
+        row["rootCause"] = unit.build.root_cause or (e.reason[:300] if e.reason else None)
+    return row
+
+
+def _case_status(scenarios: list[dict[str, Any]], expectations: list[dict[str, Any]]) -> str:
+    evaluated = [s for s in scenarios if s["evaluatedCount"]] + [e for e in expectations if e["evaluatedCount"]]
+    if not evaluated:
+        return "notVerified"
+    return "pass" if all(u["passCount"] == u["evaluatedCount"] for u in evaluated) else "fail"
+
+
+def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> dict[str, Any]:
+    ordered = [runs.get(i) for i in range(total)]
+    scenario_names: list[str] = []
+    expectation_texts: list[str] = []
+    for unit in ordered:
+        for s in unit.scenarios if unit else []:
+            if s.name not in scenario_names:
+                scenario_names.append(s.name)
+        for e in unit.expectations if unit else []:
+            if e.text not in expectation_texts:
+                expectation_texts.append(e.text)
+
+    scenarios = []
+    for name in scenario_names:
+        rows = [_scenario_run(u, next((s for s in u.scenarios if s.name == name), None) if u else None)
+                for u in ordered]
+        judged = [r for r in rows if not r.get("incomplete")]
+        passes = sum(1 for r in judged if r["passed"])
+        at, hat = _terminal_rates(len(judged), passes, k)
+        scenarios.append({"name": name, "passCount": passes, "evaluatedCount": len(judged), "totalRuns": total,
+                          "passAtK": at, "passHatK": hat, "runs": rows})
+
+    per_run_expectations: list[list[dict[str, Any]] | None] = []
+    for unit in ordered:
+        per_run_expectations.append([_expectation_row(unit, e) for e in unit.expectations]
+                                    if unit is not None and unit.expectations else None)
+    expectations = []
+    for text in expectation_texts:
+        verdicts = [row for rows in per_run_expectations if rows for row in rows
+                    if row["expectation"] == text and not row.get("incomplete")]
+        passes = sum(1 for v in verdicts if v["pass"])
+        at, hat = _terminal_rates(len(verdicts), passes, k)
+        expectations.append({"expectation": text, "passCount": passes, "evaluatedCount": len(verdicts),
+                             "passAtK": at, "passHatK": hat})
+
+    first_workflow = next((u.workflow for u in ordered if u is not None and u.workflow), None)
+    return {
+        "name": case,
+        "testCaseFile": case,
+        "status": _case_status(scenarios, expectations),
+        "buildSuccessCount": sum(1 for u in ordered if u is not None and u.build.status is BuildStatus.ok),
+        "workflowJson": first_workflow,
+        "totalRuns": total,
+        "workflowChecksPerRun": [{c.name: c.status for c in u.structural} if u is not None and u.structural else None
+                                 for u in ordered],
+        "buildExpectationResultsPerRun": per_run_expectations,
+        "buildExpectations": expectations,
+        "threadIds": [None for _ in ordered],
+        "buildCostUsdPerRun": [u.build.cost_usd if u is not None and u.build.status is not BuildStatus.skipped else None
+                               for u in ordered],
+        "buildTurnsPerRun": [u.build.turns if u is not None and u.build.status is not BuildStatus.skipped else None
+                             for u in ordered],
+        "harnessUsagePerRun": [[_usage_entry(e) for e in u.harness_usage] if u is not None and u.harness_usage is not None
+                               else None for u in ordered],
+        "scenarios": scenarios,
+    }
+
+
+def _pass_rate_per_iter(test_cases: list[dict[str, Any]], total: int) -> str:
+    rates = []
+    for i in range(total):
+        passed = judged = 0
+        for tc in test_cases:
+            for s in tc["scenarios"]:
+                run = s["runs"][i]
+                if not run.get("incomplete"):
+                    judged += 1
+                    passed += bool(run["passed"])
+            for row in tc["buildExpectationResultsPerRun"][i] or []:
+                if not row.get("incomplete"):
+                    judged += 1
+                    passed += bool(row["pass"])
+        rates.append(f"{round(passed / judged * 100)}%" if judged else "n/a")
+    return " / ".join(rates)
+
+
+def _mcp_build(units: list[UnitResult]) -> dict[str, Any] | None:
+    builds = [u for u in units if u.build.status is not BuildStatus.skipped and u.build.attempts > 0]
+    if not builds:
+        return None
+    return {"builds": len(builds), "totalCostUsd": round(sum(u.build.cost_usd for u in builds), 2),
+            "avgTurns": round(sum(u.build.turns for u in builds) / len(builds), 1)}
+
+
+def _comparison(results: EvalResults) -> dict[str, Any] | None:
+    """Our comparison dict in the reference's ``{baseline, result: {…, evaluationUnits}}`` shape."""
+    ours: dict[str, Any] = dict(results.comparison or {})
+    if not ours:
+        return None
+    if "result" in ours and isinstance(ours.get("result"), dict):  # already reference-shaped (read back)
+        return ours
+    units: list[dict[str, Any]] = []
+    for u in ours.get("units") or []:
+        key = str(u["key"])
+        kind = u["kind"]
+        slug, _, rest = key.partition("#expectation:") if kind == "expectation" else key.partition("/")
+        units.append({
+            "key": key, "kind": kind, "testCaseFile": slug,
+            ("expectation" if kind == "expectation" else "scenario"): rest,
+            "pr": {"passCount": u["pr"]["passes"], "total": u["pr"]["total"], "passRate": u["pr"]["rate"]},
+            "baseline": {"passCount": u["baseline"]["passes"], "total": u["baseline"]["total"],
+                         "passRate": u["baseline"]["rate"]},
+            "delta": u["delta"], "pValue": u["p_worse"], "pValueBetter": u["p_better"], "verdict": u["tier"],
+        })
+    baseline_name = str(ours.get("baseline_run_id") or "")
+    pr_rate, base_rate = ours.get("pr_pass_rate") or {}, ours.get("baseline_pass_rate") or {}
+    drift = ours.get("failure_category_drift") or []
+    return {
+        "baseline": baseline_name,
+        "result": {
+            "pr": {"experimentName": results.experiment_name or results.run_id},
+            "baseline": {"experimentName": baseline_name},
+            "aggregate": {"prPassRate": pr_rate.get("rate") if isinstance(pr_rate, dict) else None,
+                          "baselinePassRate": base_rate.get("rate") if isinstance(base_rate, dict) else None,
+                          "prBand": pr_rate or None, "baselineBand": base_rate or None,
+                          "tierCounts": ours.get("tier_counts") or {}},
+            "evaluationUnits": units,
+            "prOnly": list(ours.get("pr_only") or []),
+            "baselineOnly": list(ours.get("baseline_only") or []),
+            "failureCategories": [
+                {"category": d["category"], "prRate": d["pr_rate"], "baselineRate": d["baseline_rate"],
+                 "prCount": d["pr_count"], "baselineCount": d["baseline_count"], "notable": d["notable"]}
+                for d in drift
+            ],
+        },
+    }
+
+
+def to_document(results: EvalResults) -> dict[str, Any]:
+    """The whole ``eval-results.json``: the reference's fields, ours under ``orchestrator``."""
+    by_case = _by_case(results)
+    total = _total_runs(results, by_case)
+    k = results.summary.k if results.summary else total or 1
+    test_cases = [_test_case(case, by_case[case], total, k) for case in sorted(by_case)]
+    units = [u for case in by_case.values() for u in case.values()]
+    scored = [u for tc in test_cases for u in (*tc["scenarios"], *tc["buildExpectations"]) if u["evaluatedCount"]]
+    summary: dict[str, Any] = {
+        "testCases": len(test_cases),
+        "built": sum(1 for tc in test_cases if tc["buildSuccessCount"] > 0),
+        "scenariosTotal": sum(len(tc["scenarios"]) for tc in test_cases),
+        "passAtK": sum(u["passAtK"] for u in scored) / len(scored) if scored else 0.0,
+        "passHatK": sum(u["passHatK"] for u in scored) / len(scored) if scored else 0.0,
+        "passRatePerIter": _pass_rate_per_iter(test_cases, total),
+        "notVerified": sum(1 for tc in test_cases if tc["status"] == "notVerified"),
+    }
+    checks = workflow_checks_summary(units)
+    if checks:
+        summary["workflowChecks"] = checks
+    mcp = _mcp_build(units)
+    if mcp:
+        summary["mcpBuild"] = mcp
+    if results.summary is not None:
+        summary["attribution"] = dict(results.summary.attribution)
+    comparison = _comparison(results)
+    finished = results.finished_at or max((u.finished_at for u in units), default=results.started_at)
+    doc: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "timestamp": _iso(finished),
+        "duration": int(max(0.0, finished - results.started_at) * 1000),
+        "totalRuns": total,
+        "experimentName": results.experiment_name or results.run_id,
+        "summary": summary,
+        "comparisonStatus": "ok" if comparison else "not_attempted",
+        "testCases": test_cases,
+        "orchestrator": json.loads(results.model_dump_json()),
+    }
+    if comparison:
+        doc["comparison"] = comparison
+    return doc
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class NotEvalResults(ValueError):
+    """The document is none of the shapes :func:`from_document` knows; the message says why."""
+
+
+def _ts(value: Any) -> float:
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _verdict(passed: Any, incomplete: Any) -> Verdict:
+    if incomplete:
+        return Verdict.incomplete
+    return Verdict.passed if passed else Verdict.failed
+
+
+def _attribution(value: Any, category: Any) -> Attribution | None:
+    if isinstance(value, str) and value in Attribution.__members__:
+        return Attribution(value)
+    return attribution_for(category if isinstance(category, str) else None)
+
+
+def _reference_units(doc: dict[str, Any]) -> list[UnitResult]:
+    started = _ts(doc.get("timestamp")) - float(doc.get("duration") or 0) / 1000.0
+    units: list[UnitResult] = []
+    for index, tc in enumerate(doc.get("testCases") or []):
+        if not isinstance(tc, dict):
+            raise NotEvalResults(f"testCases.{index}: expected an object")
+        slug = str(tc.get("testCaseFile") or tc.get("name") or f"case-{index}")
+        scenarios = tc.get("scenarios") or []
+        per_run = tc.get("buildExpectationResultsPerRun") or []
+        costs = tc.get("buildCostUsdPerRun") or []
+        turns = tc.get("buildTurnsPerRun") or []
+        total = int(tc.get("totalRuns") or doc.get("totalRuns") or 0)
+        total = max(total, *(len(s.get("runs") or []) for s in scenarios), len(per_run), 0)
+        for i in range(total):
+            scenario_results: list[ScenarioResult] = []
+            workflow_id = None
+            for s in scenarios:
+                runs = s.get("runs") or []
+                if i >= len(runs):
+                    continue
+                run = runs[i]
+                workflow_id = workflow_id or run.get("workflowId")
+                verdict = _verdict(run.get("passed"), run.get("incomplete"))
+                category = run.get("failureCategory") if verdict is Verdict.failed else None
+                scenario_results.append(ScenarioResult(
+                    name=str(s.get("name")), verdict=verdict, failure_category=category,
+                    attribution=_attribution(run.get("attribution"), category) if verdict is Verdict.failed else None,
+                    reason=str(run.get("reasoning") or ""), root_cause=run.get("rootCause"),
+                    execution_id=run.get("executionId"),
+                ))
+            expectation_results = [
+                ExpectationResult(
+                    kind="process" if row.get("kind") == "process" else "outcome",
+                    text=str(row.get("expectation")), verdict=_verdict(row.get("pass"), row.get("incomplete")),
+                    attribution=_attribution(row.get("attribution"), row.get("failureCategory") or "expectations_failed")
+                    if not row.get("pass") and not row.get("incomplete") else None,
+                    reason=str(row.get("reason") or ""),
+                )
+                for row in (per_run[i] if i < len(per_run) and per_run[i] else [])
+            ]
+            built = workflow_id is not None or any(
+                s.failure_category not in ("build_failure", "build_failed") for s in scenario_results)
+            cost = costs[i] if i < len(costs) and costs[i] is not None else 0.0
+            turn = turns[i] if i < len(turns) and turns[i] is not None else 0
+            units.append(UnitResult(
+                case=slug, iteration=i, lane=None, started_at=started, finished_at=started,
+                build=BuildRecord(status=BuildStatus.ok if built else BuildStatus.failed, workflow_id=workflow_id,
+                                  attempts=1, cost_usd=float(cost), turns=int(turn)),
+                scenarios=scenario_results, expectations=expectation_results,
+                structural=[StructuralCheck(name=name, passed=None if st in ("n_a", "error") else st == "pass",
+                                            errored=st == "error")
+                            for name, st in ((tc.get("workflowChecksPerRun") or [None] * total)[i] or {}).items()]
+                if i < len(tc.get("workflowChecksPerRun") or []) else [],
+                builder="reference",
+            ))
+    return units
+
+
+def from_document(doc: Any) -> EvalResults:
+    """Our results from any ``eval-results.json`` we know (raises :class:`NotEvalResults` or
+    pydantic's ``ValidationError``)."""
+    if not isinstance(doc, dict):
+        raise NotEvalResults("expected a JSON object at the top level")
+    if isinstance(doc.get("orchestrator"), dict):
+        return EvalResults.model_validate(doc["orchestrator"])
+    if "run_id" in doc:  # our files before the contract (schema 0)
+        return EvalResults.model_validate(doc)
+    if isinstance(doc.get("testCases"), list):  # written by n8n's TypeScript harness
+        units = _reference_units(doc)
+        name = str(doc.get("experimentName") or "reference")
+        return EvalResults(run_id=name, experiment_name=name, started_at=units[0].started_at if units else 0.0,
+                           finished_at=_ts(doc.get("timestamp")) or None,
+                           config={"iterations": int(doc.get("totalRuns") or 1), "source": "reference"}, units=units)
+    raise NotEvalResults("neither testCases (reference harness) nor run_id/units (orchestrator) found")
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :func:`to_document`'s output."""
+    nullable_num = {"type": ["number", "null"]}
+    nullable_str = {"type": ["string", "null"]}
+    attribution = {"enum": [a.value for a in Attribution] + [None]}
+    usage = {
+        "type": "object",
+        "required": ["agent", "model", "inputTokens", "uncachedInputTokens", "outputTokens", "reasoningTokens"],
+        "properties": {"agent": {"type": "string"}, "model": {"type": "string"}, "calls": {"type": "integer"},
+                       "inputTokens": {"type": "integer"}, "uncachedInputTokens": {"type": "integer"},
+                       "outputTokens": {"type": "integer"}, "reasoningTokens": {"type": "integer"}},
+    }
+    expectation_row = {
+        "type": "object",
+        "required": ["expectation", "pass"],
+        "properties": {"expectation": {"type": "string"}, "kind": {"enum": ["outcome", "process"]},
+                       "pass": {"type": "boolean"}, "incomplete": {"type": "boolean"}, "reason": {"type": "string"},
+                       "failureCategory": nullable_str, "attribution": attribution, "rootCause": nullable_str},
+    }
+    scenario_run = {
+        "type": "object",
+        "required": ["workflowId", "passed", "reasoning", "failureCategory", "rootCause", "attribution", "execErrors"],
+        "properties": {"workflowId": nullable_str, "passed": {"type": "boolean"}, "incomplete": {"type": "boolean"},
+                       "score": nullable_num, "reasoning": {"type": "string"}, "failureCategory": nullable_str,
+                       "rootCause": nullable_str, "attribution": attribution, "executionId": {"type": "string"},
+                       "execErrors": {"type": "array", "items": {"type": "string"}}},
+    }
+    rate = {"type": "number", "minimum": 0, "maximum": 1}
+    per_run = lambda item: {"type": "array", "items": {"anyOf": [item, {"type": "null"}]}}  # noqa: E731
+    test_case = {
+        "type": "object",
+        "required": ["name", "testCaseFile", "status", "buildSuccessCount", "totalRuns", "buildCostUsdPerRun",
+                     "buildTurnsPerRun", "buildExpectations", "buildExpectationResultsPerRun", "harnessUsagePerRun",
+                     "workflowChecksPerRun", "scenarios"],
+        "properties": {
+            "name": {"type": "string"}, "testCaseFile": {"type": "string"},
+            "status": {"enum": ["pass", "fail", "notVerified"]},
+            "buildSuccessCount": {"type": "integer", "minimum": 0}, "totalRuns": {"type": "integer", "minimum": 0},
+            "workflowJson": {"type": ["object", "null"]},
+            "buildCostUsdPerRun": per_run({"type": "number"}),
+            "buildTurnsPerRun": per_run({"type": "integer"}),
+            "threadIds": per_run({"type": "string"}),
+            "harnessUsagePerRun": per_run({"type": "array", "items": usage}),
+            "workflowChecksPerRun": per_run({"type": "object", "additionalProperties":
+                                             {"enum": ["pass", "fail", "n_a", "error"]}}),
+            "buildExpectationResultsPerRun": per_run({"type": "array", "items": expectation_row}),
+            "buildExpectations": {"type": "array", "items": {
+                "type": "object", "required": ["expectation", "passCount", "evaluatedCount", "passAtK", "passHatK"],
+                "properties": {"expectation": {"type": "string"}, "passCount": {"type": "integer"},
+                               "evaluatedCount": {"type": "integer"}, "passAtK": rate, "passHatK": rate}}},
+            "scenarios": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "passCount", "evaluatedCount", "totalRuns", "passAtK", "passHatK", "runs"],
+                "properties": {"name": {"type": "string"}, "passCount": {"type": "integer"},
+                               "evaluatedCount": {"type": "integer"}, "totalRuns": {"type": "integer"},
+                               "passAtK": rate, "passHatK": rate, "runs": {"type": "array", "items": scenario_run}}}},
+        },
+    }
+    check_counts = {
+        "type": "object", "required": ["kind", "dimension", "passes", "fails", "nA", "errors", "passRate"],
+        "properties": {"kind": {"enum": ["deterministic", "llm"]}, "dimension": {"type": "string"},
+                       "passes": {"type": "integer"}, "fails": {"type": "integer"}, "nA": {"type": "integer"},
+                       "errors": {"type": "integer"}, "passRate": {"type": ["number", "null"]}},
+    }
+    evaluation_unit = {
+        "type": "object", "required": ["key", "kind", "testCaseFile", "pr", "baseline", "verdict"],
+        "properties": {"key": {"type": "string"}, "kind": {"enum": ["scenario", "expectation"]},
+                       "testCaseFile": {"type": "string"}, "scenario": {"type": "string"},
+                       "expectation": {"type": "string"}, "verdict": {"type": "string"},
+                       "pr": {"type": "object"}, "baseline": {"type": "object"}},
+    }
+    ours = EvalResults.model_json_schema(ref_template="#/$defs/orchestrator/$defs/{model}")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "eval-results.json",
+        "description": "Results of one orchestrator run in the contract of n8n's instance-ai evaluation harness; "
+                       "orchestrator-only data lives under `orchestrator`.",
+        "type": "object",
+        "required": ["schemaVersion", "timestamp", "duration", "totalRuns", "summary", "testCases", "orchestrator"],
+        "properties": {
+            "schemaVersion": {"const": SCHEMA_VERSION},
+            "timestamp": {"type": "string"}, "duration": {"type": "integer", "minimum": 0},
+            "totalRuns": {"type": "integer", "minimum": 0}, "experimentName": nullable_str,
+            "comparisonStatus": {"type": "string"},
+            "summary": {
+                "type": "object",
+                "required": ["testCases", "built", "scenariosTotal", "passAtK", "passHatK", "passRatePerIter",
+                             "notVerified"],
+                "properties": {
+                    "testCases": {"type": "integer"}, "built": {"type": "integer"},
+                    "scenariosTotal": {"type": "integer"}, "passAtK": rate, "passHatK": rate,
+                    "passRatePerIter": {"type": "string"}, "notVerified": {"type": "integer"},
+                    "attribution": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "mcpBuild": {"type": "object", "required": ["builds", "totalCostUsd", "avgTurns"],
+                                 "properties": {"builds": {"type": "integer"}, "totalCostUsd": {"type": "number"},
+                                                "avgTurns": {"type": "number"}}},
+                    "workflowChecks": {"type": "object", "required": ["scoredBuilds", "perCheck"],
+                                       "properties": {"scoredBuilds": {"type": "integer"},
+                                                      "perCheck": {"type": "object",
+                                                                   "additionalProperties": check_counts}}},
+                },
+            },
+            "comparison": {
+                "type": "object", "required": ["baseline", "result"],
+                "properties": {"baseline": {"type": "string"}, "result": {
+                    "type": "object", "required": ["pr", "baseline", "evaluationUnits", "prOnly", "baselineOnly"],
+                    "properties": {"evaluationUnits": {"type": "array", "items": evaluation_unit},
+                                   "prOnly": {"type": "array", "items": {"type": "string"}},
+                                   "baselineOnly": {"type": "array", "items": {"type": "string"}}}}},
+            },
+            "testCases": {"type": "array", "items": test_case},
+            "orchestrator": {"$ref": "#/$defs/orchestrator"},
+        },
+        "$defs": {"orchestrator": ours},
+    }
+
+
+def published_schema() -> dict[str, Any]:
+    """The schema file shipped with the package."""
+    text = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+if __name__ == "__main__":  # regenerate the published schema: python -m orchestrator.results.contract
+    target = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE)
+    with resources.as_file(target) as path:
+        path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
+        print(path)
