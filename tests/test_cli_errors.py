@@ -106,7 +106,7 @@ def test_unknown_run_to_resume_names_the_flag(tmp_path: Path) -> None:
 
 def run_orch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "N8N_", "LANGSMITH_"))}
-    return subprocess.run([ORCH, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    return subprocess.run([*ORCH, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env=env | {"COLUMNS": "400"})
 
 

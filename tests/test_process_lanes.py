@@ -26,7 +26,7 @@ from orchestrator.n8n.rest import N8nClient
 from _process_lanes import alive, lane_pids, leftovers
 
 pytestmark = pytest.mark.n8n
-ORCH = str(Path(sys.executable).with_name("orchestrator"))
+ORCH = [sys.executable, "-m", "orchestrator"]  # the CLI of whatever venv runs the tests
 
 
 async def test_two_lanes_seeded_used_and_torn_down_leave_nothing(tmp_path: Path) -> None:
@@ -92,17 +92,17 @@ async def test_killed_lane_is_detected_by_health_within_10s(tmp_path: Path) -> N
 
 
 def test_lanes_cli_up_status_down(tmp_path: Path) -> None:
-    up = subprocess.run([ORCH, "lanes", "up", "--count", "1", "--run-id", "cli-lanes", "--state-dir", str(tmp_path)],
+    up = subprocess.run([*ORCH, "lanes", "up", "--count", "1", "--run-id", "cli-lanes", "--state-dir", str(tmp_path)],
                         capture_output=True, text=True, timeout=300)
     assert up.returncode == 0, up.stderr
     url = json.loads(up.stdout.strip().splitlines()[-1])["lanes"][0]
     try:
-        status = subprocess.run([ORCH, "lanes", "status", "--run-id", "cli-lanes", "--state-dir", str(tmp_path)],
+        status = subprocess.run([*ORCH, "lanes", "status", "--run-id", "cli-lanes", "--state-dir", str(tmp_path)],
                                 capture_output=True, text=True, timeout=60)
         assert status.returncode == 0
         assert url.split("//")[1] in status.stdout and "ready" in status.stdout
     finally:
-        down = subprocess.run([ORCH, "lanes", "down", "--run-id", "cli-lanes", "--state-dir", str(tmp_path)],
+        down = subprocess.run([*ORCH, "lanes", "down", "--run-id", "cli-lanes", "--state-dir", str(tmp_path)],
                               capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr
     assert leftovers("cli-lanes", tmp_path) == []
@@ -111,7 +111,7 @@ def test_lanes_cli_up_status_down(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_up_tears_down_what_was_created(tmp_path: Path) -> None:
     ledger_path = tmp_path / "runs" / "cli-int" / "ledger.jsonl"
-    proc = subprocess.Popen([ORCH, "lanes", "up", "--count", "2", "--run-id", "cli-int", "--state-dir", str(tmp_path)],
+    proc = subprocess.Popen([*ORCH, "lanes", "up", "--count", "2", "--run-id", "cli-int", "--state-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (ledger_path.exists() and len(lane_pids(ledger_path)) >= 2):
@@ -127,7 +127,7 @@ def test_ctrl_c_during_up_tears_down_what_was_created(tmp_path: Path) -> None:
 
 
 def test_lanes_down_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
-    res = subprocess.run([ORCH, "lanes", "down", "--run-id", "nope", "--state-dir", str(tmp_path)],
+    res = subprocess.run([*ORCH, "lanes", "down", "--run-id", "nope", "--state-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     assert res.stderr.strip().startswith("error: --run-id: no run 'nope'")

@@ -17,7 +17,7 @@ import abc
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.users import BuildUser
@@ -107,6 +107,11 @@ class Builder(abc.ABC):
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:
         self.settings = settings
         self.events = events or BuildEvents()
+
+    @classmethod
+    def check_config(cls, run_config: Any) -> None:
+        """Before anything starts: this builder's own options on the run's config (one-line
+        ``ConfigError`` naming the flag when wrong). The default has none to check."""
 
     async def prepare_lane(self, lane: BuildLane) -> None:
         """Once per lane after it is up and seeded (e.g. enable MCP access as the owner)."""

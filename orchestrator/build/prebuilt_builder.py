@@ -82,8 +82,6 @@ def validate_prebuilt(cfg: RunConfig) -> None:
         return
     if delete and cfg.keep_workflows:
         raise ConfigError(f"{DELETE_FLAG}: mutually exclusive with --keep-workflows")
-    if cfg.builder not in ("mcp", PrebuiltBuilder.name):
-        raise ConfigError(f"{FLAG}: mutually exclusive with --builder {cfg.builder}")
     if cfg.backend != "static":
         raise ConfigError(f"{FLAG}: the workflows live on one existing lane: use --backend static --base-url URL")
     if cfg.lanes != 1:
@@ -113,6 +111,10 @@ def workflow_for(manifest: dict[str, list[str]], slug: str, iteration: int) -> s
 class PrebuiltBuilder(Builder):
     name = "prebuilt"
     needs_mcp_key = False
+
+    @classmethod
+    def check_config(cls, run_config: Any) -> None:
+        validate_prebuilt(run_config)  # --prebuilt-workflows / --delete-prebuilt-workflows
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -62,6 +62,10 @@ class LaneBackend(abc.ABC):
         self.config: BackendOptions | None = self.parse_options(options)
 
     @classmethod
+    def preflight(cls, spec: LaneSpec) -> None:
+        """Before anything starts: what this backend needs exists (one-line ``ConfigError`` if not)."""
+
+    @classmethod
     def parse_options(cls, options: Mapping[str, object]) -> BackendOptions | None:
         """Validate ``options`` against :attr:`options_model`; a bad one is one line naming it."""
         if cls.options_model is None:

@@ -155,6 +155,10 @@ class DockerBackend(LaneBackend):
     name = "docker"
     options_model = DockerOptions
 
+    @classmethod
+    def preflight(cls, spec: LaneSpec) -> None:
+        check_lane_image(spec.image)  # a missing image: one line naming the command that builds it
+
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)
         if not _NAME_OK.match(run_id):

@@ -10,6 +10,7 @@ from pathlib import Path
 from orchestrator.build.builder import get_builder
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends, get_backend
+from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.profiles import resolve_env
 from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.verify.judge import JudgeConfig
@@ -117,16 +118,14 @@ class RunConfig:
             raise ConfigError(f"build_max_retries: must be ≥ 0, got {self.build_max_retries}")
         if self.judge_attempt_timeout_s is not None and self.judge_attempt_timeout_s <= 0:
             raise ConfigError(f"judge_attempt_timeout_s: must be > 0, got {self.judge_attempt_timeout_s}")
-        from orchestrator.build.prebuilt_builder import validate_prebuilt
-
-        validate_prebuilt(self)  # --prebuilt-workflows / --delete-prebuilt-workflows
+        if self.prebuilt_workflows is not None or self.delete_prebuilt_workflows:
+            if self.builder not in ("mcp", "prebuilt"):
+                raise ConfigError(f"--prebuilt-workflows: mutually exclusive with --builder {self.builder}")
+            self.builder = "prebuilt"  # scoring workflows that exist is the prebuilt builder's job
+        get_builder(self.builder).check_config(self)  # the builder's own flags, e.g. the prebuilt manifest
         # Checked here, before anything starts, so a typo fails in a second with one line.
         resolve_env(self.profile, self.env)  # --profile and --env
-        if self.backend == "docker":  # a missing lane image: one line naming the command that builds it
-            from orchestrator.lanes.docker_lanes import check_lane_image
-            from orchestrator.lanes.pool import make_spec
-
-            check_lane_image(make_spec(self.profile, self.env).image)
+        get_backend(self.backend).preflight(make_spec(self.profile, self.env))  # e.g. docker: the lane image
         JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
         if reached_by_url:
             urls = parse_base_urls(self.base_url)
