@@ -36,7 +36,7 @@ AB_VALUES: dict[str, Any] = {
              "env": {"N8N_FEATURE_FLAG_OVERRIDES": '{"118_instance_ai_setup_overhaul":"variant"}'}},
         ],
     },
-    "run": {"suite": "smoke", "tier": "ab", "iterations": 2, "lanes": 3, "concurrency": 6, "maxCostUsd": 25.5,
+    "run": {"suite": "smoke", "tier": "smoke", "iterations": 2, "lanes": 3, "concurrency": 6, "maxCostUsd": 25.5,
             "env": {"N8N_INSTANCE_AI_MODEL": "anthropic/claude-sonnet-4-6"}},
     "lanes": {"ownerKind": "job"},
     "secrets": {
@@ -274,7 +274,7 @@ def _arg(args: list[str], flag: str) -> str:
 
 def test_cronjob_runs_the_nightly_sweep_from_values() -> None:
     docs = render({"nightly": {"enabled": True, "schedule": "30 3 * * 1-5", "timeZone": "Etc/UTC"},
-                   "run": {"suite": "full", "tier": "nightly", "iterations": 5, "lanes": 6, "concurrency": 12,
+                   "run": {"suite": "full", "tier": "full", "iterations": 5, "lanes": 6, "concurrency": 12,
                            "casesPaths": ["cases/instance-ai"]}})
     cron = one(docs, "CronJob")
     assert cron["spec"]["schedule"] == "30 3 * * 1-5" and cron["spec"]["timeZone"] == "Etc/UTC"
@@ -284,7 +284,7 @@ def test_cronjob_runs_the_nightly_sweep_from_values() -> None:
     args = c["args"]
     assert args[:3] == ["run", "--backend", "kubernetes"]
     assert (_arg(args, "--suite"), _arg(args, "--tier"), _arg(args, "--iterations"), _arg(args, "--lanes"),
-            _arg(args, "--concurrency")) == ("full", "nightly", "5", "6", "12")
+            _arg(args, "--concurrency")) == ("full", "full", "5", "6", "12")
     assert _arg(args, "--output-dir") == "/results/$(POD_NAME)"  # expanded by the kubelet from the env
     assert _arg(args, "--metrics-port") == "9464"
     assert "--pushgateway" not in args
@@ -427,7 +427,7 @@ def _ab_values(tmp_path: Path) -> dict[str, Any]:
     env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242",
                CONTROL_MODEL="anthropic/claude-sonnet-4-6", VARIANT_MODEL="openai/gpt-5.5",
                CONTROL_FLAGS="", VARIANT_FLAGS='{"118_instance_ai_setup_overhaul":"variant"}',
-               SUITE="smoke", ITERATIONS="2", LANES="2")
+               SUITE="", TIER="full", ITERATIONS="2", LANES="2")
     subprocess.run(["bash", "-e", "-c", script], env=env, check=True, timeout=60)
     key, _, value = out.read_text().strip().partition("=")
     assert key == "values"
@@ -453,7 +453,7 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
         assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
         assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
             'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
-        assert _arg(args, "--run-id") == "gh-ab-4242"
+        assert _arg(args, "--run-id") == "gh-ab-4242" and _arg(args, "--tier") == "full"
     template = pod_specs(docs)[0]
     env = {e["name"]: e for e in container(template)["env"]}
     assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"
