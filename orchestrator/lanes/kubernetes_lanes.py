@@ -221,6 +221,8 @@ class RunPodWatch:
             try:
                 if version is None:
                     version = self._relist()
+                if self._stop.is_set():
+                    break
                 self._watch = w = watch.Watch()
                 self.watches += 1
                 for event in w.stream(self._list, self.namespace, label_selector=self.selector,
