@@ -628,3 +628,22 @@ def test_metrics_listen_on_the_pod_ip(defaults) -> None:
         c = container(template)
         assert _arg(c["args"], "--metrics-host") == "0.0.0.0"
         assert orchestrator_env(defaults)["ORCHESTRATOR_METRICS_HOST"] == "0.0.0.0"
+
+
+def test_the_chart_runs_the_image_claude_never_npm(defaults) -> None:
+    """The orchestrator image puts the pinned claude where the toolchain looks (N8N_EVAL_CACHE), so a
+    pod never runs `npm install` at start; the chart must not point the cache elsewhere."""
+    import re
+
+    from orchestrator.lanes.install import CLAUDE_VERSION, Toolchain
+
+    dockerfile = (CHART.parents[1] / "Dockerfile").read_text()
+    assert re.search(r"^ARG CLAUDE_CODE_VERSION=(\S+)$", dockerfile, re.M).group(1) == CLAUDE_VERSION  # type: ignore[union-attr]
+    cache = re.search(r"^ENV N8N_EVAL_CACHE=(\S+)$", dockerfile, re.M).group(1)  # type: ignore[union-attr]
+    prefix = Toolchain(Path(cache)).claude_prefix
+    assert str(prefix).replace(CLAUDE_VERSION, "${CLAUDE_CODE_VERSION}") == '$N8N_EVAL_CACHE/claude-${CLAUDE_CODE_VERSION}'.replace(
+        "$N8N_EVAL_CACHE", cache)
+    assert 'prefix="$N8N_EVAL_CACHE/claude-${CLAUDE_CODE_VERSION}"' in dockerfile and "touch .installed" in dockerfile
+    assert "npm install -g" not in dockerfile
+    for template in pod_specs(defaults):
+        assert "N8N_EVAL_CACHE" not in {e["name"] for e in container(template)["env"]}
