@@ -33,6 +33,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -78,6 +79,8 @@ class ApiState:
     pod_plan: tuple[tuple[float, str], ...] = DEFAULT_PLAN
     #: Per pod name, a plan overriding ``pod_plan``.
     pod_plans: dict[str, tuple[tuple[float, str], ...]] = field(default_factory=dict)
+    #: A plan computed from the pod name (benchmarks: spread readiness, some failing pulls).
+    plan_for: Callable[[str], tuple[tuple[float, str], ...]] | None = None
     #: (method, resource) -> HTTP status to fail with, e.g. ("POST", "pods"): 403.
     failures: dict[tuple[str, str], int] = field(default_factory=dict)
     throttle_left: int = 0
@@ -188,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             st.requests.append(Request(self.command, split.path, query, body))
         resource, ns, name, sub = self._route()
         if resource == "lane":
-            return self._lane(name or "", sub or "")
+            return self._lane(name or "", sub or "", body)
         with st.cond:
             throttled = st.throttle_left > 0
             if throttled:
@@ -282,7 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, status_body(404, "NotFound", f'{resource} "{name}" not found'))
         return self._send(200, obj)
 
-    def _lane(self, service: str, rest: str) -> None:
+    def _lane(self, service: str, rest: str, body: Any = None) -> None:
+        """The lane side: ``GET healthz/readiness`` (200 while the pod runs) and, for benchmarks, a
+        stand-in build runner ``POST build {"ms": N}`` that answers after N ms."""
         api = self.api
         ready = False
         with api.state.cond:
@@ -291,7 +296,15 @@ class _Handler(BaseHTTPRequestHandler):
                     ready = (pod.get("status") or {}).get("phase") == "Running"
         if rest == "healthz/readiness" and ready:
             return self._send(200, {"status": "ok"})
+        if rest == "build" and self.command == "POST" and ready:
+            time.sleep(float((body or {}).get("ms", 0)) / 1000)
+            return self._send(200, {"ok": True, "lane": service})
         return self._send(503, {"status": "error"})
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # benchmarks open hundreds of connections at once
+    daemon_threads = True
 
 
 class FakeApiServer:
@@ -300,8 +313,7 @@ class FakeApiServer:
     def __init__(self) -> None:
         self.state = ApiState()
         handler = type("Handler", (_Handler,), {"api": self})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._timers: list[threading.Timer] = []
@@ -377,7 +389,8 @@ class FakeApiServer:
             self._event(resource, ns, "ADDED", obj)
             out = copy.deepcopy(obj)
         if resource == "pods" and plan:
-            self._schedule(ns, name, st.pod_plans.get(name, st.pod_plan))
+            chosen = st.pod_plans.get(name) or (st.plan_for(name) if st.plan_for else st.pod_plan)
+            self._schedule(ns, name, chosen)
         return 201, out
 
     def _schedule(self, ns: str, name: str, plan: tuple[tuple[float, str], ...]) -> None:

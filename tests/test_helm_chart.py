@@ -74,6 +74,8 @@ FULL_VALUES: dict[str, Any] = {
             "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "3Gi"}},
             "terminationGracePeriodSeconds": 20,
             "readyTimeoutSeconds": 1200,
+            "buildRunner": {"enabled": True},
+            "sandbox": {"enabled": True, "image": "registry.invalid/sandbox:1"},
         },
         "egress": {"allowCidrs": ["0.0.0.0/0"], "ports": [443], "clusterCidrs": ["10.96.0.0/12", "10.244.0.0/16"]},
     },
@@ -549,13 +551,16 @@ def test_lane_pod_values_reach_the_backend_and_its_pods_validate(version: str) -
     env = orchestrator_env(render(FULL_VALUES))
     pod_opts = k8s.LanePod.model_validate(json.loads(env["ORCHESTRATOR_K8S_LANE_POD"]))
     assert env["ORCHESTRATOR_K8S_CLUSTER_DOMAIN"] == "corp.k8s"
-    pod = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret=env["ORCHESTRATOR_K8S_LANE_SECRET"], pod=pod_opts)
+    pod = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret=env["ORCHESTRATOR_K8S_LANE_SECRET"], pod=pod_opts,
+                         sidecar_image=env["ORCHESTRATOR_IMAGE"])
     kubernetes_validate.validate(pod, version, strict=True)
+    assert [(c["name"], c["image"]) for c in pod["spec"]["containers"][1:]] == [
+        ("build-runner", env["ORCHESTRATOR_IMAGE"]), ("sandbox", "registry.invalid/sandbox:1")]
     spec = pod["spec"]
     assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other"}]
     assert spec["priorityClassName"] == "n8n-eval-lanes" and spec["terminationGracePeriodSeconds"] == 20
     assert spec["nodeSelector"] and spec["tolerations"] and spec["affinity"] and spec["topologySpreadConstraints"]
-    (c,) = spec["containers"]
+    c = spec["containers"][0]
     assert c["resources"] == {"requests": {"cpu": "1", "memory": "3Gi"}, "limits": {"cpu": "2", "memory": "3Gi"}}
     # the defaults: guaranteed memory, a ready timeout that survives node scale-up and a big image pull
     defaults = k8s.LanePod.model_validate(json.loads(orchestrator_env(render())["ORCHESTRATOR_K8S_LANE_POD"]))

@@ -317,3 +317,34 @@ def test_lane_pod_memory_request_must_equal_limit() -> None:
     with pytest.raises(ValueError):
         k8s.LanePod.model_validate({"nodeSelectr": {}})  # a typo is refused, not ignored
     assert k8s.LanePod().ready_timeout_seconds >= 600
+
+
+# ---- build runner and sandbox next to n8n -----------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
+    pod_opts = k8s.LanePod.model_validate({"buildRunner": {"enabled": True}, "sandbox": {"enabled": True}})
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="lane-keys", pod=pod_opts,
+                         sidecar_image="registry.invalid/n8n-eval-orchestrator:1")
+    kubernetes_validate.validate(pod, version, strict=True)
+    n8n, runner, sandbox = pod["spec"]["containers"]
+    assert (n8n["name"], runner["name"], sandbox["name"]) == ("n8n", "build-runner", "sandbox")
+    assert runner["image"] == sandbox["image"] == "registry.invalid/n8n-eval-orchestrator:1"
+    assert runner["command"][:3] == ["orchestrator", "build-runner", "serve"]
+    assert "http://127.0.0.1:5678" in runner["command"]
+    assert sandbox["command"][:4] == ["python", "-m", "orchestrator.sandbox", "serve"]
+    assert {"name": "N8N_EVAL_SANDBOX_URL", "value": "http://127.0.0.1:8791"} in n8n["env"]
+    # the runner's model key: the same Secret reference as n8n's, never a value
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in runner["env"] if "valueFrom" in e}
+    assert refs == {"ANTHROPIC_API_KEY": "lane-keys", "N8N_INSTANCE_AI_MODEL_API_KEY": "lane-keys"}
+    assert SECRET_VALUE not in json.dumps(pod)
+    for c in (runner, sandbox):
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
+    policy = k8s.network_policy_object("r1", "evals", build_runner=True)
+    assert {"protocol": "TCP", "port": 8790} in policy["spec"]["ingress"][0]["ports"]
+    svc = k8s.service_object("r1", 0, "evals", build_runner=True)
+    validate(svc)
+    assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["http", "build-runner"]
+    bare = k8s.pod_object("r1", 0, "evals", spec(), secret="s")
+    assert [c["name"] for c in bare["spec"]["containers"]] == ["n8n"]

@@ -75,6 +75,27 @@ class _Camel(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
 
+BUILD_RUNNER_PORT = 8790
+SANDBOX_PORT = 8791
+BUILD_RUNNER_CONTAINER = "build-runner"
+SANDBOX_CONTAINER = "sandbox"
+SANDBOX_ROOT = "/sandbox"
+BUILD_ROOT = "/builds"
+
+
+class Sidecar(_Camel):
+    """A container next to n8n in the lane pod (``lanes.pod.buildRunner`` / ``lanes.pod.sandbox``).
+
+    ``image`` defaults to the orchestrator image (``ORCHESTRATOR_IMAGE``, set by the chart).
+    Memory is given once, in ``limits``; the request is set equal.
+    """
+
+    enabled: bool = False
+    image: str | None = None
+    resources: dict[str, dict[str, str]] = Field(
+        default_factory=lambda: {"requests": {"cpu": "250m"}, "limits": {"cpu": "2", "memory": "1Gi"}})
+
+
 class LanePod(_Camel):
     """How a lane Pod is scheduled and sized (``lanes.pod`` in the chart; env ORCHESTRATOR_K8S_LANE_POD as JSON).
 
@@ -94,6 +115,12 @@ class LanePod(_Camel):
     termination_grace_period_seconds: int = Field(15, ge=1, le=600, alias="terminationGracePeriodSeconds")
     #: How long a lane may take to become ready: node scale-up plus a ~2.8 GB image pull.
     ready_timeout_seconds: float = Field(900.0, gt=0, alias="readyTimeoutSeconds")
+    #: MCP builds next to their lane: ``claude`` runs in this container, reached by the orchestrator
+    #: on the pod network (port 8790), talking to n8n's MCP server on 127.0.0.1 (docs/cluster.md).
+    build_runner: Sidecar = Field(default_factory=lambda: Sidecar.model_validate({}), alias="buildRunner")
+    #: Instance AI's sandbox service (``python -m orchestrator.sandbox serve``), for n8n on 127.0.0.1:8791.
+    sandbox: Sidecar = Field(default_factory=lambda: Sidecar.model_validate(
+        {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "512Mi"}}}))
 
     @field_validator("image_pull_secrets", mode="before")
     @classmethod
@@ -290,7 +317,7 @@ def egress_allows(rules: list[dict[str, Any]], ip: str, port: int, protocol: str
 
 
 def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = None,
-                          egress: LaneEgress | None = None) -> dict[str, Any]:
+                          egress: LaneEgress | None = None, *, build_runner: bool = False) -> dict[str, Any]:
     """One policy per run: the run's lanes admit ingress only from orchestrator pods, on the n8n port
     (lanes expose ``POST /rest/e2e/reset``, which wipes a lane), and — unless egress is disabled —
     reach only DNS and the model providers' port 443 (LLM-built workflows run there: no metadata
@@ -302,7 +329,8 @@ def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = 
         "ingress": [
             {
                 "from": [{"podSelector": {"matchLabels": {LABEL_NAME: ORCHESTRATOR_APP}}}],
-                "ports": [{"protocol": "TCP", "port": N8N_PORT}],
+                "ports": [{"protocol": "TCP", "port": N8N_PORT}]
+                + ([{"protocol": "TCP", "port": BUILD_RUNNER_PORT}] if build_runner else []),
             }
         ],
     }
@@ -356,6 +384,7 @@ def pod_object(
     run_as_user: int = 1000,
     owner: OwnerRef | None = None,
     pod: LanePod | None = None,
+    sidecar_image: str | None = None,
 ) -> dict[str, Any]:
     """One n8n lane. ``restartPolicy: Never``: a crashed lane is dead (and replaced), not silently reborn."""
     pod = pod if pod is not None else LanePod.model_validate({})
@@ -407,6 +436,8 @@ def pod_object(
             ],
         },
     }
+    if pod.build_runner.enabled or pod.sandbox.enabled:
+        _add_sidecars(body["spec"], pod, sidecar_image or image or spec.image, image_pull_policy)
     extra = {
         "imagePullSecrets": pod.image_pull_secrets,
         "nodeSelector": pod.node_selector,
@@ -417,6 +448,63 @@ def pod_object(
     }
     body["spec"].update({k: v for k, v in extra.items() if v})
     return body
+
+
+def _guaranteed_memory(resources: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    requests, limits = dict(resources.get("requests") or {}), dict(resources.get("limits") or {})
+    memory = limits.get("memory") or requests.get("memory")
+    if memory:
+        requests["memory"] = limits["memory"] = memory
+    return {"requests": requests, "limits": limits}
+
+
+def _sidecar(name: str, sidecar: Sidecar, image: str, pull_policy: str, command: list[str], port: int,
+             mounts: list[dict[str, str]], env: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": sidecar.image or image,
+        "imagePullPolicy": pull_policy,
+        "command": command,
+        "ports": [{"name": name[:15], "containerPort": port, "protocol": "TCP"}],
+        "env": env,
+        "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2, "failureThreshold": 3},
+        "resources": _guaranteed_memory(sidecar.resources),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
+    }
+
+
+def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_policy: str) -> None:
+    """The build runner (claude next to its lane) and the sandbox, each in its own container.
+
+    They share the pod's network namespace with n8n: the runner reaches the MCP server and the
+    sandbox is reached by n8n on 127.0.0.1. Neither gets a service-account token (the pod has none)
+    and the runner's model key comes from the same lane Secret as n8n's.
+    """
+    containers, volumes = pod_spec["containers"], pod_spec["volumes"]
+    n8n_env = [e for e in containers[0]["env"] if "valueFrom" in e]  # secret refs only
+    home = [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}]
+    if pod.build_runner.enabled:
+        containers.append(_sidecar(
+            BUILD_RUNNER_CONTAINER, pod.build_runner, image, pull_policy,
+            ["orchestrator", "build-runner", "serve", "--port", str(BUILD_RUNNER_PORT), "--root", BUILD_ROOT,
+             "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
+            BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env))
+        volumes.append({"name": "builds", "emptyDir": {}})
+    if pod.sandbox.enabled:
+        containers.append(_sidecar(
+            SANDBOX_CONTAINER, pod.sandbox, image, pull_policy,
+            ["python", "-m", "orchestrator.sandbox", "serve", "--port", str(SANDBOX_PORT), "--root", SANDBOX_ROOT],
+            SANDBOX_PORT, [{"name": "sandbox", "mountPath": SANDBOX_ROOT}], home))
+        volumes.append({"name": "sandbox", "emptyDir": {}})
+        containers[0]["env"].append({"name": "N8N_EVAL_SANDBOX_URL", "value": f"http://127.0.0.1:{SANDBOX_PORT}"})
 
 
 def lane_resources(spec: LaneSpec, pod: LanePod) -> dict[str, dict[str, str]]:
@@ -433,8 +521,13 @@ def lane_resources(spec: LaneSpec, pod: LanePod) -> dict[str, dict[str, str]]:
     return {"requests": requests, "limits": limits}
 
 
-def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None) -> dict[str, Any]:
-    """ClusterIP Service of one lane, named like its pod."""
+def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None,
+                   build_runner: bool = False) -> dict[str, Any]:
+    """ClusterIP Service of one lane, named like its pod (plus the build runner's port when it runs)."""
+    ports = [{"name": "http", "port": N8N_PORT, "targetPort": "http", "protocol": "TCP"}]
+    if build_runner:
+        ports.append({"name": BUILD_RUNNER_CONTAINER, "port": BUILD_RUNNER_PORT, "targetPort": BUILD_RUNNER_CONTAINER,
+                      "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -444,7 +537,7 @@ def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0,
         "spec": {
             "type": "ClusterIP",
             "selector": lane_selector(run_id, index, attempt),
-            "ports": [{"name": "http", "port": N8N_PORT, "targetPort": "http", "protocol": "TCP"}],
+            "ports": ports,
         },
     }
 

@@ -112,6 +112,7 @@ _ENV_OPTIONS = {
     "run_as_user": "ORCHESTRATOR_K8S_RUN_AS_USER",
     "pod": "ORCHESTRATOR_K8S_LANE_POD",
     "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
+    "sidecar_image": "ORCHESTRATOR_IMAGE",
 }
 _JSON_OPTIONS = ("pod", "egress")
 
@@ -132,6 +133,8 @@ class KubernetesOptions(BaseModel):
     run_as_user: int = Field(1000, ge=1)
     pod: objects.LanePod = Field(default_factory=lambda: objects.LanePod.model_validate({}))
     egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}))
+    #: Image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image).
+    sidecar_image: str | None = None
     #: How long ``health`` waits for the run's pod watch to list the pods once.
     health_watch_s: float = Field(5.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
@@ -377,7 +380,8 @@ class KubernetesBackend(LaneBackend):
                     await self._call(self.core.create_namespaced_secret, ns, body)
             except ApiException as exc:
                 raise self._api_error(f"create Secret {ns}/{name}", exc) from None
-        policy = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress)
+        policy = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress,
+                                               build_runner=self.opts.pod.build_runner.enabled)
         name = policy["metadata"]["name"]
         self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
         try:
@@ -449,9 +453,10 @@ class KubernetesBackend(LaneBackend):
             self.run_id, index, ns, spec,
             secret=self.secret_ref, attempt=attempt, image=self.opts.image,
             image_pull_policy=self.opts.image_pull_policy, run_as_user=self.opts.run_as_user, owner=self.owner,
-            pod=self.opts.pod,
+            pod=self.opts.pod, sidecar_image=self.opts.sidecar_image,
         )
-        service = objects.service_object(self.run_id, index, ns, attempt=attempt, owner=self.owner)
+        service = objects.service_object(self.run_id, index, ns, attempt=attempt, owner=self.owner,
+                                         build_runner=self.opts.pod.build_runner.enabled)
         name = pod["metadata"]["name"]
         base_url = objects.lane_url(self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
                                     cluster_domain=self.opts.cluster_domain)

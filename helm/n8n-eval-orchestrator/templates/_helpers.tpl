@@ -212,6 +212,9 @@ spec:
           value: {{ $v.lanes.egress | toJson | quote }}
         - name: ORCHESTRATOR_METRICS_HOST
           value: {{ $v.metrics.host | quote }}
+        # image of the lane pod's build-runner / sandbox containers (lanes.pod.*.image overrides)
+        - name: ORCHESTRATOR_IMAGE
+          value: {{ include "eval.image" $root | quote }}
         - name: ORCHESTRATOR_STATE_DIR
           value: {{ printf "%s/.orchestrator" $v.results.mountPath | quote }}
         - name: HOME
@@ -267,7 +270,15 @@ spec:
 {{- define "eval.lanePodJson" -}}
 {{- $pod := dict -}}
 {{- range $k, $v := .Values.lanes.pod -}}
-{{- if or $v (kindIs "float64" $v) (kindIs "int" $v) (kindIs "int64" $v) -}}
+{{- if and (kindIs "map" $v) (hasKey $v "enabled") -}}
+{{- $side := dict -}}
+{{- range $sk, $sv := $v -}}
+{{- if or $sv (kindIs "bool" $sv) -}}
+{{- $_ := set $side $sk $sv -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $pod $k $side -}}
+{{- else if or $v (kindIs "float64" $v) (kindIs "int" $v) (kindIs "int64" $v) -}}
 {{- $_ := set $pod $k $v -}}
 {{- end -}}
 {{- end -}}
