@@ -348,6 +348,19 @@ class FakeApiServer:
     def bodies(self) -> list[dict[str, Any]]:
         return [r.body for r in self.state.requests if r.method == "POST"]
 
+    def settle(self, quiet_s: float = 0.3, timeout_s: float = 5.0) -> int:
+        """Wait until no request arrived for ``quiet_s`` (a closed backend's watch thread may still
+        send its last request); returns the request count then."""
+        deadline = time.monotonic() + timeout_s
+        count = len(self.state.requests)
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = len(self.state.requests)
+            if now == count:
+                break
+            count = now
+        return count
+
     def throttle(self, n: int, retry_after: str | None = "0") -> None:
         """The next ``n`` API requests answer 429 (with ``Retry-After: retry_after`` unless None)."""
         with self.state.cond:

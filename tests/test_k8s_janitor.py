@@ -9,7 +9,6 @@ Failed, OOMKilled) and the janitor — the real :class:`Janitor` through the rea
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -142,7 +141,7 @@ def test_cleanup_cli_kubernetes_runs_the_janitor_and_plain_cleanup_never_touches
         monkeypatch.delenv(var, raising=False)
     runner = CliRunner()
     state = tmp_path / "state"
-    time.sleep(0.5)  # the closed backends' watches have ended
+    server.settle()  # the closed backends' watches have sent their last request
     before = len(server.api_calls())
     plain = runner.invoke(app, ["cleanup", "--state-dir", str(state)])
     assert plain.exit_code == 0, plain.output
