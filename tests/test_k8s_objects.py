@@ -330,13 +330,14 @@ def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
     n8n, runner, sandbox = pod["spec"]["containers"]
     assert (n8n["name"], runner["name"], sandbox["name"]) == ("n8n", "build-runner", "sandbox")
     assert runner["image"] == sandbox["image"] == "registry.invalid/n8n-eval-orchestrator:1"
-    assert runner["command"][:3] == ["orchestrator", "build-runner", "serve"]
+    assert runner["command"][:4] == ["python", "-m", "orchestrator.lanes.k8s_build_runner", "serve"]
     assert "http://127.0.0.1:5678" in runner["command"]
     assert sandbox["command"][:4] == ["python", "-m", "orchestrator.sandbox", "serve"]
     assert {"name": "N8N_EVAL_SANDBOX_URL", "value": "http://127.0.0.1:8791"} in n8n["env"]
     # the runner's model key: the same Secret reference as n8n's, never a value
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in runner["env"] if "valueFrom" in e}
-    assert refs == {"ANTHROPIC_API_KEY": "lane-keys", "N8N_INSTANCE_AI_MODEL_API_KEY": "lane-keys"}
+    assert refs == {"ANTHROPIC_API_KEY": "lane-keys", "N8N_INSTANCE_AI_MODEL_API_KEY": "lane-keys",
+                    "N8N_EVAL_RUNNER_TOKEN": "lane-keys"}
     assert SECRET_VALUE not in json.dumps(pod)
     for c in (runner, sandbox):
         assert c["securityContext"]["readOnlyRootFilesystem"] is True

@@ -491,12 +491,17 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
     containers, volumes = pod_spec["containers"], pod_spec["volumes"]
     n8n_env = [e for e in containers[0]["env"] if "valueFrom" in e]  # secret refs only
     home = [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}]
+    secret = next((e["valueFrom"]["secretKeyRef"]["name"] for e in n8n_env), None)
+    runner_token: dict[str, Any] = (  # optional key of the lane Secret: the runner then demands it
+        {"name": "N8N_EVAL_RUNNER_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": secret, "key": "N8N_EVAL_RUNNER_TOKEN", "optional": True}}}
+        if secret else {"name": "N8N_EVAL_RUNNER_TOKEN", "value": ""})
     if pod.build_runner.enabled:
         containers.append(_sidecar(
             BUILD_RUNNER_CONTAINER, pod.build_runner, image, pull_policy,
-            ["orchestrator", "build-runner", "serve", "--port", str(BUILD_RUNNER_PORT), "--root", BUILD_ROOT,
-             "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
-            BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env))
+            ["python", "-m", "orchestrator.lanes.k8s_build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
+             "--root", BUILD_ROOT, "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
+            BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
         volumes.append({"name": "builds", "emptyDir": {}})
     if pod.sandbox.enabled:
         containers.append(_sidecar(
