@@ -652,3 +652,15 @@ def test_the_chart_runs_the_image_claude_never_npm(defaults) -> None:
     assert "npm install -g" not in dockerfile
     for template in pod_specs(defaults):
         assert "N8N_EVAL_CACHE" not in {e["name"] for e in container(template)["env"]}
+
+
+def test_an_ab_upgrade_renders_through_the_running_job_guard() -> None:
+    """The guard that refuses to upgrade over a running A/B Job uses `lookup`, which only a cluster
+    answers (empty here): this shows the upgrade path renders, not that it refuses (docs/cluster.md)."""
+    with helm.Chart.load(CHART) as chart:
+        manifests = chart.render(values=AB_VALUES, name=RELEASE, namespace=NAMESPACE, revision=2, is_upgrade=True)
+    (job,) = [d for path, t in manifests.items() if not path.endswith("NOTES.txt")
+              for d in yaml.safe_load_all(t) if d and d["kind"] == "Job"]
+    assert job["metadata"]["name"] == f"{RELEASE}-ab-2"
+    template = (CHART / "templates" / "job-ab.yaml").read_text()
+    assert 'lookup "batch/v1" "Job" .Release.Namespace ""' in template and "allowUpgradeWhileRunning" in template
