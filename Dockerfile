@@ -25,16 +25,26 @@ RUN set -eu; \
     fi; \
     python3 -c 'import sys; assert sys.version_info >= (3, 11), sys.version'; \
     node --version; npm --version
-RUN npm_config_cafile=/etc/ssl/certs/ca-certificates.crt npm install -g --no-audit --no-fund --loglevel=error \
-      "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
- && npm cache clean --force >/dev/null 2>&1 \
- && claude --version
+# claude goes where the orchestrator's toolchain looks for it (N8N_EVAL_CACHE/claude-<version>, with
+# the .installed marker), so a run in the image never installs it from npm (a cluster pod has a
+# read-only root, no npm egress, and must not change its claude per start).
+ENV N8N_EVAL_CACHE=/opt/n8n-eval-cache
+RUN set -eu; prefix="$N8N_EVAL_CACHE/claude-${CLAUDE_CODE_VERSION}"; mkdir -p "$prefix"; cd "$prefix"; \
+    echo '{"name": "n8n-eval-cache", "private": true}' > package.json; \
+    npm_config_cafile=/etc/ssl/certs/ca-certificates.crt npm install --no-audit --no-fund --loglevel=error \
+      "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"; \
+    touch .installed; ln -s "$prefix/node_modules/.bin/claude" /usr/local/bin/claude; \
+    npm cache clean --force >/dev/null 2>&1; \
+    claude --version
 COPY pyproject.toml README.md /src/
 COPY orchestrator /src/orchestrator
 RUN python3 -m venv /opt/orchestrator \
  && PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
     /opt/orchestrator/bin/pip install --no-cache-dir /src \
- && rm -rf /src
+ && rm -rf /src \
+ && /opt/orchestrator/bin/python -c "from pathlib import Path; from orchestrator.lanes.install import Toolchain; \
+tc = Toolchain(Path('$N8N_EVAL_CACHE')); assert tc.claude_ready() and tc.claude_bin.exists(), \
+f'the image claude is not {tc.claude_version} (orchestrator/lanes/install.py CLAUDE_VERSION)'"
 COPY lanes/profiles /usr/local/share/n8n-eval-orchestrator/profiles
 RUN useradd --create-home --home-dir /home/orchestrator --uid 10001 --user-group --shell /bin/sh orchestrator
 ENV PATH=/opt/orchestrator/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

@@ -16,10 +16,10 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from test_k8s_contract import RecordingApiServer, rbac_of
+from test_workflows import PLANNED_SURFACE
 
 from orchestrator.lanes import k8s_objects as k8s
-from test_k8s_contract import RecordingApiServer, rbac_of, run_full_lifecycle
-from test_workflows import PLANNED_SURFACE
 
 CHART = Path(__file__).resolve().parents[1] / "helm" / "n8n-eval-orchestrator"
 K8S_VERSION = "1.30"
@@ -36,7 +36,7 @@ AB_VALUES: dict[str, Any] = {
              "env": {"N8N_FEATURE_FLAG_OVERRIDES": '{"118_instance_ai_setup_overhaul":"variant"}'}},
         ],
     },
-    "run": {"suite": "smoke", "tier": "ab", "iterations": 2, "lanes": 3, "concurrency": 6, "maxCostUsd": 25.5,
+    "run": {"suite": "smoke", "tier": "smoke", "iterations": 2, "lanes": 3, "concurrency": 6, "maxCostUsd": 25.5,
             "env": {"N8N_INSTANCE_AI_MODEL": "anthropic/claude-sonnet-4-6"}},
     "lanes": {"ownerKind": "job"},
     "secrets": {
@@ -51,6 +51,34 @@ AB_VALUES: dict[str, Any] = {
     "results": {"mountPath": "/results", "persistence": {"enabled": True, "size": "10Gi"}},
     "image": {"repository": "registry.invalid/n8n-eval-orchestrator", "tag": "abc123", "pullPolicy": "Always"},
     "laneImage": {"repository": "registry.invalid/n8n-eval-lane", "tag": "abc123", "pullPolicy": "Always"},
+}
+
+#: Every new knob set: lane pod scheduling/sizing, egress, cluster domain, namespace, job owner.
+FULL_VALUES: dict[str, Any] = {
+    "namespace": {"create": True},
+    "terminationGracePeriodSeconds": 600,
+    "janitor": {"enabled": True, "schedule": "*/5 * * * *", "graceSeconds": 120},
+    "lanes": {
+        "ownerKind": "job", "existingSecret": "lane-keys", "clusterDomain": "corp.k8s",
+        "pod": {
+            "imagePullSecrets": ["regcred", {"name": "other"}],
+            "nodeSelector": {"n8n-eval/lanes": "true"},
+            "tolerations": [{"key": "n8n-eval", "operator": "Equal", "value": "lanes", "effect": "NoSchedule"}],
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                                   "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-lane"}}}}]}},
+            "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "topology.kubernetes.io/zone",
+                                           "whenUnsatisfiable": "ScheduleAnyway",
+                                           "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-lane"}}}],
+            "priorityClassName": "n8n-eval-lanes",
+            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "memory": "3Gi"}},
+            "terminationGracePeriodSeconds": 20,
+            "readyTimeoutSeconds": 1200,
+            "buildRunner": {"enabled": True},
+            "sandbox": {"enabled": True, "image": "registry.invalid/sandbox:1"},
+        },
+        "egress": {"allowCidrs": ["0.0.0.0/0"], "ports": [443], "clusterCidrs": ["10.96.0.0/12", "10.244.0.0/16"]},
+    },
 }
 
 
@@ -74,8 +102,18 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return doc
 
 
+def component(doc: dict[str, Any]) -> str:
+    return str(doc["metadata"]["labels"].get("app.kubernetes.io/component", ""))
+
+
+def cron(docs: list[dict[str, Any]], which: str = "nightly") -> dict[str, Any]:
+    (doc,) = [d for d in by_kind(docs, "CronJob") if component(d) == which]
+    return doc
+
+
 def pod_specs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = [d["spec"]["jobTemplate"]["spec"]["template"] for d in by_kind(docs, "CronJob")]
+    """The orchestrator's pod templates (nightly CronJob, A/B Job) — not the janitor's."""
+    out = [d["spec"]["jobTemplate"]["spec"]["template"] for d in by_kind(docs, "CronJob") if component(d) != "janitor"]
     out += [d["spec"]["template"] for d in by_kind(docs, "Job")]
     return out
 
@@ -106,24 +144,26 @@ def test_lint_is_clean(values) -> None:
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
 
 
-@pytest.mark.parametrize("values", [None, AB_VALUES], ids=["defaults", "ab"])
-def test_every_rendered_object_is_valid(values) -> None:
-    docs = render(values)
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+@pytest.mark.parametrize("values", [None, AB_VALUES, "full"], ids=["defaults", "ab", "full"])
+def test_every_rendered_object_is_valid(values, version: str) -> None:
+    docs = render(FULL_VALUES if values == "full" else values)
     assert docs
     for doc in docs:
         if doc["kind"] in CRD_KINDS:
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
-                kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+                kubernetes_validate.validate(doc, version, strict=True)
             continue
-        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        kubernetes_validate.validate(doc, version, strict=True)
 
 
 def test_what_each_values_set_renders(defaults, ab) -> None:
     assert sorted(d["kind"] for d in defaults) == sorted(
-        ["CronJob", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount"]
+        ["CronJob", "CronJob", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount"]
     )
+    assert sorted(component(d) for d in by_kind(defaults, "CronJob")) == ["janitor", "nightly"]
     assert sorted(d["kind"] for d in ab) == sorted(
-        ["CronJob", "Job", "NetworkPolicy", "PersistentVolumeClaim", "PodMonitor", "Role", "RoleBinding", "Service",
+        ["CronJob", "CronJob", "Job", "NetworkPolicy", "PersistentVolumeClaim", "PodMonitor", "Role", "RoleBinding", "Service",
          "ServiceAccount", "ServiceMonitor"]
     )
     assert not {"ClusterRole", "ClusterRoleBinding", "Secret"} & {d["kind"] for d in defaults + ab}
@@ -135,7 +175,6 @@ EXPECTED_RULES = {
     ("", "services", "create"), ("", "services", "delete"), ("", "services", "list"),
     ("networking.k8s.io", "networkpolicies", "create"), ("networking.k8s.io", "networkpolicies", "delete"),
     ("networking.k8s.io", "networkpolicies", "list"),
-    ("", "secrets", "create"), ("", "secrets", "delete"), ("", "secrets", "deletecollection"),
 }
 
 
@@ -158,19 +197,50 @@ def test_rbac_verbs_exactly(defaults) -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
 
 
-async def test_rbac_is_what_the_backend_actually_calls(defaults, tmp_path) -> None:
-    """The Role grants exactly the (group, resource, verb) the kubernetes backend's recorded API calls use."""
+async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> set[tuple[str, str, str]]:
+    """(group, resource, verb) of a full lane lifecycle with the chart's settings (an existing lane
+    Secret, owned by the orchestrator Pod/Job), then a janitor pass over a dead run."""
+    from test_k8s_contract import IN_CLUSTER_ENV, NS, lane_spec, make_backend
+
+    from orchestrator.lanes.k8s_janitor import Janitor
+
+    env = dict(IN_CLUSTER_ENV, JOB_NAME="nightly-1", JOB_UID="dddddddd-0000-4000-8000-000000000004")
     with RecordingApiServer() as server:
-        await run_full_lifecycle(server, tmp_path)
-        used = rbac_of(server.state.requests)
-    assert used == role_rules(defaults)
+        backend = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind)
+        lane = await backend.start_lane(0, lane_spec())
+        await backend.wait_ready(lane, 10)
+        assert await backend.health(lane)
+        await backend.logs(lane)
+        await backend.teardown(lane)
+        dead = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind,
+                            run_id="dead-run")
+        await dead.start_lane(0, lane_spec())
+        await backend.close()
+        await dead.close()
+        Janitor(server.api_client(), NS, delete_secrets=False).run()  # the owner is gone (404)
+        assert not server.names("pods")
+        return rbac_of(server.state.requests)
 
 
-def test_no_secret_rbac_with_an_existing_lane_secret_and_no_role_for_static() -> None:
-    rules = role_rules(render({"lanes": {"existingSecret": "lane-keys"}}))
-    assert rules == {r for r in EXPECTED_RULES if r[1] != "secrets"}
-    env = {e["name"]: e for e in container(pod_specs(render({"lanes": {"existingSecret": "lane-keys"}}))[0])["env"]}
+async def test_rbac_is_what_the_backend_and_janitor_actually_call(defaults, tmp_path) -> None:
+    """The Role grants exactly the (group, resource, verb) the backend's and janitor's recorded API calls use."""
+    assert await backend_and_janitor_calls(tmp_path) == role_rules(defaults)
+    job = render({"lanes": {"ownerKind": "job", "existingSecret": "n8n-eval-keys"}})
+    # with Job owners nothing reads a Pod by name on this path (the janitor reads the Job); the Role
+    # keeps pods/get for the backend's is_gone fallback
+    assert await backend_and_janitor_calls(tmp_path / "job", "job") | {("", "pods", "get")} == role_rules(job)
+    assert ("batch", "jobs", "get") in role_rules(job)
+
+
+def test_existing_secret_is_required_and_no_secret_rbac_and_no_role_for_static() -> None:
+    with pytest.raises(helm.HelmValuesError, match="/lanes/existingSecret"):
+        render({"lanes": {"existingSecret": ""}})
+    docs = render({"lanes": {"existingSecret": "lane-keys"}})
+    assert not [r for r in role_rules(docs) if r[1] == "secrets"]
+    env = {e["name"]: e for e in container(pod_specs(docs)[0])["env"]}
     assert env["ORCHESTRATOR_K8S_LANE_SECRET"]["value"] == "lane-keys"
+    janitor_env = {e["name"]: e for e in container(cron(docs, "janitor")["spec"]["jobTemplate"]["spec"]["template"])["env"]}
+    assert janitor_env["ORCHESTRATOR_K8S_LANE_SECRET"]["value"] == "lane-keys"
     static = render({"backend": "static", "staticBaseUrls": ["http://lane-0:5678", "http://lane-1:5678"]})
     assert not by_kind(static, "Role") and not by_kind(static, "RoleBinding")
     args = container(pod_specs(static)[0])["args"]
@@ -184,7 +254,7 @@ def test_lane_network_policy_matches_the_backend_selectors(defaults) -> None:
     assert policy["spec"]["podSelector"]["matchLabels"] == {
         k8s.LABEL_NAME: k8s.LANE_APP, k8s.LABEL_MANAGED_BY: k8s.MANAGED_BY,
     }
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (rule,) = policy["spec"]["ingress"]
     assert rule == {"from": [{"podSelector": {"matchLabels": {k8s.LABEL_NAME: k8s.ORCHESTRATOR_APP}}}],
                     "ports": [{"protocol": "TCP", "port": k8s.N8N_PORT}]}
@@ -274,22 +344,22 @@ def _arg(args: list[str], flag: str) -> str:
 
 def test_cronjob_runs_the_nightly_sweep_from_values() -> None:
     docs = render({"nightly": {"enabled": True, "schedule": "30 3 * * 1-5", "timeZone": "Etc/UTC"},
-                   "run": {"suite": "full", "tier": "nightly", "iterations": 5, "lanes": 6, "concurrency": 12,
+                   "run": {"suite": "full", "tier": "full", "iterations": 5, "lanes": 6, "concurrency": 12,
                            "casesPaths": ["cases/instance-ai"]}})
-    cron = one(docs, "CronJob")
-    assert cron["spec"]["schedule"] == "30 3 * * 1-5" and cron["spec"]["timeZone"] == "Etc/UTC"
-    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
-    c = container(cron["spec"]["jobTemplate"]["spec"]["template"])
+    nightly = cron(docs)
+    assert nightly["spec"]["schedule"] == "30 3 * * 1-5" and nightly["spec"]["timeZone"] == "Etc/UTC"
+    assert nightly["spec"]["concurrencyPolicy"] == "Forbid"
+    c = container(nightly["spec"]["jobTemplate"]["spec"]["template"])
     assert c["command"] == ["orchestrator"]
     args = c["args"]
     assert args[:3] == ["run", "--backend", "kubernetes"]
     assert (_arg(args, "--suite"), _arg(args, "--tier"), _arg(args, "--iterations"), _arg(args, "--lanes"),
-            _arg(args, "--concurrency")) == ("full", "nightly", "5", "6", "12")
+            _arg(args, "--concurrency")) == ("full", "full", "5", "6", "12")
     assert _arg(args, "--output-dir") == "/results/$(POD_NAME)"  # expanded by the kubelet from the env
     assert _arg(args, "--metrics-port") == "9464"
     assert "--pushgateway" not in args
     assert args[-1] == "cases/instance-ai"
-    assert len(cron["metadata"]["name"]) <= 52  # CronJob names are limited to 52 characters
+    assert len(nightly["metadata"]["name"]) <= 52  # CronJob names are limited to 52 characters
 
 
 def test_ab_job_dispatches_both_arms(ab) -> None:
@@ -349,6 +419,13 @@ def test_metrics_service_and_monitors(defaults, ab) -> None:
         ("ab:\n  enabled: true\n  arms:\n    - {name: control, model: x/y}\n", "/ab/arms"),
         ("metrics:\n  port: 80\n", "/metrics/port"),
         ("lane: 4\n", "'lane' not allowed"),
+        ("lanes:\n  existingSecret: ''\n", "/lanes/existingSecret"),
+        ("lanes:\n  pod:\n    readyTimeoutSeconds: 180\n", "/lanes/pod/readyTimeoutSeconds"),
+        ("lanes:\n  pod:\n    resources:\n      requests: {memory: 1Gi}\n      limits: {memory: 2Gi}\n",
+         "/lanes/pod/resources/requests"),
+        ("lanes:\n  pod:\n    nodeSelectr: {}\n", "'nodeSelectr' not allowed"),
+        ("lanes:\n  egress:\n    allowCidrs: [anywhere]\n", "/lanes/egress/allowCidrs"),
+        ("metrics:\n  host: all\n", "/metrics/host"),
     ],
 )
 def test_bad_values_yaml_is_rejected_naming_the_field(values_yaml: str, field: str, tmp_path) -> None:
@@ -427,7 +504,7 @@ def _ab_values(tmp_path: Path) -> dict[str, Any]:
     env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242",
                CONTROL_MODEL="anthropic/claude-sonnet-4-6", VARIANT_MODEL="openai/gpt-5.5",
                CONTROL_FLAGS="", VARIANT_FLAGS='{"118_instance_ai_setup_overhaul":"variant"}',
-               SUITE="smoke", ITERATIONS="2", LANES="2")
+               SUITE="", TIER="full", ITERATIONS="2", LANES="2")
     subprocess.run(["bash", "-e", "-c", script], env=env, check=True, timeout=60)
     key, _, value = out.read_text().strip().partition("=")
     assert key == "values"
@@ -443,20 +520,147 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     assert not [r for r in role_rules(docs) if r[1] == "secrets"]  # lanes read the existing Secret
     if mode == "nightly":
-        cron = one(docs, "CronJob")
-        assert cron["spec"]["suspend"] is True and not by_kind(docs, "Job")
-        args = container(cron["spec"]["jobTemplate"]["spec"]["template"])["args"]
+        nightly = cron(docs)
+        assert nightly["spec"]["suspend"] is True and not by_kind(docs, "Job")
+        args = container(nightly["spec"]["jobTemplate"]["spec"]["template"])["args"]
         assert _arg(args, "--experiment-name") == "nightly-4242"
     else:
-        assert not by_kind(docs, "CronJob")
+        assert [component(d) for d in by_kind(docs, "CronJob")] == ["janitor"]
         args = container(one(docs, "Job")["spec"]["template"])["args"]
         assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
         assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
             'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
-        assert _arg(args, "--run-id") == "gh-ab-4242"
+        assert _arg(args, "--run-id") == "gh-ab-4242" and _arg(args, "--tier") == "full"
     template = pod_specs(docs)[0]
     env = {e["name"]: e for e in container(template)["env"]}
     assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"
     assert container(template)["image"] == "registry.invalid/evals/n8n-eval-orchestrator:0123abc"
     assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "n8n-eval-keys", "key": "OPENAI_API_KEY"}
     assert "persistentVolumeClaim" in {k for v in template["spec"]["volumes"] for k in v}
+
+
+# ---- the lane pod, egress, janitor, jobs, namespace ------------------------------------------------
+
+def orchestrator_env(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") for e in container(pod_specs(docs)[0])["env"]}
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+def test_lane_pod_values_reach_the_backend_and_its_pods_validate(version: str) -> None:
+    """lanes.pod travels as JSON env; the backend's LanePod reads it and the lane Pod it builds validates."""
+    env = orchestrator_env(render(FULL_VALUES))
+    pod_opts = k8s.LanePod.model_validate(json.loads(env["ORCHESTRATOR_K8S_LANE_POD"]))
+    assert env["ORCHESTRATOR_K8S_CLUSTER_DOMAIN"] == "corp.k8s"
+    pod = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret=env["ORCHESTRATOR_K8S_LANE_SECRET"], pod=pod_opts,
+                         sidecar_image=env["ORCHESTRATOR_IMAGE"])
+    kubernetes_validate.validate(pod, version, strict=True)
+    assert [(c["name"], c["image"]) for c in pod["spec"]["containers"][1:]] == [
+        ("build-runner", env["ORCHESTRATOR_IMAGE"]), ("sandbox", "registry.invalid/sandbox:1")]
+    spec = pod["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other"}]
+    assert spec["priorityClassName"] == "n8n-eval-lanes" and spec["terminationGracePeriodSeconds"] == 20
+    assert spec["nodeSelector"] and spec["tolerations"] and spec["affinity"] and spec["topologySpreadConstraints"]
+    c = spec["containers"][0]
+    assert c["resources"] == {"requests": {"cpu": "1", "memory": "3Gi"}, "limits": {"cpu": "2", "memory": "3Gi"}}
+    # the defaults: guaranteed memory, a ready timeout that survives node scale-up and a big image pull
+    defaults = k8s.LanePod.model_validate(json.loads(orchestrator_env(render())["ORCHESTRATOR_K8S_LANE_POD"]))
+    assert defaults.ready_timeout_seconds >= 600 and "priorityClassName" not in json.loads(
+        orchestrator_env(render())["ORCHESTRATOR_K8S_LANE_POD"])
+    res = k8s.lane_resources(_spec(), defaults)
+    assert res["requests"]["memory"] == res["limits"]["memory"] == "2Gi"
+
+
+def test_lane_egress_denies_metadata_and_cluster_ranges(defaults) -> None:
+    """The chart's policy (default-deny, DNS only) plus the backend's per-run policy built from the
+    chart's lanes.egress: NetworkPolicies add up, so the union is what a lane may reach."""
+    chart_policy = one(defaults, "NetworkPolicy")
+    assert chart_policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    (dns,) = chart_policy["spec"]["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53} and "ipBlock" not in json.dumps(dns)
+    for docs, cluster_ranges in ((defaults, ["10.96.0.1", "172.20.0.10", "192.168.0.10", "100.64.0.10"]),
+                                 (render(FULL_VALUES), ["10.96.0.1", "10.244.1.2"])):
+        egress = k8s.LaneEgress.model_validate(json.loads(orchestrator_env(docs)["ORCHESTRATOR_K8S_LANE_EGRESS"]))
+        run_policy = k8s.network_policy_object("r1", NAMESPACE, egress=egress)
+        kubernetes_validate.validate(run_policy, K8S_VERSION, strict=True)
+        rules = one(docs, "NetworkPolicy")["spec"]["egress"] + run_policy["spec"]["egress"]
+        assert not k8s.egress_allows(rules, "169.254.169.254", 443)
+        assert not k8s.egress_allows(rules, "169.254.169.254", 80)
+        for ip in cluster_ranges:
+            assert not k8s.egress_allows(rules, ip, 443), ip
+        assert k8s.egress_allows(rules, "160.79.104.10", 443)  # a provider's public address (never contacted)
+        assert not k8s.egress_allows(rules, "160.79.104.10", 22)
+
+
+def test_janitor_cronjob_runs_cleanup_kubernetes() -> None:
+    docs = render(FULL_VALUES)
+    janitor = cron(docs, "janitor")
+    assert janitor["spec"]["schedule"] == "*/5 * * * *" and janitor["spec"]["concurrencyPolicy"] == "Forbid"
+    template = janitor["spec"]["jobTemplate"]["spec"]["template"]
+    c = container(template)
+    assert c["command"] == ["orchestrator"] and c["args"] == ["cleanup", "--kubernetes", "--grace-seconds", "120"]
+    assert {a for a in c["args"] if a.startswith("--")} <= PLANNED_SURFACE["cleanup"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
+    # not the orchestrator's name label: no way into the lanes, not scraped as the orchestrator
+    assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "n8n-eval-janitor"
+    assert template["spec"]["serviceAccountName"] == one(docs, "RoleBinding")["subjects"][0]["name"]
+    assert not [d for d in by_kind(render({"janitor": {"enabled": False}}), "CronJob") if component(d) == "janitor"]
+
+
+def test_jobs_finish_within_an_hour_survive_disruptions_and_get_teardown_time(defaults, ab) -> None:
+    for spec in [cron(defaults)["spec"]["jobTemplate"]["spec"], one(ab, "Job")["spec"]]:
+        assert spec["ttlSecondsAfterFinished"] == 3600
+        rules = spec["podFailurePolicy"]["rules"]
+        assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
+        assert {"action": "FailJob", "onExitCodes": {"containerName": "orchestrator", "operator": "In",
+                                                     "values": [2]}, "onPodConditions": []} in rules
+        assert spec["template"]["spec"]["restartPolicy"] == "Never"  # required by podFailurePolicy
+        assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 300
+    assert "podFailurePolicy" not in cron(render({"podFailurePolicy": {"enabled": False}}))["spec"]["jobTemplate"]["spec"]
+
+
+def test_namespace_is_labelled_pod_security_restricted() -> None:
+    (ns,) = by_kind(render(FULL_VALUES), "Namespace")
+    assert ns["metadata"]["name"] == NAMESPACE
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert not by_kind(render(), "Namespace")
+
+
+def test_metrics_listen_on_the_pod_ip(defaults) -> None:
+    for template in pod_specs(defaults):
+        c = container(template)
+        assert _arg(c["args"], "--metrics-host") == "0.0.0.0"
+        assert orchestrator_env(defaults)["ORCHESTRATOR_METRICS_HOST"] == "0.0.0.0"
+
+
+def test_the_chart_runs_the_image_claude_never_npm(defaults) -> None:
+    """The orchestrator image puts the pinned claude where the toolchain looks (N8N_EVAL_CACHE), so a
+    pod never runs `npm install` at start; the chart must not point the cache elsewhere."""
+    import re
+
+    from orchestrator.lanes.install import CLAUDE_VERSION, Toolchain
+
+    dockerfile = (CHART.parents[1] / "Dockerfile").read_text()
+    assert re.search(r"^ARG CLAUDE_CODE_VERSION=(\S+)$", dockerfile, re.M).group(1) == CLAUDE_VERSION  # type: ignore[union-attr]
+    cache = re.search(r"^ENV N8N_EVAL_CACHE=(\S+)$", dockerfile, re.M).group(1)  # type: ignore[union-attr]
+    prefix = Toolchain(Path(cache)).claude_prefix
+    assert str(prefix).replace(CLAUDE_VERSION, "${CLAUDE_CODE_VERSION}") == '$N8N_EVAL_CACHE/claude-${CLAUDE_CODE_VERSION}'.replace(
+        "$N8N_EVAL_CACHE", cache)
+    assert 'prefix="$N8N_EVAL_CACHE/claude-${CLAUDE_CODE_VERSION}"' in dockerfile and "touch .installed" in dockerfile
+    assert "npm install -g" not in dockerfile
+    for template in pod_specs(defaults):
+        assert "N8N_EVAL_CACHE" not in {e["name"] for e in container(template)["env"]}
+
+
+def test_an_ab_upgrade_renders_through_the_running_job_guard() -> None:
+    """The guard that refuses to upgrade over a running A/B Job uses `lookup`, which only a cluster
+    answers (empty here): this shows the upgrade path renders, not that it refuses (docs/cluster.md)."""
+    with helm.Chart.load(CHART) as chart:
+        manifests = chart.render(values=AB_VALUES, name=RELEASE, namespace=NAMESPACE, revision=2, is_upgrade=True)
+    (job,) = [d for path, t in manifests.items() if not path.endswith("NOTES.txt")
+              for d in yaml.safe_load_all(t) if d and d["kind"] == "Job"]
+    assert job["metadata"]["name"] == f"{RELEASE}-ab-2"
+    template = (CHART / "templates" / "job-ab.yaml").read_text()
+    assert 'lookup "batch/v1" "Job" .Release.Namespace ""' in template and "allowUpgradeWhileRunning" in template

@@ -1,31 +1,26 @@
 """Contract test of the ``kubernetes`` lane backend: the exact API calls it makes, in order.
 
-No real Kubernetes API server can run on this machine (no kube-apiserver/k3s/kind/kwok is
-installable, and no images can be pulled). So this is a *contract* test, not an integration test:
-the real backend drives the real ``kubernetes`` Python client, whose ``Configuration.host`` points
-at :class:`RecordingApiServer` — a small HTTP server on 127.0.0.1 written here. It answers just
-enough of the Kubernetes REST API (create returns the object, a watch streams a Pending then a Ready
-pod event, deletes answer 200 or 404, lists filter by label selector, ``deletecollection`` returns
-what it deleted) and records every request (method, path, query, body). The tests assert that
-sequence and the bodies; every body the backend sends is also validated against the Kubernetes
-OpenAPI schema (kubernetes-validate, strict). What the server does *not* model: admission,
-scheduling, RBAC enforcement, real readiness. Those need a cluster (see docs/cluster.md).
+No real Kubernetes API server can run on this machine, so the real backend drives the real
+``kubernetes`` Python client against :class:`k8s_fake_api.FakeApiServer` (tests/k8s_fake_api.py),
+a loopback stand-in that records every request and models watches, a kubelet's pod phases,
+owner-reference garbage collection and 429s. The tests assert the call sequence and the bodies;
+every body is also validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict).
+What the fake does *not* model — admission, scheduling, RBAC and NetworkPolicy enforcement — needs a
+cluster (docs/cluster.md).
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
 import json
-import threading
-import uuid
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import re
+import time
 from pathlib import Path
-from typing import Any, Iterator
-from urllib.parse import parse_qs, urlsplit
+from typing import Iterator
 
 import kubernetes_validate
 import pytest
+from k8s_fake_api import FakeApiServer, Request, rbac_of
 from kubernetes import client
 
 from orchestrator.errors import ConfigError
@@ -34,244 +29,14 @@ from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
 from orchestrator.lanes.model import LaneSpec
 from orchestrator.ledger import Ledger
 
+RecordingApiServer = FakeApiServer  # the name other test modules import
+__all__ = ["RecordingApiServer", "FakeApiServer", "Request", "rbac_of", "run_full_lifecycle"]
+
 K8S_VERSION = "1.30"
 NS = "evals"
 RUN_ID = "20261202-contract"
 SECRET_VALUE = "sk-ant-api03-contract-secret-0123456789abcdef"
 IN_CLUSTER_ENV = {"POD_NAME": "orchestrator-7d9f", "POD_NAMESPACE": NS, "POD_UID": "11111111-2222-4333-8444-555555555555"}
-
-_COLLECTIONS = {
-    "pods": ("", "v1", "Pod"),
-    "services": ("", "v1", "Service"),
-    "secrets": ("", "v1", "Secret"),
-    "networkpolicies": ("networking.k8s.io", "networking.k8s.io/v1", "NetworkPolicy"),
-}
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, str]
-    body: Any = None
-
-    @property
-    def call(self) -> tuple[str, str, dict[str, str]]:
-        return (self.method, self.path, self.query)
-
-
-@dataclass
-class ApiState:
-    """What the fake cluster holds, and how pods behave when watched."""
-
-    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (resource, ns, name)
-    requests: list[Request] = field(default_factory=list)
-    #: Status a watched pod reaches: "ready", or a container waiting reason such as "ImagePullBackOff".
-    pod_outcome: str = "ready"
-    #: (method, resource) -> HTTP status to fail with, e.g. ("POST", "pods"): 403.
-    failures: dict[tuple[str, str], int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason, "code": code}
-
-
-def _matches(selector: str, labels: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in (p.split("=", 1) for p in selector.split(",") if p))
-
-
-def _pod_status(outcome: str) -> dict[str, Any]:
-    if outcome == "pending":
-        return {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
-    if outcome == "ready":
-        return {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
-                "containerStatuses": [{"name": "n8n", "ready": True, "restartCount": 0, "image": "x", "imageID": "",
-                                       "state": {"running": {}}}]}
-    return {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False", "message": "containers not ready"}],
-            "containerStatuses": [{"name": "n8n", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
-                                   "state": {"waiting": {"reason": outcome, "message": "Back-off pulling image"}}}]}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    state: ApiState  # set per server
-
-    def log_message(self, *args: Any) -> None:  # keep pytest output clean
-        pass
-
-    def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _route(self) -> tuple[str, str, str | None, str | None]:
-        """(resource, namespace, name, subresource) from an API path, or ('lane', '', service, rest)."""
-        parts = [p for p in urlsplit(self.path).path.split("/") if p]
-        if parts[:1] == ["lanes"]:
-            return "lane", "", parts[1], "/".join(parts[2:])
-        if parts[:2] == ["api", "v1"]:
-            parts = parts[2:]
-        elif parts[:3] == ["apis", "networking.k8s.io", "v1"]:
-            parts = parts[3:]
-        else:
-            return "?", "", None, None
-        # namespaces/<ns>/<resource>[/<name>[/<sub>]]
-        ns, resource = parts[1], parts[2]
-        name = parts[3] if len(parts) > 3 else None
-        sub = parts[4] if len(parts) > 4 else None
-        return resource, ns, name, sub
-
-    def _handle(self) -> None:
-        st = self.state
-        split = urlsplit(self.path)
-        query = {k: v[0] for k, v in parse_qs(split.query).items()}
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length)) if length else None
-        with st.lock:
-            st.requests.append(Request(self.command, split.path, query, body))
-        resource, ns, name, sub = self._route()
-        if resource == "lane":
-            return self._lane(name or "", sub or "")
-        if (self.command, resource) in st.failures:
-            code = st.failures[(self.command, resource)]
-            return self._send(code, _status(code, "Forbidden", f"{resource} is forbidden (scripted)"))
-        if resource not in _COLLECTIONS:
-            return self._send(404, _status(404, "NotFound", "unknown path"))
-        if name is None:
-            return self._collection(resource, ns, query, body)
-        return self._item(resource, ns, name, sub, query)
-
-    do_GET = do_POST = do_DELETE = _handle  # noqa: N815
-
-    def _collection(self, resource: str, ns: str, query: dict[str, str], body: Any) -> None:
-        st = self.state
-        _, api_version, kind = _COLLECTIONS[resource]
-        if self.command == "POST":
-            key = (resource, ns, body["metadata"]["name"])
-            with st.lock:
-                if key in st.objects:
-                    return self._send(409, _status(409, "AlreadyExists", f"{key[2]} already exists"))
-                obj = copy.deepcopy(body)
-                obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion="1", creationTimestamp="2026-12-02T00:00:00Z")
-                if resource == "pods":
-                    obj["status"] = _pod_status("pending")
-                st.objects[key] = obj
-            return self._send(201, obj)
-        with st.lock:
-            items = [o for (r, n, _), o in st.objects.items() if r == resource and n == ns]
-        if "fieldSelector" in query:
-            wanted = query["fieldSelector"].split("=", 1)[1]
-            items = [o for o in items if o["metadata"]["name"] == wanted]
-        if "labelSelector" in query:
-            items = [o for o in items if _matches(query["labelSelector"], o["metadata"].get("labels") or {})]
-        if self.command == "DELETE":  # deletecollection
-            with st.lock:
-                for o in items:
-                    st.objects.pop((resource, ns, o["metadata"]["name"]), None)
-            return self._send(200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": {}, "items": items})
-        if query.get("watch") == "true":
-            return self._watch(resource, ns, items)
-        return self._send(200, {"kind": f"{kind}List", "apiVersion": api_version,
-                                "metadata": {"resourceVersion": "7"}, "items": items})
-
-    def _watch(self, resource: str, ns: str, items: list[dict[str, Any]]) -> None:
-        """A watch: ADDED (pending), then MODIFIED to the scripted outcome; then the stream ends."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-        def chunk(event: dict[str, Any]) -> None:
-            line = (json.dumps(event) + "\n").encode()
-            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
-
-        for obj in items:
-            chunk({"type": "ADDED", "object": obj})
-            with self.state.lock:
-                obj["status"] = _pod_status(self.state.pod_outcome)
-                obj["metadata"]["resourceVersion"] = "2"
-            chunk({"type": "MODIFIED", "object": obj})
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _item(self, resource: str, ns: str, name: str, sub: str | None, query: dict[str, str]) -> None:
-        st = self.state
-        key = (resource, ns, name)
-        with st.lock:
-            obj = st.objects.get(key)
-            if obj is not None and self.command == "DELETE":
-                st.objects.pop(key)
-        if obj is None:
-            return self._send(404, _status(404, "NotFound", f'{resource} "{name}" not found'))
-        if sub == "log":
-            return self._send(200, b"n8n ready on 0.0.0.0, port 5678\nEditor is now accessible\n", "text/plain")
-        return self._send(200, obj)
-
-    def _lane(self, service: str, rest: str) -> None:
-        with self.state.lock:
-            pod = self.state.objects.get(("pods", NS, service))
-        ready = pod is not None and pod.get("status", {}).get("phase") == "Running"
-        if rest == "healthz/readiness" and ready:
-            return self._send(200, {"status": "ok"})
-        return self._send(503, {"status": "error"})
-
-
-class RecordingApiServer:
-    """Threaded HTTP server on 127.0.0.1 standing in for the API server (and the lanes' readiness)."""
-
-    def __init__(self) -> None:
-        self.state = ApiState()
-        handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> "RecordingApiServer":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def api_client(self) -> client.ApiClient:
-        cfg = client.Configuration()
-        cfg.host = self.url
-        return client.ApiClient(cfg)
-
-    def calls(self) -> list[tuple[str, str, dict[str, str]]]:
-        return [r.call for r in self.state.requests]
-
-    def bodies(self) -> list[dict[str, Any]]:
-        return [r.body for r in self.state.requests if r.method == "POST"]
-
-
-def rbac_of(requests: list[Request]) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) of every API request — what the orchestrator's Role must grant."""
-    out: set[tuple[str, str, str]] = set()
-    for r in requests:
-        parts = [p for p in r.path.split("/") if p]
-        if parts[0] == "lanes":
-            continue
-        group = "" if parts[0] == "api" else parts[1]
-        rest = parts[2:] if parts[0] == "api" else parts[3:]
-        resource, named = rest[2], len(rest) > 3
-        if len(rest) > 4:
-            resource = f"{resource}/{rest[4]}"
-        verb = {
-            ("POST", False): "create",
-            ("GET", True): "get",
-            ("DELETE", True): "delete",
-            ("DELETE", False): "deletecollection",
-        }.get((r.method, named))
-        if verb is None:  # GET on a collection
-            verb = "watch" if r.query.get("watch") == "true" else "list"
-        out.add((group, resource, verb))
-    return out
 
 
 def lane_spec(secret: bool = True) -> LaneSpec:
@@ -305,11 +70,20 @@ SWEEP_SELECTOR = ("app.kubernetes.io/name=n8n-eval-lane,app.kubernetes.io/manage
                   "n8n-eval/run-id=20261202-contract")
 
 
+WATCH_SELECTOR = "app.kubernetes.io/name=n8n-eval-lane,n8n-eval/run-id=20261202-contract"
+
+
+def is_run_watch(call: tuple[str, str, dict[str, str]], selector: str = WATCH_SELECTOR) -> bool:
+    """A call of the run's one pod watch (its list, or a watch request)."""
+    return call[0] == "GET" and call[1] == f"{BASE}/pods" and call[2].get("labelSelector") == selector
+
+
 async def run_full_lifecycle(server: RecordingApiServer, tmp_path: Path) -> KubernetesBackend:
-    """start → health (watch) → health (read) → logs → teardown → sweep, with a per-run Secret."""
+    """start → wait_ready → health ×2 → logs → teardown → sweep, with a per-run Secret."""
     backend = make_backend(server, tmp_path)
     try:
         lane = await backend.start_lane(0, lane_spec())
+        await backend.wait_ready(lane, 10)
         assert await backend.health(lane) is True
         assert await backend.health(lane) is True
         assert "Editor is now accessible" in await backend.logs(lane, 5)
@@ -322,17 +96,16 @@ async def run_full_lifecycle(server: RecordingApiServer, tmp_path: Path) -> Kube
 
 async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Path) -> None:
     await run_full_lifecycle(server, tmp_path)
-    assert server.calls() == [
+    calls = server.calls()
+    assert [c for c in calls if not is_run_watch(c)] == [
         ("POST", f"{BASE}/secrets", {}),
         ("POST", NETPOL, {}),
         ("POST", f"{BASE}/pods", {}),
         ("POST", f"{BASE}/services", {}),
-        # first health: watch the pod by name until it is Ready ...
-        ("GET", f"{BASE}/pods", {"fieldSelector": f"metadata.name={POD}", "timeoutSeconds": "5", "watch": "true"}),
-        # ... then the lane's own readiness endpoint through the lane URL
+        # readiness: the pod's state comes from the run's watch (below), then the lane's own endpoint
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
-        # later health checks read the pod (it may have died) and ask readiness again
-        ("GET", f"{BASE}/pods/{POD}", {}),
+        # later health checks: the watch's view of the pod (no API call) and readiness again
+        ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         ("GET", f"{BASE}/pods/{POD}/log", {"container": "n8n", "tailLines": "5"}),
         ("DELETE", f"{BASE}/pods/{POD}", {"gracePeriodSeconds": "5"}),
@@ -346,6 +119,12 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
         ("GET", NETPOL, {"labelSelector": SWEEP_SELECTOR}),
         ("DELETE", f"{BASE}/secrets", {"labelSelector": SWEEP_SELECTOR}),
     ]
+    # the run's one watch: a list, then long-poll watches resuming from the list's resourceVersion
+    watch_calls = [c for c in calls if is_run_watch(c)]
+    assert watch_calls[0] == ("GET", f"{BASE}/pods", {"labelSelector": WATCH_SELECTOR})
+    first = watch_calls[1][2]
+    assert first["watch"] == "true" and first["timeoutSeconds"] == "60" and int(first["resourceVersion"]) >= 1
+    assert first["allowWatchBookmarks"] == "true"
     assert server.state.objects == {}
 
 
@@ -393,7 +172,7 @@ async def test_out_of_cluster_no_owner_and_existing_secret(server, tmp_path) -> 
     await backend.close()
     # no Secret created, deleted or swept: the lanes reference the one named in the options (and
     # the Helm chart then grants no RBAC on secrets at all)
-    assert [c[:2] for c in server.calls()] == [
+    assert [c[:2] for c in server.calls() if not is_run_watch(c)] == [
         ("POST", NETPOL), ("POST", f"{BASE}/pods"), ("POST", f"{BASE}/services"),
         ("DELETE", f"{BASE}/pods/{POD}"), ("DELETE", f"{BASE}/services/{POD}"),
         ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract"),
@@ -423,18 +202,98 @@ async def test_run_objects_go_with_the_last_lane_only(server, tmp_path) -> None:
     await backend.close()
 
 
-async def test_stuck_pod_is_not_healthy_is_gone_and_logs_say_why(server, tmp_path) -> None:
-    server.state.pod_outcome = "ImagePullBackOff"
+async def test_image_pull_errors_are_retried_until_the_pod_runs(server, tmp_path) -> None:
+    """ErrImagePull / ImagePullBackOff (a slow registry, a pull secret being fixed) are not terminal."""
+    server.state.pod_plan = ((0.05, "ErrImagePull"), (0.6, "ImagePullBackOff"), (1.0, "ready"))
+    backend = make_backend(server, tmp_path, pod={"readyTimeoutSeconds": 20})
+    lane = await backend.start_lane(0, lane_spec())
+    await asyncio.sleep(0.3)
+    assert await backend.health(lane) is False
+    assert await backend.is_gone(lane) is False
+    assert re.search("ErrImagePull|ImagePullBackOff", await backend.logs(lane))
+    await backend.wait_ready(lane, 1)  # the backend's own ready timeout (20 s here) wins over 1 s
+    assert await backend.health(lane) is True
+    await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_a_pull_that_never_succeeds_times_out_naming_the_reason(server, tmp_path) -> None:
+    server.state.pod_plan = ((0.05, "ImagePullBackOff"),)
+    backend = make_backend(server, tmp_path, pod={"readyTimeoutSeconds": 1})
+    lane = await backend.start_lane(0, lane_spec())
+    with pytest.raises(LaneError, match=r"not ready after 1 s .*ImagePullBackOff"):
+        await backend.wait_ready(lane, 0.5)
+    await backend.teardown(lane)
+    await backend.close()
+
+
+@pytest.mark.parametrize("outcome", ["OOMKilled", "Evicted"])
+async def test_an_ended_pod_is_gone_at_once_and_logs_say_why(server, tmp_path, outcome: str) -> None:
+    server.state.pod_plan = ((0.05, "ready"), (1.0, outcome))
     backend = make_backend(server, tmp_path)
     lane = await backend.start_lane(0, lane_spec())
+    await backend.wait_ready(lane, 5)
+    deadline = time.monotonic() + 5
+    while not await backend.is_gone(lane):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
     assert await backend.health(lane) is False
-    assert await backend.is_gone(lane) is True
-    text = await backend.logs(lane)
-    assert "ImagePullBackOff" in text
-    with pytest.raises(LaneError, match="ImagePullBackOff"):
+    assert outcome in await backend.logs(lane)
+    with pytest.raises(LaneError, match=outcome):
         await backend.wait_ready(lane, 3)
     await backend.teardown(lane)
     await backend.close()
+
+
+async def test_one_watch_for_the_run_not_per_lane_polling(server, tmp_path) -> None:
+    backend = make_backend(server, tmp_path)
+    lanes = [await backend.start_lane(i, lane_spec()) for i in range(6)]
+    await asyncio.gather(*(backend.wait_ready(lane, 10) for lane in lanes))
+    for _ in range(5):  # the pool's health loop
+        assert all(await asyncio.gather(*(backend.health(lane) for lane in lanes)))
+        assert not any(await asyncio.gather(*(backend.is_gone(lane) for lane in lanes)))
+    pod_reads = [c for c in server.calls() if c[0] == "GET" and c[1].startswith(f"{BASE}/pods")]
+    assert all(is_run_watch(c) for c in pod_reads), pod_reads  # no GET of a single pod, no per-lane watch
+    assert sum(1 for c in pod_reads if "watch" not in c[2]) == 1  # one list
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_429_answers_are_retried_with_backoff(server, tmp_path) -> None:
+    backend = make_backend(server, tmp_path)
+    server.throttle(3, retry_after="0")  # the Secret create answers 429 three times
+    lane = await backend.start_lane(0, lane_spec())
+    server.throttle(2, retry_after=None)  # no Retry-After: exponential backoff
+    await backend.wait_ready(lane, 10)
+    await backend.teardown(lane)
+    await backend.close()
+    assert server.state.throttled == 5
+    assert server.state.objects == {}
+    posts = [c[1] for c in server.calls() if c[0] == "POST"]
+    assert posts.count(f"{BASE}/secrets") == 4 and posts.count(NETPOL) == 1  # 3× 429, then created
+
+
+async def test_429_beyond_the_budget_surfaces_as_an_error(server, tmp_path) -> None:
+    backend = make_backend(server, tmp_path, retry_budget_s=0.2)
+    server.throttle(50, retry_after="1")
+    with pytest.raises(LaneError, match="HTTP 429"):
+        await backend.start_lane(0, lane_spec())
+    server.throttle(0)
+    await backend.close()
+
+
+async def test_owner_gc_deletes_lanes_only_when_the_owner_is_deleted(server, tmp_path) -> None:
+    """As in a cluster: an owner that merely *ended* keeps its children (hence the janitor)."""
+    server.add("pods", NS, {"metadata": {"name": "orchestrator-7d9f", "uid": IN_CLUSTER_ENV["POD_UID"]},
+                            "status": {"phase": "Running"}})
+    backend = make_backend(server, tmp_path)
+    await backend.start_lane(0, lane_spec())
+    await backend.close()
+    server.set_pod("orchestrator-7d9f", "OOMKilled")
+    assert POD in server.names("pods") and server.names("networkpolicies")
+    server.delete("pods", NS, "orchestrator-7d9f")
+    assert server.state.objects == {}
 
 
 async def test_unreachable_api_is_unhealthy_not_a_crash(tmp_path) -> None:
@@ -470,24 +329,28 @@ async def test_forbidden_pod_create_names_the_object_and_cleans_up(server, tmp_p
     await backend.close()
 
 
-async def test_sweep_all_runs_finds_leftovers_of_a_crashed_run(server, tmp_path) -> None:
+async def test_sweep_of_every_run_touches_nothing_and_one_known_run_is_swept(server, tmp_path) -> None:
     crashed = make_backend(server, tmp_path, run_id="crashed-run")
     await crashed.start_lane(0, lane_spec())
     await crashed.start_lane(1, lane_spec())
-    # a new process (no memory of the lanes) sweeps every run
+    await crashed.close()
+    server.settle()
+    before = len(server.api_calls())
+    # plain `orchestrator cleanup` sweeps every run: another run in the namespace may be alive
     sweeper = make_backend(server, tmp_path, run_id="cleanup")
-    removed = await sweeper.sweep(None)
+    assert await sweeper.sweep(None) == []
+    assert await sweeper.sweep("someone-elses-run") == []  # not a kubernetes run this machine knows
+    assert len(server.api_calls()) == before
+    # a run whose ledger is here (a crash on this machine) is swept by its id
+    removed = await sweeper.sweep("crashed-run")
     assert sorted(removed) == sorted([
         f"pod/{NS}/n8n-lane-crashed-run-0-0", f"pod/{NS}/n8n-lane-crashed-run-1-0",
         f"service/{NS}/n8n-lane-crashed-run-0-0", f"service/{NS}/n8n-lane-crashed-run-1-0",
         f"networkpolicy/{NS}/n8n-lanes-crashed-run", f"secret/{NS}/n8n-lanes-crashed-run-env",
     ])
-    selector = "app.kubernetes.io/name=n8n-eval-lane,app.kubernetes.io/managed-by=n8n-eval-orchestrator"
-    assert ("DELETE", f"{BASE}/secrets", {"labelSelector": selector}) in server.calls()
     assert server.state.objects == {}
     # the crashed run's ledger is closed by the sweep
     assert Ledger.for_run("crashed-run", tmp_path).open_entries() == []
-    await crashed.close()
     await sweeper.close()
 
 

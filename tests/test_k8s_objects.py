@@ -176,7 +176,8 @@ def test_pod_security_probes_and_resources() -> None:
     assert pspec["enableServiceLinks"] is False
     assert c["readinessProbe"]["httpGet"] == {"path": "/healthz/readiness", "port": "http", "scheme": "HTTP"}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert c["resources"] == {"requests": {"cpu": "250m", "memory": "768Mi"}, "limits": {"cpu": "1500m", "memory": "2Gi"}}
+    # memory request = limit (the LaneSpec asked 768Mi/2Gi): a lane is never the first to be OOM-killed
+    assert c["resources"] == {"requests": {"cpu": "250m", "memory": "2Gi"}, "limits": {"cpu": "1500m", "memory": "2Gi"}}
     assert c["image"] == "registry.invalid/n8n-eval-lane:2.41.1"
     assert k8s.pod_object("r1", 0, "evals", spec(), secret="s", image="other:1")["spec"]["containers"][0]["image"] == "other:1"
 
@@ -187,7 +188,7 @@ def test_network_policy_selects_run_lanes_and_admits_only_the_orchestrator() -> 
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert selector == {"app.kubernetes.io/name": "n8n-eval-lane", "n8n-eval/run-id": "run-a"}
     assert selector.items() <= pod_labels.items()
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (rule,) = policy["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-orchestrator"}}}]
     assert rule["ports"] == [{"protocol": "TCP", "port": 5678}]
@@ -223,6 +224,8 @@ def test_run_labels_of_distinct_ids_differ() -> None:
 def test_lane_url_templates() -> None:
     kw = dict(service="n8n-lane-r-0-0", namespace="evals", index=2, base_port=5700)
     assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == "http://n8n-lane-r-0-0.evals.svc.cluster.local:5678"
+    assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, cluster_domain="corp.k8s", **kw) == (
+        "http://n8n-lane-r-0-0.evals.svc.corp.k8s:5678")
     assert k8s.lane_url("http://127.0.0.1:{local_port}/", **kw) == "http://127.0.0.1:5702"
     with pytest.raises(ValueError, match="url_template"):
         k8s.lane_url("http://{nope}:1", **kw)
@@ -231,3 +234,118 @@ def test_lane_url_templates() -> None:
 def test_secret_keys_must_be_env_names() -> None:
     with pytest.raises(ValueError, match="bad key"):
         k8s.secret_object("r1", "evals", {"bad key": "v"})
+
+
+# ---- egress ---------------------------------------------------------------------------------------
+
+def test_default_egress_allows_dns_and_443_out_only() -> None:
+    policy = k8s.network_policy_object("run-a", "evals")
+    validate(policy)
+    rules = policy["spec"]["egress"]
+    dns, out = rules
+    assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert k8s.egress_allows(rules, "160.79.104.10", 443)  # a model provider's public address (not contacted)
+    assert not k8s.egress_allows(rules, "160.79.104.10", 80)
+    assert not k8s.egress_allows(rules, "169.254.169.254", 443)  # cloud metadata
+    assert not k8s.egress_allows(rules, "169.254.169.254", 80)
+    for in_cluster in ("10.96.0.1", "10.244.3.7", "172.20.0.10", "192.168.1.5", "100.64.0.10"):
+        assert not k8s.egress_allows(rules, in_cluster, 443), in_cluster
+
+
+def test_egress_is_configurable_and_excepts_stay_inside_their_block() -> None:
+    egress = k8s.LaneEgress.model_validate({
+        "allowCidrs": ["160.79.104.0/23", "0.0.0.0/0", "::/0"], "ports": [443, 8443],
+        "clusterCidrs": ["10.100.0.0/16"], "denyCidrs": ["169.254.169.254/32", "fd00:ec2::254/128"]})
+    policy = k8s.network_policy_object("run-a", "evals", egress=egress)
+    validate(policy)
+    rules = policy["spec"]["egress"]
+    blocks = {b["ipBlock"]["cidr"]: b["ipBlock"].get("except", []) for b in rules[1]["to"]}
+    assert blocks == {"160.79.104.0/23": [], "0.0.0.0/0": ["10.100.0.0/16", "169.254.169.254/32"],
+                      "::/0": ["fd00:ec2::254/128"]}
+    assert k8s.egress_allows(rules, "10.96.0.1", 8443)  # outside the declared cluster range now
+    assert not k8s.egress_allows(rules, "10.100.3.4", 443)
+    assert not k8s.egress_allows(rules, "fd00:ec2::254", 443)
+    off = k8s.network_policy_object("run-a", "evals", egress=k8s.LaneEgress(enabled=False))
+    assert off["spec"]["policyTypes"] == ["Ingress"] and "egress" not in off["spec"]
+    with pytest.raises(ValueError, match="10.0.0.1/8"):
+        k8s.LaneEgress.model_validate({"allowCidrs": ["10.0.0.1/8"]})
+
+
+# ---- lanes.pod ------------------------------------------------------------------------------------
+
+POD_VALUES = {
+    "imagePullSecrets": ["regcred", {"name": "other"}],
+    "nodeSelector": {"n8n-eval/lanes": "true"},
+    "tolerations": [{"key": "n8n-eval", "operator": "Equal", "value": "lanes", "effect": "NoSchedule"}],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                   "whenUnsatisfiable": "ScheduleAnyway",
+                                   "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-lane"}}}],
+    "priorityClassName": "n8n-eval-lanes",
+    "resources": {"requests": {"cpu": "1", "memory": "3Gi"}, "limits": {"cpu": "2", "memory": "3Gi"}},
+    "terminationGracePeriodSeconds": 20,
+    "readyTimeoutSeconds": 1200,
+}
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+def test_lane_pod_values_reach_the_pod_and_validate(version: str) -> None:
+    pod_opts = k8s.LanePod.model_validate(POD_VALUES)
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="s", pod=pod_opts)
+    kubernetes_validate.validate(pod, version, strict=True)
+    pspec = pod["spec"]
+    assert pspec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other"}]
+    assert pspec["nodeSelector"] == POD_VALUES["nodeSelector"]
+    assert pspec["tolerations"] == POD_VALUES["tolerations"]
+    assert pspec["affinity"] == POD_VALUES["affinity"]
+    assert pspec["topologySpreadConstraints"] == POD_VALUES["topologySpreadConstraints"]
+    assert pspec["priorityClassName"] == "n8n-eval-lanes"
+    assert pspec["terminationGracePeriodSeconds"] == 20
+    (c,) = pspec["containers"]
+    assert c["resources"] == POD_VALUES["resources"]
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 1200
+    bare = k8s.pod_object("r1", 0, "evals", spec(), secret="s")["spec"]
+    assert not {"imagePullSecrets", "nodeSelector", "tolerations", "affinity", "priorityClassName"} & set(bare)
+
+
+def test_lane_pod_memory_request_must_equal_limit() -> None:
+    with pytest.raises(ValueError, match="memory requests"):
+        k8s.LanePod.model_validate({"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}}})
+    with pytest.raises(ValueError):
+        k8s.LanePod.model_validate({"nodeSelectr": {}})  # a typo is refused, not ignored
+    assert k8s.LanePod().ready_timeout_seconds >= 600
+
+
+# ---- build runner and sandbox next to n8n -----------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
+    pod_opts = k8s.LanePod.model_validate({"buildRunner": {"enabled": True}, "sandbox": {"enabled": True}})
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="lane-keys", pod=pod_opts,
+                         sidecar_image="registry.invalid/n8n-eval-orchestrator:1")
+    kubernetes_validate.validate(pod, version, strict=True)
+    n8n, runner, sandbox = pod["spec"]["containers"]
+    assert (n8n["name"], runner["name"], sandbox["name"]) == ("n8n", "build-runner", "sandbox")
+    assert runner["image"] == sandbox["image"] == "registry.invalid/n8n-eval-orchestrator:1"
+    assert runner["command"][:4] == ["python", "-m", "orchestrator.lanes.k8s_build_runner", "serve"]
+    assert "http://127.0.0.1:5678" in runner["command"]
+    assert sandbox["command"][:4] == ["python", "-m", "orchestrator.sandbox", "serve"]
+    assert {"name": "N8N_EVAL_SANDBOX_URL", "value": "http://127.0.0.1:8791"} in n8n["env"]
+    # the runner's model key: the same Secret reference as n8n's, never a value
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in runner["env"] if "valueFrom" in e}
+    assert refs == {"ANTHROPIC_API_KEY": "lane-keys", "N8N_INSTANCE_AI_MODEL_API_KEY": "lane-keys",
+                    "N8N_EVAL_RUNNER_TOKEN": "lane-keys"}
+    assert SECRET_VALUE not in json.dumps(pod)
+    for c in (runner, sandbox):
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
+    policy = k8s.network_policy_object("r1", "evals", build_runner=True)
+    assert {"protocol": "TCP", "port": 8790} in policy["spec"]["ingress"][0]["ports"]
+    svc = k8s.service_object("r1", 0, "evals", build_runner=True)
+    validate(svc)
+    assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["http", "build-runner"]
+    bare = k8s.pod_object("r1", 0, "evals", spec(), secret="s")
+    assert [c["name"] for c in bare["spec"]["containers"]] == ["n8n"]

@@ -23,14 +23,14 @@ _RUN_FLAGS = {
     "--tier", "--iterations", "--concurrency", "--per-lane-builds", "--timeout-ms", "--build-timeout-ms",
     "--build-max-attempts", "--build-mcp-timeout-ms", "--mcp-server", "--build-cwd", "--output-dir",
     "--keep-workflows", "--experiment-name", "--dataset", "--baseline", "--baseline-prefix", "--max-cost-usd",
-    "--metrics-port", "--pushgateway", "--resume", "--run-id",
+    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--run-id",
 }
 PLANNED_SURFACE: dict[str, set[str]] = {
     "lanes install": set(),
     "lanes up": {"--backend", "--count", "--profile", "--env", "--run-id", "--state-dir", "--base-url"},
     "lanes status": {"--run-id"},
     "lanes down": {"--run-id"},
-    "cleanup": {"--run-id", "--backend"},
+    "cleanup": {"--run-id", "--backend", "--kubernetes", "--namespace", "--context", "--grace-seconds", "--dry-run"},
     "cases list": set(),
     "cases validate": set(),
     "run": _RUN_FLAGS,
@@ -191,3 +191,68 @@ def test_surface_parser_catches_a_bad_command() -> None:
     (words,) = orchestrator_commands('orchestrator runn --lanes 2 && echo "n8n-eval-orchestrator up"')
     assert words == ["orchestrator", "runn", "--lanes", "2"]
     assert orchestrator_commands("helm upgrade --install n8n-eval-orchestrator helm/n8n-eval-orchestrator") == []
+
+
+# ---- tiers: every place that picks cases by tier picks at least one bundled case ------------------
+
+CHART_VALUES = REPO / "helm" / "n8n-eval-orchestrator" / "values.yaml"
+_TIER_PATTERNS = (
+    re.compile(r"--tier[ =]+[\"']?([$\w.-]+)"),          # CLI flag (shell, README)
+    re.compile(r"\brun\.tier=([$\w.-]+)"),               # helm --set run.tier=X
+    re.compile(r"^[ \t]*tier:[ \t]*[\"']?([$\w.-]+)", re.M),     # YAML values (workflow values blocks, docs)
+    re.compile(r"[\"']tier[\"']:\s*([^,}\n]+)"),         # a values dict built in Python
+)
+
+
+def tier_references(text: str, inputs: dict[str, Any] | None = None) -> list[str]:
+    """Every tier a text selects; ``$TIER`` / ``os.environ["TIER"]`` resolve to the workflow input's default."""
+    found: list[str] = []
+    for pattern in _TIER_PATTERNS:
+        for match in pattern.finditer(text):
+            value = match.group(1).strip().strip("\"'")
+            if "TIER" in value or "inputs.tier" in value:
+                default = ((inputs or {}).get("tier") or {}).get("default")
+                assert default, f"a tier comes from the workflow input `tier`, which has no default: {match.group(0)}"
+                value = str(default)
+            found.append(value)
+    return found
+
+
+def tier_sources() -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for path in workflow_files():
+        inputs = (load(path)["on"].get("workflow_dispatch") or {}).get("inputs") or {}
+        out += [(path.name, t) for t in tier_references(path.read_text(), inputs)]
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "scripts").glob("*.sh"))]:
+        out += [(path.name, t) for t in tier_references(path.read_text())]
+    out.append(("values.yaml", yaml.safe_load(CHART_VALUES.read_text())["run"]["tier"]))
+    return out
+
+
+def bundled_tiers() -> dict[str, int]:
+    from orchestrator.cases.selection import select_cases
+    from orchestrator.cases.sources import load_disk
+
+    cases, issues = load_disk([REPO / "cases"])
+    assert not issues and cases
+    tiers = {t for c in cases for t in c.case.datasets}
+    return {t: len(select_cases(cases, tier=t)) for t in tiers}
+
+
+def test_every_tier_selected_anywhere_selects_bundled_cases() -> None:
+    """The nightly and A/B workflows, the chart's default, the README and docs commands: none may pick a
+    tier no bundled case carries (that run exits 2 with "no cases selected")."""
+    counts = bundled_tiers()
+    sources = tier_sources()
+    where = {f for f, _ in sources}
+    assert {"nightly.yml", "ab-experiment.yml", "pr-evals.yml", "values.yaml", "README.md", "cluster.md"} <= where
+    empty = sorted({(f, t) for f, t in sources if counts.get(t, 0) == 0})
+    assert not empty, f"tiers that select no bundled case: {empty}; the corpus has {sorted(counts)}"
+    assert dict(sources)["nightly.yml"] == "full"
+
+
+def test_tier_scan_catches_a_tier_the_corpus_lacks() -> None:
+    assert tier_references('orchestrator run --tier nightly && x') == ["nightly"]
+    assert tier_references("run:\n  tier: ab\n") == ["ab"]
+    assert tier_references('"tier": os.environ["TIER"],', {"tier": {"default": "smoke"}}) == ["smoke"]
+    assert bundled_tiers().get("nightly", 0) == 0 and bundled_tiers().get("ab", 0) == 0

@@ -1,7 +1,14 @@
-"""``orchestrator cleanup``: sweep leftovers of crashed or interrupted runs."""
+"""``orchestrator cleanup``: sweep leftovers of crashed or interrupted runs.
+
+Plain ``cleanup`` works from this machine's ledgers and never sweeps a Kubernetes namespace (another
+run may be alive there). ``cleanup --kubernetes`` runs the janitor instead: in one namespace, it
+deletes the lane objects of runs whose orchestrator Pod/Job is gone or ended (past
+``--grace-seconds``) and never a live run's — what the chart's janitor CronJob runs.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +24,35 @@ from orchestrator.ledger import default_state_dir
 console = Console(stderr=True)
 
 
+def _janitor(namespace: Optional[str], context: Optional[str], run_id: Optional[str], grace_s: float,
+             dry_run: bool) -> int:
+    """One janitor pass; returns the number of failures."""
+    from orchestrator.lanes.k8s_api import kubeconfig_namespace, load_api_client
+    from orchestrator.lanes.k8s_janitor import Janitor
+    from orchestrator.lanes.kubernetes_lanes import SA_NAMESPACE_FILE
+
+    api_client, in_cluster = load_api_client(context)
+    ns = (namespace or os.environ.get("ORCHESTRATOR_K8S_NAMESPACE") or os.environ.get("POD_NAMESPACE")
+          or (SA_NAMESPACE_FILE.read_text().strip() if in_cluster and SA_NAMESPACE_FILE.exists() else None)
+          or kubeconfig_namespace(context) or "default")
+    # With an existing lane Secret (what the chart requires) there is no per-run Secret, and no RBAC on secrets.
+    janitor = Janitor(api_client, ns, grace_s=grace_s, delete_secrets=not os.environ.get("ORCHESTRATOR_K8S_LANE_SECRET"))
+    try:
+        report = janitor.run(run_id, dry_run=dry_run, force=run_id is not None)
+    finally:
+        api_client.close()
+    for verdict in report.verdicts:
+        state = "alive" if verdict.alive else ("dead (dry run: kept)" if dry_run else "dead")
+        console.print(f"{verdict.run}: {state}: {verdict.why}")
+    for item in report.removed:
+        console.print(f"removed {item}")
+    for failure in report.failures:
+        console.print(f"[red]failed:[/red] {failure}")
+    console.print(f"cleanup --kubernetes ({ns}): {len(report.verdicts)} run(s), {len(report.dead_runs)} dead, "
+                  f"{len(report.removed)} removed, {len(report.failures)} failed")
+    return len(report.failures)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("cleanup")
     def cleanup_command(
@@ -25,13 +61,28 @@ def register(app: typer.Typer) -> None:
         state_dir: Path = typer.Option(default_state_dir(), help="Where ledgers live."),
         email: Optional[str] = typer.Option(None, envvar="N8N_EVAL_EMAIL", help="Owner email of static lanes."),
         password: Optional[str] = typer.Option(None, envvar="N8N_EVAL_PASSWORD", help="Owner password of static lanes.", show_default=False),
+        kubernetes: bool = typer.Option(False, "--kubernetes", help="Run the Kubernetes janitor: delete lane objects of runs whose orchestrator is gone or ended, never a live run's."),
+        namespace: Optional[str] = typer.Option(None, help="--kubernetes: the namespace (default: POD_NAMESPACE, the kubeconfig's)."),
+        context: Optional[str] = typer.Option(None, help="--kubernetes: the kubeconfig context."),
+        grace_seconds: float = typer.Option(300.0, help="--kubernetes: how long an ended orchestrator's lanes are kept."),
+        dry_run: bool = typer.Option(False, help="--kubernetes: only say which runs are dead."),
     ) -> None:
         """Tear down lanes and delete users/credentials/workflows recorded in ledgers; sweep by label."""
         for name in backend:
             if name not in available_backends():
                 raise ConfigError(f"--backend: unknown backend {name!r}; choose one of {', '.join(available_backends())}")
+        if grace_seconds < 0:
+            raise ConfigError(f"--grace-seconds: must be ≥ 0, got {grace_seconds}")
+        if kubernetes or "kubernetes" in backend:
+            failures = _janitor(namespace, context, run_id, grace_seconds, dry_run)
+            rest = [b for b in backend if b != "kubernetes"]
+            if not rest:
+                if failures:
+                    raise typer.Exit(1)
+                return
+            backend = rest
         if run_id and not (state_dir / "runs" / run_id).is_dir():
-            raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'}")
+            raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'} (a run in a cluster: add --kubernetes)")
         report = run_async(cleanup(state_dir, run_id, list(backend) or None, email=email, password=password))
         for item in report.removed:
             console.print(f"removed {item}")

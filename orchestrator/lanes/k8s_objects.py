@@ -27,10 +27,13 @@ orchestrator's own namespace (a cross-namespace owner makes the garbage collecto
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.lanes.model import LaneSpec
 
@@ -57,7 +60,104 @@ ENV_JOB_UID = "JOB_UID"
 
 #: Where the lane's n8n keeps its SQLite database: an emptyDir, gone with the pod.
 USER_FOLDER = "/var/lib/n8n-lane"
-DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.cluster.local:{port}"
+DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.{cluster_domain}:{port}"
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+#: The cloud metadata endpoints (AWS/GCP/Azure/OpenStack IPv4, AWS IPv6): never reachable from a lane.
+METADATA_CIDRS = ("169.254.169.254/32", "fd00:ec2::254/128")
+#: Where cluster pods and Services usually live: the private ranges and CGNAT (EKS/GKE/AKS defaults
+#: all fall inside). ``lanes.egress.clusterCidrs`` narrows or widens it for a given cluster.
+DEFAULT_CLUSTER_CIDRS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+
+
+class _Camel(BaseModel):
+    """Options as the Helm chart writes them (camelCase, like the Kubernetes fields they set)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+BUILD_RUNNER_PORT = 8790
+SANDBOX_PORT = 8791
+BUILD_RUNNER_CONTAINER = "build-runner"
+SANDBOX_CONTAINER = "sandbox"
+SANDBOX_ROOT = "/sandbox"
+BUILD_ROOT = "/builds"
+
+
+class Sidecar(_Camel):
+    """A container next to n8n in the lane pod (``lanes.pod.buildRunner`` / ``lanes.pod.sandbox``).
+
+    ``image`` defaults to the orchestrator image (``ORCHESTRATOR_IMAGE``, set by the chart).
+    Memory is given once, in ``limits``; the request is set equal.
+    """
+
+    enabled: bool = False
+    image: str | None = None
+    resources: dict[str, dict[str, str]] = Field(
+        default_factory=lambda: {"requests": {"cpu": "250m"}, "limits": {"cpu": "2", "memory": "1Gi"}})
+
+
+class LanePod(_Camel):
+    """How a lane Pod is scheduled and sized (``lanes.pod`` in the chart; env ORCHESTRATOR_K8S_LANE_POD as JSON).
+
+    Fields are passed through to the Pod spec as written (they are Kubernetes' own types), except
+    ``resources``, whose memory request is always its limit: a lane running LLM-built workflows must
+    not be the first thing a node under memory pressure evicts or OOM-kills.
+    """
+
+    image_pull_secrets: list[dict[str, str]] = Field(default_factory=list, alias="imagePullSecrets")
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] = Field(default_factory=dict)
+    topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list, alias="topologySpreadConstraints")
+    priority_class_name: str | None = Field(None, alias="priorityClassName")
+    #: ``{"requests": {"cpu": …}, "limits": {"cpu": …, "memory": …}}``; None: the LaneSpec's.
+    resources: dict[str, dict[str, str]] | None = None
+    termination_grace_period_seconds: int = Field(15, ge=1, le=600, alias="terminationGracePeriodSeconds")
+    #: How long a lane may take to become ready: node scale-up plus a ~2.8 GB image pull.
+    ready_timeout_seconds: float = Field(900.0, gt=0, alias="readyTimeoutSeconds")
+    #: MCP builds next to their lane: ``claude`` runs in this container, reached by the orchestrator
+    #: on the pod network (port 8790), talking to n8n's MCP server on 127.0.0.1 (docs/cluster.md).
+    build_runner: Sidecar = Field(default_factory=lambda: Sidecar.model_validate({}), alias="buildRunner")
+    #: Instance AI's sandbox service (``python -m orchestrator.sandbox serve``), for n8n on 127.0.0.1:8791.
+    sandbox: Sidecar = Field(default_factory=lambda: Sidecar.model_validate(
+        {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "512Mi"}}}))
+
+    @field_validator("image_pull_secrets", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        return [{"name": v} if isinstance(v, str) else v for v in value or []]
+
+    @model_validator(mode="after")
+    def _memory_guaranteed(self) -> "LanePod":
+        res = self.resources or {}
+        req, lim = (res.get("requests") or {}).get("memory"), (res.get("limits") or {}).get("memory")
+        if req and lim and req != lim:
+            raise ValueError(f"resources: memory requests ({req}) must equal limits ({lim})")
+        return self
+
+
+class LaneEgress(_Camel):
+    """Where lanes may connect to (``lanes.egress``; env ORCHESTRATOR_K8S_LANE_EGRESS as JSON).
+
+    Default-deny, then: DNS to the cluster's DNS pods, and TCP ``ports`` (443) to ``allowCidrs``
+    minus ``denyCidrs`` (the metadata endpoint) and ``clusterCidrs`` (pods and Services).
+    """
+
+    enabled: bool = True
+    allow_cidrs: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"], alias="allowCidrs")
+    ports: list[int] = Field(default_factory=lambda: [443])
+    deny_cidrs: list[str] = Field(default_factory=lambda: list(METADATA_CIDRS), alias="denyCidrs")
+    cluster_cidrs: list[str] = Field(default_factory=lambda: list(DEFAULT_CLUSTER_CIDRS), alias="clusterCidrs")
+    dns_namespace: str = Field("kube-system", alias="dnsNamespace")
+    dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"}, alias="dnsPodLabels")
+
+    @field_validator("allow_cidrs", "deny_cidrs", "cluster_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            ipaddress.ip_network(cidr, strict=True)  # ValueError names the bad one
+        return value
+
 
 OwnerKind = Literal["pod", "job", "none"]
 _LABEL_OK = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -173,26 +273,74 @@ def secret_object(run_id: str, namespace: str, secret_env: Mapping[str, str], ow
     }
 
 
-def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = None) -> dict[str, Any]:
-    """One policy per run: the run's lanes admit ingress only from orchestrator pods, on the n8n port.
+def egress_rules(egress: LaneEgress) -> list[dict[str, Any]]:
+    """NetworkPolicy egress rules: DNS to the cluster DNS pods, ``ports`` to allowed CIDRs minus the
+    denied ones (each ``except`` entry must lie inside its ``cidr``, so it is computed per block)."""
+    denied = [ipaddress.ip_network(c) for c in [*egress.deny_cidrs, *egress.cluster_cidrs]]
+    blocks = []
+    for cidr in egress.allow_cidrs:
+        net = ipaddress.ip_network(cidr)
+        inside = sorted({str(d) for d in denied if d.version == net.version and d != net and d.subnet_of(net)})  # type: ignore[arg-type]
+        if any(d.version == net.version and net.subnet_of(d) for d in denied):  # type: ignore[arg-type]
+            continue  # wholly denied
+        blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    dns = {
+        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": egress.dns_namespace}},
+                "podSelector": {"matchLabels": dict(egress.dns_pod_labels)}}],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    rules = [dns]
+    if blocks and egress.ports:
+        rules.append({"to": blocks, "ports": [{"protocol": "TCP", "port": p} for p in egress.ports]})
+    return rules
 
-    The lanes expose ``POST /rest/e2e/reset`` (it wipes a lane), so nothing else may reach them.
-    Egress stays open: lanes call the model provider.
-    """
+
+def egress_allows(rules: list[dict[str, Any]], ip: str, port: int, protocol: str = "TCP") -> bool:
+    """Whether ``ip:port`` is reachable under these egress rules' ``ipBlock`` peers (NetworkPolicy
+    semantics: any rule whose port and block match; a block's ``except`` carves addresses out)."""
+    addr = ipaddress.ip_address(ip)
+    for rule in rules:
+        ports = rule.get("ports") or []
+        if ports and not any(p.get("protocol", "TCP") == protocol and p.get("port") == port for p in ports):
+            continue
+        for peer in rule.get("to") or []:
+            block = peer.get("ipBlock")
+            if not block:
+                continue
+            net = ipaddress.ip_network(block["cidr"])
+            if addr.version != net.version or addr not in net:
+                continue
+            if any(addr in ipaddress.ip_network(e) for e in block.get("except") or []):
+                continue
+            return True
+    return False
+
+
+def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = None,
+                          egress: LaneEgress | None = None, *, build_runner: bool = False) -> dict[str, Any]:
+    """One policy per run: the run's lanes admit ingress only from orchestrator pods, on the n8n port
+    (lanes expose ``POST /rest/e2e/reset``, which wipes a lane), and — unless egress is disabled —
+    reach only DNS and the model providers' port 443 (LLM-built workflows run there: no metadata
+    endpoint, no in-cluster service)."""
+    egress = egress if egress is not None else LaneEgress.model_validate({})
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id)}},
+        "policyTypes": ["Ingress", "Egress"] if egress.enabled else ["Ingress"],
+        "ingress": [
+            {
+                "from": [{"podSelector": {"matchLabels": {LABEL_NAME: ORCHESTRATOR_APP}}}],
+                "ports": [{"protocol": "TCP", "port": N8N_PORT}]
+                + ([{"protocol": "TCP", "port": BUILD_RUNNER_PORT}] if build_runner else []),
+            }
+        ],
+    }
+    if egress.enabled:
+        spec["egress"] = egress_rules(egress)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": _metadata(network_policy_name(run_id), namespace, run_labels(run_id, "lane-network-policy"), run_id, owner),
-        "spec": {
-            "podSelector": {"matchLabels": {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id)}},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"podSelector": {"matchLabels": {LABEL_NAME: ORCHESTRATOR_APP}}}],
-                    "ports": [{"protocol": "TCP", "port": N8N_PORT}],
-                }
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -235,11 +383,13 @@ def pod_object(
     image_pull_policy: str = "IfNotPresent",
     run_as_user: int = 1000,
     owner: OwnerRef | None = None,
+    pod: LanePod | None = None,
+    sidecar_image: str | None = None,
 ) -> dict[str, Any]:
     """One n8n lane. ``restartPolicy: Never``: a crashed lane is dead (and replaced), not silently reborn."""
-    res = spec.resources
-    startup_failures = max(6, int(spec.ready_timeout_s // 5) + 1)
-    return {
+    pod = pod if pod is not None else LanePod.model_validate({})
+    startup_failures = max(6, int(max(spec.ready_timeout_s, pod.ready_timeout_seconds) // 5) + 1)
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": _metadata(pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt), run_id, owner),
@@ -248,7 +398,7 @@ def pod_object(
             "automountServiceAccountToken": False,
             # Service links would inject e.g. N8N_PORT=tcp://… for a Service named n8n.
             "enableServiceLinks": False,
-            "terminationGracePeriodSeconds": 10,
+            "terminationGracePeriodSeconds": pod.termination_grace_period_seconds,
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": run_as_user,
@@ -266,10 +416,7 @@ def pod_object(
                     "startupProbe": _probe("/healthz", period=5, failures=startup_failures),
                     "readinessProbe": _probe("/healthz/readiness", period=2, failures=3),
                     "livenessProbe": _probe("/healthz", period=10, failures=6, timeout=5),
-                    "resources": {
-                        "requests": {"cpu": res.cpu_request, "memory": res.memory_request},
-                        "limits": {"cpu": res.cpu_limit, "memory": res.memory_limit},
-                    },
+                    "resources": lane_resources(spec, pod),
                     "securityContext": {
                         "runAsNonRoot": True,
                         "allowPrivilegeEscalation": False,
@@ -289,10 +436,103 @@ def pod_object(
             ],
         },
     }
+    if pod.build_runner.enabled or pod.sandbox.enabled:
+        _add_sidecars(body["spec"], pod, sidecar_image or image or spec.image, image_pull_policy)
+    extra = {
+        "imagePullSecrets": pod.image_pull_secrets,
+        "nodeSelector": pod.node_selector,
+        "tolerations": pod.tolerations,
+        "affinity": pod.affinity,
+        "topologySpreadConstraints": pod.topology_spread_constraints,
+        "priorityClassName": pod.priority_class_name,
+    }
+    body["spec"].update({k: v for k, v in extra.items() if v})
+    return body
 
 
-def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None) -> dict[str, Any]:
-    """ClusterIP Service of one lane, named like its pod."""
+def _guaranteed_memory(resources: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    requests, limits = dict(resources.get("requests") or {}), dict(resources.get("limits") or {})
+    memory = limits.get("memory") or requests.get("memory")
+    if memory:
+        requests["memory"] = limits["memory"] = memory
+    return {"requests": requests, "limits": limits}
+
+
+def _sidecar(name: str, sidecar: Sidecar, image: str, pull_policy: str, command: list[str], port: int,
+             mounts: list[dict[str, str]], env: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": sidecar.image or image,
+        "imagePullPolicy": pull_policy,
+        "command": command,
+        "ports": [{"name": name[:15], "containerPort": port, "protocol": "TCP"}],
+        "env": env,
+        "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2, "failureThreshold": 3},
+        "resources": _guaranteed_memory(sidecar.resources),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts],
+    }
+
+
+def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_policy: str) -> None:
+    """The build runner (claude next to its lane) and the sandbox, each in its own container.
+
+    They share the pod's network namespace with n8n: the runner reaches the MCP server and the
+    sandbox is reached by n8n on 127.0.0.1. Neither gets a service-account token (the pod has none)
+    and the runner's model key comes from the same lane Secret as n8n's.
+    """
+    containers, volumes = pod_spec["containers"], pod_spec["volumes"]
+    n8n_env = [e for e in containers[0]["env"] if "valueFrom" in e]  # secret refs only
+    home = [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}]
+    secret = next((e["valueFrom"]["secretKeyRef"]["name"] for e in n8n_env), None)
+    runner_token: dict[str, Any] = (  # optional key of the lane Secret: the runner then demands it
+        {"name": "N8N_EVAL_RUNNER_TOKEN", "valueFrom": {"secretKeyRef": {
+            "name": secret, "key": "N8N_EVAL_RUNNER_TOKEN", "optional": True}}}
+        if secret else {"name": "N8N_EVAL_RUNNER_TOKEN", "value": ""})
+    if pod.build_runner.enabled:
+        containers.append(_sidecar(
+            BUILD_RUNNER_CONTAINER, pod.build_runner, image, pull_policy,
+            ["python", "-m", "orchestrator.lanes.k8s_build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
+             "--root", BUILD_ROOT, "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
+            BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
+        volumes.append({"name": "builds", "emptyDir": {}})
+    if pod.sandbox.enabled:
+        containers.append(_sidecar(
+            SANDBOX_CONTAINER, pod.sandbox, image, pull_policy,
+            ["python", "-m", "orchestrator.sandbox", "serve", "--port", str(SANDBOX_PORT), "--root", SANDBOX_ROOT],
+            SANDBOX_PORT, [{"name": "sandbox", "mountPath": SANDBOX_ROOT}], home))
+        volumes.append({"name": "sandbox", "emptyDir": {}})
+        containers[0]["env"].append({"name": "N8N_EVAL_SANDBOX_URL", "value": f"http://127.0.0.1:{SANDBOX_PORT}"})
+
+
+def lane_resources(spec: LaneSpec, pod: LanePod) -> dict[str, dict[str, str]]:
+    """The n8n container's resources: ``lanes.pod.resources`` else the LaneSpec's, memory request = limit."""
+    if pod.resources:
+        requests = dict(pod.resources.get("requests") or {})
+        limits = dict(pod.resources.get("limits") or {})
+    else:
+        res = spec.resources
+        requests, limits = {"cpu": res.cpu_request}, {"cpu": res.cpu_limit, "memory": res.memory_limit}
+    memory = limits.get("memory") or requests.get("memory")
+    if memory:
+        requests["memory"] = limits["memory"] = memory
+    return {"requests": requests, "limits": limits}
+
+
+def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None,
+                   build_runner: bool = False) -> dict[str, Any]:
+    """ClusterIP Service of one lane, named like its pod (plus the build runner's port when it runs)."""
+    ports = [{"name": "http", "port": N8N_PORT, "targetPort": "http", "protocol": "TCP"}]
+    if build_runner:
+        ports.append({"name": BUILD_RUNNER_CONTAINER, "port": BUILD_RUNNER_PORT, "targetPort": BUILD_RUNNER_CONTAINER,
+                      "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -302,19 +542,22 @@ def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0,
         "spec": {
             "type": "ClusterIP",
             "selector": lane_selector(run_id, index, attempt),
-            "ports": [{"name": "http", "port": N8N_PORT, "targetPort": "http", "protocol": "TCP"}],
+            "ports": ports,
         },
     }
 
 
-def lane_url(template: str, *, service: str, namespace: str, index: int, base_port: int) -> str:
-    """Render ``url_template``: fields ``{service} {pod} {namespace} {index} {port} {local_port}``.
+def lane_url(template: str, *, service: str, namespace: str, index: int, base_port: int,
+             cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> str:
+    """Render ``url_template``: fields ``{service} {pod} {namespace} {index} {port} {local_port}
+    {cluster_domain}``.
 
     ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use.
     """
     try:
         url = template.format(
-            service=service, pod=service, namespace=namespace, index=index, port=N8N_PORT, local_port=base_port + index
+            service=service, pod=service, namespace=namespace, index=index, port=N8N_PORT, local_port=base_port + index,
+            cluster_domain=cluster_domain,
         )
     except (KeyError, IndexError, ValueError) as exc:
         raise ValueError(f"url_template {template!r}: unknown or malformed field {exc}") from None

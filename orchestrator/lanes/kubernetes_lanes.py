@@ -6,20 +6,31 @@ or ``~/.kube/config``, context from the ``context`` option); tests inject an ``A
 What a run creates, in order (each recorded in the ledger *before* it is created):
 
 1. a Secret ``n8n-lanes-<run>-env`` with the lanes' secret env (skipped when there is no secret
-   env, or when ``existing_secret`` names a Secret whose keys are the env names);
+   env, or when ``existing_secret`` names a Secret whose keys are the env names — what the Helm
+   chart always does);
 2. one NetworkPolicy ``n8n-lanes-<run>``: the run's lane pods admit ingress only from pods labelled
-   ``app.kubernetes.io/name=n8n-eval-orchestrator``, on port 5678;
+   ``app.kubernetes.io/name=n8n-eval-orchestrator`` on port 5678, and reach only DNS and TCP 443
+   outside the cluster (no metadata endpoint, no pod or Service range; see ``LaneEgress``);
 3. per lane, a Pod and a Service ``n8n-lane-<run>-<index>-<attempt>``.
 
-Readiness: the pod is watched (``list_namespaced_pod`` with ``watch=true`` and a ``fieldSelector``
-on its name) until it is Running with the Ready condition, then ``GET /healthz/readiness`` is
-asked through the lane URL. The lane URL is ``http://<service>.<namespace>.svc.cluster.local:5678``
+Readiness and health: **one** label-selector watch per run (a background thread: list, then a
+long-poll ``watch`` from the list's ``resourceVersion``, re-listing on ``410 Gone``) keeps every
+lane pod's status in memory. ``wait_ready``/``health``/``is_gone`` read that cache — no per-lane
+polling — and ``health`` then asks ``GET /healthz/readiness`` through the lane URL. Image pulls that
+fail (``ErrImagePull``/``ImagePullBackOff``) are retried by the kubelet and waited for until the
+ready timeout (``lanes.pod.readyTimeoutSeconds``, default 900 s); an ended pod (OOMKilled,
+Evicted, …) is gone at once. The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
 or, outside the cluster, the ``url_template`` option (e.g. ``http://127.0.0.1:{local_port}`` behind
 one ``kubectl port-forward svc/<service> <local_port>:5678`` per lane).
 
+Every API call retries ``429 Too Many Requests`` (``Retry-After``, else exponential backoff).
+
 Teardown deletes the lane's Pod and Service (404 = already gone) and, with the run's last lane, the
-NetworkPolicy and Secret. ``sweep`` deletes by label selector — pods, services, networkpolicies,
-and secrets (by ``deletecollection``: the orchestrator never needs to read a Secret).
+NetworkPolicy and Secret. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
+this machine's ledger knows as a kubernetes run; ``sweep(None)`` (what plain ``orchestrator
+cleanup`` calls) touches nothing: every-run cleanup is the janitor's job
+(``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.k8s_janitor`), which never deletes
+a live run's objects.
 
 Options (keyword options of the backend, each also read from the environment):
 
@@ -28,26 +39,31 @@ option                 env                                 default
 =====================  ==================================  ================================
 namespace              ORCHESTRATOR_K8S_NAMESPACE          POD_NAMESPACE, kubeconfig, default
 url_template           ORCHESTRATOR_K8S_URL_TEMPLATE       in-cluster DNS name of the Service
+cluster_domain         ORCHESTRATOR_K8S_CLUSTER_DOMAIN     cluster.local
 existing_secret        ORCHESTRATOR_K8S_LANE_SECRET        a per-run Secret
 image                  ORCHESTRATOR_LANE_IMAGE             ``LaneSpec.image``
 image_pull_policy      ORCHESTRATOR_K8S_IMAGE_PULL_POLICY  IfNotPresent
 owner_kind             ORCHESTRATOR_K8S_OWNER_KIND         pod (``pod`` | ``job`` | ``none``)
 context                ORCHESTRATOR_K8S_CONTEXT            the kubeconfig's current context
 run_as_user            ORCHESTRATOR_K8S_RUN_AS_USER        1000
+pod                    ORCHESTRATOR_K8S_LANE_POD (JSON)    ``LanePod()``: scheduling, sizing
+egress                 ORCHESTRATOR_K8S_LANE_EGRESS (JSON) ``LaneEgress()``: default-deny
 =====================  ==================================  ================================
 
 In-cluster, the downward-API env ``POD_NAME``, ``POD_NAMESPACE``, ``POD_UID`` (and ``JOB_NAME``,
-``JOB_UID`` for ``owner_kind=job``) make every object owned by the orchestrator's Pod (or Job), so
-the cluster garbage-collects the lanes if the orchestrator dies.
+``JOB_UID`` for ``owner_kind=job``) make every object owned by the orchestrator's Pod (or Job). The
+cluster garbage-collects the lanes when that owner is *deleted* — not when it merely ended (an
+OOM-killed pod still exists): that case is the janitor's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -55,13 +71,27 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
-from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.backend import (
+    LaneBackend,
+    LaneError,
+    answers_ready,
+    register_backend,
+)
+from orchestrator.lanes.k8s_api import (
+    call_with_retry,
+    is_ready,
+    kubeconfig_namespace,
+    load_api_client,
+    retry_after_s,
+    status_summary,
+    terminal_reason,
+)
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact, register_secret
@@ -70,21 +100,21 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-#: Container states that will never turn into a ready lane.
-TERMINAL_WAITING = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError",
-     "CrashLoopBackOff", "ErrImageNeverPull"}
-)
 _ENV_OPTIONS = {
     "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
     "url_template": "ORCHESTRATOR_K8S_URL_TEMPLATE",
+    "cluster_domain": "ORCHESTRATOR_K8S_CLUSTER_DOMAIN",
     "existing_secret": "ORCHESTRATOR_K8S_LANE_SECRET",
     "image": "ORCHESTRATOR_LANE_IMAGE",
     "image_pull_policy": "ORCHESTRATOR_K8S_IMAGE_PULL_POLICY",
     "owner_kind": "ORCHESTRATOR_K8S_OWNER_KIND",
     "context": "ORCHESTRATOR_K8S_CONTEXT",
     "run_as_user": "ORCHESTRATOR_K8S_RUN_AS_USER",
+    "pod": "ORCHESTRATOR_K8S_LANE_POD",
+    "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
+    "sidecar_image": "ORCHESTRATOR_IMAGE",
 }
+_JSON_OPTIONS = ("pod", "egress")
 
 
 class KubernetesOptions(BaseModel):
@@ -94,15 +124,24 @@ class KubernetesOptions(BaseModel):
 
     namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     url_template: str | None = None
+    cluster_domain: str = Field(objects.DEFAULT_CLUSTER_DOMAIN, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     existing_secret: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     image: str | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     owner_kind: Literal["pod", "job", "none"] = "pod"
     context: str | None = None
     run_as_user: int = Field(1000, ge=1)
-    #: How long one ``health`` call may wait on the pod watch before answering "not yet".
+    pod: objects.LanePod = Field(default_factory=lambda: objects.LanePod.model_validate({}))
+    egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}))
+    #: Image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image).
+    sidecar_image: str | None = None
+    #: How long ``health`` waits for the run's pod watch to list the pods once.
     health_watch_s: float = Field(5.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
+    #: Server-side timeout of one watch request (the watch then resumes from its resourceVersion).
+    watch_timeout_s: int = Field(60, ge=1)
+    #: Waiting on 429s, per call, before the error surfaces.
+    retry_budget_s: float = Field(120.0, ge=0)
 
 
 def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
@@ -112,81 +151,116 @@ def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> Kube
     ignored = sorted(k for k, v in options.items() if k not in known and v is not None)
     if ignored:
         log.debug("kubernetes backend: ignoring options %s", ", ".join(ignored))
-    given = {k: v for k, v in options.items() if k in known and v is not None}
+    given: dict[str, Any] = {k: v for k, v in options.items() if k in known and v is not None}
     for key, var in _ENV_OPTIONS.items():
         if key not in given and env.get(var):
             given[key] = env[var]
+    for key in _JSON_OPTIONS:
+        if isinstance(given.get(key), str):
+            try:
+                given[key] = json.loads(given[key])
+            except ValueError as exc:
+                raise ConfigError(f"kubernetes backend: option {key!r} (env {_ENV_OPTIONS[key]}): not JSON: {exc}") from None
     try:
         return KubernetesOptions(**given)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "?"
-        var = _ENV_OPTIONS.get(field)
-        where = f"option {field!r}" + (f" (env {var})" if var else "")
+        env_var = _ENV_OPTIONS.get(field.split(".")[0])
+        where = f"option {field!r}" + (f" (env {env_var})" if env_var else "")
         raise ConfigError(f"kubernetes backend: {where}: {first['msg']}") from None
 
 
-def _load_api_client(context: str | None) -> tuple[client.ApiClient, bool]:
-    """(client, in_cluster): the service account first, else the kubeconfig."""
-    cfg = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=cfg)
-        return client.ApiClient(cfg), True
-    except config.ConfigException:
-        pass
-    try:
-        config.load_kube_config(context=context, client_configuration=cfg)
-    except (config.ConfigException, FileNotFoundError, TypeError) as exc:
-        raise ConfigError(
-            "--backend kubernetes: no in-cluster service account and no usable kubeconfig "
-            f"(KUBECONFIG or ~/.kube/config): {exc}"
-        ) from None
-    return client.ApiClient(cfg), False
+class RunPodWatch:
+    """One label-selector watch over a run's lane pods, in a daemon thread; a dict of pods by name.
 
+    List once (``resourceVersion`` R), then ``watch`` from R, long-polling ``watch_timeout_s`` at a
+    time and resuming from the last version seen; ``410 Gone`` (history compacted) lists again.
+    429s and connection errors back off. The API calls this makes do not grow with the lane count.
+    """
 
-def _kubeconfig_namespace(context: str | None) -> str | None:
-    try:
-        contexts, active = config.list_kube_config_contexts()
-    except (config.ConfigException, FileNotFoundError, TypeError):
-        return None
-    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
-    return ((chosen or {}).get("context") or {}).get("namespace")
+    def __init__(self, list_pods: Callable[..., Any], namespace: str, selector: str, *, watch_timeout_s: int,
+                 request_timeout_s: float) -> None:
+        self._list = list_pods
+        self.namespace, self.selector = namespace, selector
+        self.watch_timeout_s, self.request_timeout_s = watch_timeout_s, request_timeout_s
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.deleted: set[str] = set()
+        self.synced = threading.Event()
+        self.error: str | None = None
+        self.lists = 0
+        self.watches = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._loop, name=f"pod-watch-{selector}", daemon=True)
 
+    def start(self) -> None:
+        self._thread.start()
 
-def _is_ready(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    def stop(self) -> None:
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
 
+    def get(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self.pods.get(name)
 
-def _terminal_reason(pod: Mapping[str, Any]) -> str | None:
-    """Why a pod will never become ready (it ended, or a container is stuck for good), else None."""
-    status = pod.get("status") or {}
-    phase = status.get("phase")
-    if phase in ("Failed", "Succeeded"):
-        return f"pod phase {phase}" + (f" ({status['reason']})" if status.get("reason") else "")
-    for cs in status.get("containerStatuses") or []:
-        state = cs.get("state") or {}
-        waiting = state.get("waiting") or {}
-        if waiting.get("reason") in TERMINAL_WAITING:
-            return f"container {cs.get('name')}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-        if state.get("terminated"):
-            term = state["terminated"]
-            return f"container {cs.get('name')} terminated: {term.get('reason', '')} exit {term.get('exitCode')}"
-    return None
+    def _relist(self) -> str:
+        self.lists += 1
+        resp = call_with_retry(self._list, self.namespace, label_selector=self.selector, _preload_content=False,
+                               _request_timeout=self.request_timeout_s)
+        data = json.loads(resp.data)
+        with self._lock:
+            self.pods = {i["metadata"]["name"]: i for i in data.get("items") or []}
+        self.synced.set()
+        return str((data.get("metadata") or {}).get("resourceVersion") or "")
 
-
-def _status_summary(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status") or {}
-    parts = [f"pod phase {status.get('phase', '?')}"]
-    for cond in status.get("conditions") or []:
-        if cond.get("status") != "True" and cond.get("message"):
-            parts.append(f"{cond.get('type')}: {cond['message']}")
-    reason = _terminal_reason(pod)
-    if reason:
-        parts.append(reason)
-    return "; ".join(parts)
+    def _loop(self) -> None:
+        version: str | None = None
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                if version is None:
+                    version = self._relist()
+                if self._stop.is_set():
+                    break
+                self._watch = w = watch.Watch()
+                self.watches += 1
+                for event in w.stream(self._list, self.namespace, label_selector=self.selector,
+                                      resource_version=version, allow_watch_bookmarks=True,
+                                      timeout_seconds=self.watch_timeout_s,
+                                      _request_timeout=self.watch_timeout_s + self.request_timeout_s):
+                    if self._stop.is_set():
+                        break
+                    obj = event.get("raw_object") or {}
+                    meta = obj.get("metadata") or {}
+                    version = str(meta.get("resourceVersion") or version)
+                    kind = event.get("type")
+                    if kind == "BOOKMARK" or not meta.get("name"):
+                        continue
+                    with self._lock:
+                        if kind == "DELETED":
+                            self.pods.pop(meta["name"], None)
+                            self.deleted.add(meta["name"])
+                        else:
+                            self.pods[meta["name"]] = obj
+                attempt = 0
+                self.error = None
+            except ApiException as exc:
+                if exc.status == 410:  # our version was compacted away: list again
+                    version = None
+                    continue
+                self.error = f"HTTP {exc.status} {exc.reason}"
+                self._stop.wait(retry_after_s(exc, attempt) if exc.status == 429 else min(30.0, 0.5 * 2 ** attempt))
+                attempt += 1
+            except Exception as exc:  # noqa: BLE001 - an unreachable API must not kill the watch
+                if self._stop.is_set():
+                    break
+                self.error = f"{type(exc).__name__}: {exc}"
+                self._stop.wait(min(30.0, 0.5 * 2 ** attempt))
+                attempt += 1
 
 
 @register_backend
@@ -212,7 +286,7 @@ class KubernetesBackend(LaneBackend):
         self._owner = objects.owner_from_env(self._environ, self.opts.owner_kind)
         self._attempts: dict[int, int] = {}
         self._run_objects_ready = False
-        self._ready_pods: set[str] = set()
+        self._pod_watch: RunPodWatch | None = None
         self._lock = asyncio.Lock()
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
         self._http = httpx.AsyncClient(timeout=5.0, trust_env=False)
@@ -222,11 +296,17 @@ class KubernetesBackend(LaneBackend):
         except ValueError as exc:
             raise ConfigError(f"kubernetes backend: option 'url_template' (env ORCHESTRATOR_K8S_URL_TEMPLATE): {exc}") from None
 
+    @property
+    def min_ready_timeout_s(self) -> float:
+        """How long a lane may take to become ready here (node scale-up + image pull). Hook for the
+        pool: ``wait_ready(backend, lane, max(spec.ready_timeout_s, backend.min_ready_timeout_s))``."""
+        return self.opts.pod.ready_timeout_seconds
+
     # ---- connection ----------------------------------------------------------------------------
 
     def _client(self) -> client.ApiClient:
         if self._api_client is None:
-            self._api_client, in_cluster = _load_api_client(self.opts.context)
+            self._api_client, in_cluster = load_api_client(self.opts.context)
             log.debug("kubernetes backend: %s config, API %s", "in-cluster" if in_cluster else "kubeconfig",
                       self._api_client.configuration.host)
         return self._api_client
@@ -246,7 +326,7 @@ class KubernetesBackend(LaneBackend):
                 self.opts.namespace
                 or self._environ.get(objects.ENV_POD_NAMESPACE)
                 or (SA_NAMESPACE_FILE.read_text().strip() if self._owns_client and SA_NAMESPACE_FILE.exists() else None)
-                or (_kubeconfig_namespace(self.opts.context) if self._owns_client else None)
+                or (kubeconfig_namespace(self.opts.context) if self._owns_client else None)
                 or "default"
             )
         return self._namespace
@@ -259,10 +339,12 @@ class KubernetesBackend(LaneBackend):
         return None
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one blocking client call in a thread; an unreachable API server becomes a LaneError."""
+        """Run one blocking client call in a thread, 429s retried with backoff; an unreachable API
+        server becomes a LaneError."""
         kwargs.setdefault("_request_timeout", self.opts.request_timeout_s)
         try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            call = functools.partial(call_with_retry, fn, *args, budget_s=self.opts.retry_budget_s, **kwargs)
+            return await asyncio.to_thread(call)
         except urllib3.exceptions.HTTPError as exc:
             raise self._unreachable(exc) from None
 
@@ -298,7 +380,8 @@ class KubernetesBackend(LaneBackend):
                     await self._call(self.core.create_namespaced_secret, ns, body)
             except ApiException as exc:
                 raise self._api_error(f"create Secret {ns}/{name}", exc) from None
-        policy = objects.network_policy_object(self.run_id, ns, self.owner)
+        policy = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress,
+                                               build_runner=self.opts.pod.build_runner.enabled)
         name = policy["metadata"]["name"]
         self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
         try:
@@ -341,6 +424,25 @@ class KubernetesBackend(LaneBackend):
             pass
         return LaneError(redact(f"kubernetes: {what} failed: HTTP {exc.status} {detail}".strip()))
 
+    # ---- the run's pod watch -------------------------------------------------------------------
+
+    def _watch(self) -> RunPodWatch:
+        if self._pod_watch is None:
+            selector = f"{objects.LABEL_NAME}={objects.LANE_APP},{objects.LABEL_RUN_ID}={objects.run_label(self.run_id)}"
+            self._pod_watch = RunPodWatch(
+                self.core.list_namespaced_pod, self.namespace, selector,
+                watch_timeout_s=self.opts.watch_timeout_s, request_timeout_s=self.opts.request_timeout_s,
+            )
+            self._pod_watch.start()
+        return self._pod_watch
+
+    async def _watched_pod(self, lane: Lane) -> dict[str, Any] | None:
+        """The lane's pod as the watch last saw it (waiting for the first list, at most ``health_watch_s``)."""
+        w = self._watch()
+        if not w.synced.is_set():
+            await asyncio.to_thread(w.synced.wait, self.opts.health_watch_s)
+        return w.get(lane.handle)
+
     # ---- lanes ---------------------------------------------------------------------------------
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
@@ -351,10 +453,13 @@ class KubernetesBackend(LaneBackend):
             self.run_id, index, ns, spec,
             secret=self.secret_ref, attempt=attempt, image=self.opts.image,
             image_pull_policy=self.opts.image_pull_policy, run_as_user=self.opts.run_as_user, owner=self.owner,
+            pod=self.opts.pod, sidecar_image=self.opts.sidecar_image,
         )
-        service = objects.service_object(self.run_id, index, ns, attempt=attempt, owner=self.owner)
+        service = objects.service_object(self.run_id, index, ns, attempt=attempt, owner=self.owner,
+                                         build_runner=self.opts.pod.build_runner.enabled)
         name = pod["metadata"]["name"]
-        base_url = objects.lane_url(self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port)
+        base_url = objects.lane_url(self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
+                                    cluster_domain=self.opts.cluster_domain)
         lane = Lane(lane_id=name, index=index, base_url=base_url, backend=self.name, run_id=self.run_id,
                     state=LaneState.starting, handle=name)
         async with self._lock:
@@ -377,6 +482,7 @@ class KubernetesBackend(LaneBackend):
             except LaneError as exc:
                 log.warning("%s", exc)
             raise
+        self._watch()  # the run's one watch starts with its first lane
         return lane
 
     def _lane_namespace(self, lane: Lane) -> str:
@@ -386,59 +492,38 @@ class KubernetesBackend(LaneBackend):
         return self.namespace
 
     async def _read_pod(self, lane: Lane) -> dict[str, Any] | None:
-        """The pod as a dict, or None when it does not exist."""
+        """The pod as a dict from the API (one GET), or None when it does not exist."""
         try:
-            resp = await self._call(
+            resp: Any = await self._call(
                 self.core.read_namespaced_pod, lane.handle, self._lane_namespace(lane), _preload_content=False
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise self._api_error(f"read Pod {lane.handle}", exc) from None
-        return json.loads(resp.data)
-
-    def _watch_until_ready(self, name: str, ns: str, timeout_s: float) -> tuple[bool, str | None]:
-        """Block on the pod watch until Ready, terminal, or ``timeout_s``: (ready, terminal reason)."""
-        deadline = time.monotonic() + timeout_s
-        while (remaining := deadline - time.monotonic()) > 0:
-            w = watch.Watch()
-            try:
-                for event in w.stream(
-                    self.core.list_namespaced_pod, ns,
-                    field_selector=f"metadata.name={name}",
-                    timeout_seconds=max(1, math.ceil(remaining)),
-                    _request_timeout=remaining + 5,
-                ):
-                    obj = event.get("raw_object") or {}
-                    if event.get("type") == "DELETED":
-                        return False, "pod deleted"
-                    if _is_ready(obj):
-                        return True, None
-                    reason = _terminal_reason(obj)
-                    if reason:
-                        return False, reason
-                    if time.monotonic() >= deadline:
-                        break
-            finally:
-                w.stop()
-        return False, None
+        return dict(json.loads(resp.data))
 
     async def wait_ready(self, lane: Lane, timeout_s: float) -> None:
-        """Watch the pod until it is Ready (raise :class:`LaneError` on a dead pod or the deadline),
-        then ask ``/healthz/readiness`` through the lane URL."""
-        ns = self._lane_namespace(lane)
+        """Wait (on the run's watch) until the pod is Ready — image pulls retried until the deadline
+        (at least ``lanes.pod.readyTimeoutSeconds``), an ended pod fails at once — then ask
+        ``/healthz/readiness`` through the lane URL."""
+        timeout_s = max(timeout_s, self.min_ready_timeout_s)
         deadline = time.monotonic() + timeout_s
-        try:
-            ready, reason = await asyncio.to_thread(self._watch_until_ready, lane.handle, ns, timeout_s)
-        except urllib3.exceptions.HTTPError as exc:
-            raise self._unreachable(exc) from None
-        except ApiException as exc:
-            raise self._api_error(f"watch Pod {ns}/{lane.handle}", exc) from None
-        if reason:
-            raise LaneError(f"{lane.describe()}: {reason}")
-        if not ready:
-            raise LaneError(f"{lane.describe()}: pod not ready after {timeout_s:.0f} s")
-        self._ready_pods.add(lane.handle)
+        last = "pod not seen yet"
+        while True:
+            pod = await self._watched_pod(lane)
+            if pod is None and lane.handle in self._watch().deleted:
+                raise LaneError(f"{lane.describe()}: pod deleted")
+            if pod is not None:
+                if is_ready(pod):
+                    break
+                reason = terminal_reason(pod)
+                if reason:
+                    raise LaneError(f"{lane.describe()}: {reason}")
+                last = status_summary(pod)
+            if time.monotonic() >= deadline:
+                raise LaneError(f"{lane.describe()}: pod not ready after {timeout_s:.0f} s ({last})")
+            await asyncio.sleep(0.2)
         while not await self._http_ready(lane):
             if time.monotonic() >= deadline:
                 raise LaneError(f"{lane.describe()}: pod Ready but {lane.base_url}/healthz/readiness did not answer 200")
@@ -448,37 +533,35 @@ class KubernetesBackend(LaneBackend):
         return await answers_ready(self._http, lane.base_url)
 
     async def health(self, lane: Lane) -> bool:
-        """Pod Running with Ready=True (watched while it starts, read afterwards) AND readiness over HTTP.
+        """Pod Running with Ready=True (as the run's watch last saw it) AND readiness over HTTP.
 
         An API server that cannot be reached or answers an error counts as "not healthy", not a crash.
         """
         try:
-            return await self._health(lane)
+            pod = await self._watched_pod(lane)
+            if pod is None or not is_ready(pod):
+                return False
+            return await self._http_ready(lane)
         except (ApiException, LaneError, urllib3.exceptions.HTTPError) as exc:
             log.debug("%s: health check failed: %s", lane.describe(), redact(str(exc)))
             return False
 
-    async def _health(self, lane: Lane) -> bool:
-        if lane.handle not in self._ready_pods:
-            ready, _ = await asyncio.to_thread(
-                self._watch_until_ready, lane.handle, self._lane_namespace(lane), self.opts.health_watch_s
-            )
-            if not ready:
-                return False
-            self._ready_pods.add(lane.handle)
-        else:
-            pod = await self._read_pod(lane)
-            if pod is None or not _is_ready(pod):
-                return False
-        return await self._http_ready(lane)
-
     async def is_gone(self, lane: Lane) -> bool:
-        """True when the pod was deleted or can never become ready (ended, image pull failed, …)."""
-        try:
-            pod = await self._read_pod(lane)
-        except (LaneError, urllib3.exceptions.HTTPError):
+        """True when the pod was deleted or can never become ready (ended: OOMKilled, Evicted, …).
+        A failing image pull is not "gone": the kubelet retries it until the ready timeout."""
+        w = self._watch()
+        pod = await self._watched_pod(lane)
+        if pod is not None:
+            return terminal_reason(pod) is not None
+        if lane.handle in w.deleted:
+            return True
+        if not w.synced.is_set() or w.error:
             return False  # the API is unreachable for now: that says nothing about the pod
-        return pod is None or _terminal_reason(pod) is not None
+        try:  # not in the watch's view (yet): ask once
+            read = await self._read_pod(lane)
+        except (LaneError, urllib3.exceptions.HTTPError):
+            return False
+        return read is None or terminal_reason(read) is not None
 
     async def logs(self, lane: Lane, lines: int = 40) -> str:
         """The container's last ``lines``, plus the pod's status when it is stuck or gone."""
@@ -489,12 +572,14 @@ class KubernetesBackend(LaneBackend):
             ))
         except ApiException as exc:
             text = f"(no log: HTTP {exc.status} {exc.reason})"
-        if lane.handle not in self._ready_pods or text.startswith("(no log"):
+        pod = self._pod_watch.get(lane.handle) if self._pod_watch is not None else None
+        if pod is None:
             try:
                 pod = await self._read_pod(lane)
             except LaneError:
                 pod = None
-            text += f"\n[{_status_summary(pod) if pod is not None else 'pod not found'}]"
+        if pod is None or not is_ready(pod) or text.startswith("(no log"):
+            text += f"\n[{status_summary(pod) if pod is not None else 'pod not found'}]"
         return redact(text)
 
     async def teardown(self, lane: Lane) -> None:
@@ -506,7 +591,6 @@ class KubernetesBackend(LaneBackend):
         except ApiException as exc:
             if exc.status != 404:
                 raise self._api_error(f"delete Pod {ns}/{name}", exc) from None
-        self._ready_pods.discard(name)
         await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id)
         lane.state = LaneState.stopped
         async with self._lock:
@@ -514,8 +598,25 @@ class KubernetesBackend(LaneBackend):
             if not [e for e in self.ledger.open_entries("lane") if e.meta.get("backend") == self.name]:
                 await self._delete_run_objects()
 
+    def _knows_run(self, run_id: str) -> bool:
+        """Whether this machine's ledger of ``run_id`` recorded kubernetes objects."""
+        ledger = self.ledger if run_id == self.run_id else Ledger(self.state_dir / "runs" / run_id)
+        return any((rec.get("meta") or {}).get("backend") == self.name for rec in ledger.records())
+
     async def sweep(self, run_id: str | None = None) -> list[str]:
-        """Delete by label: pods, services, networkpolicies (list + delete), secrets (deletecollection)."""
+        """Delete one run's objects by label: pods, services, networkpolicies (list + delete), secrets
+        (deletecollection) — only for a run this machine's ledger knows as a kubernetes run.
+
+        ``run_id=None`` (every run: what plain ``orchestrator cleanup`` asks) touches nothing: another
+        run in the namespace may be alive. The janitor (``orchestrator cleanup --kubernetes``) removes
+        the objects of runs whose owner is dead.
+        """
+        if run_id is None:
+            log.info("kubernetes: not swept (every run); `orchestrator cleanup --kubernetes` removes dead runs' lanes")
+            return []
+        if not self._knows_run(run_id):
+            log.debug("kubernetes: run %s has no kubernetes objects in this machine's ledger: not swept", run_id)
+            return []
         ns = self.namespace
         selector = objects.sweep_selector(run_id)
         removed: list[str] = []
@@ -526,7 +627,7 @@ class KubernetesBackend(LaneBackend):
              self.networking.delete_namespaced_network_policy),
         ):
             try:
-                resp = await self._call(lister, ns, label_selector=selector, _preload_content=False)
+                resp: Any = await self._call(lister, ns, label_selector=selector, _preload_content=False)
             except ApiException as exc:
                 raise self._api_error(f"list {kind}s in {ns} ({selector})", exc) from None
             for item in json.loads(resp.data).get("items") or []:
@@ -549,7 +650,7 @@ class KubernetesBackend(LaneBackend):
                 meta = item.get("metadata") or {}
                 removed.append(f"secret/{ns}/{meta.get('name')}")
                 self._forget("secret", meta)
-        if run_id in (None, self.run_id):
+        if run_id == self.run_id:
             self._run_objects_ready = False
         return removed
 
@@ -570,6 +671,9 @@ class KubernetesBackend(LaneBackend):
             ledger.deleted(kind, name)
 
     async def close(self) -> None:
+        if self._pod_watch is not None:
+            self._pod_watch.stop()
+            self._pod_watch = None
         await self._http.aclose()
         if self._owns_client and self._api_client is not None:
             await asyncio.to_thread(self._api_client.close)

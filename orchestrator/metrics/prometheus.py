@@ -9,6 +9,7 @@ The run scrapes them via :meth:`RunMetrics.serve` or pushes them via :meth:`RunM
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from orchestrator.results.scoring import UnitOutcome
 log = logging.getLogger(__name__)
 
 PREFIX = "n8n_eval"
+DEFAULT_METRICS_HOST = "127.0.0.1"
+METRICS_HOST_ENV = "ORCHESTRATOR_METRICS_HOST"
 
 #: What a cleanup failure was about; anything else is counted as ``other``.
 #: bounded label values of ``cleanup_failures_total``: the ledger's resource kinds
@@ -139,8 +142,12 @@ class RunMetrics:
 
     # ------------------------------------------------------------------ export
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> MetricsEndpoint:
-        """Serve ``/metrics`` on ``addr:port`` (port 0 picks a free one) until ``close()``."""
+    def serve(self, port: int, addr: str | None = None) -> MetricsEndpoint:
+        """Serve ``/metrics`` on ``addr:port`` (port 0 picks a free one) until ``close()``.
+
+        ``addr`` defaults to ``ORCHESTRATOR_METRICS_HOST``, else 127.0.0.1 (``--metrics-host``; the
+        Helm chart sets 0.0.0.0 so the pod IP can be scraped)."""
+        addr = addr or os.environ.get(METRICS_HOST_ENV) or DEFAULT_METRICS_HOST
         server, thread = start_http_server(port, addr=addr, registry=self.registry)
         return MetricsEndpoint(server=server, thread=thread, addr=addr, port=server.server_port)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,6 +52,8 @@ class RunConfig:
     baseline_prefix: str = "instance-ai-baseline-"  # DEFAULT_BASELINE_PREFIX
     max_cost_usd: float | None = None
     metrics_port: int | None = None
+    #: Bind address of /metrics (None: ORCHESTRATOR_METRICS_HOST, else 127.0.0.1); pass it to RunMetrics.serve.
+    metrics_host: str | None = None
     pushgateway: str | None = None
     resume: str | None = None
     run_id: str | None = None
@@ -106,6 +109,11 @@ class RunConfig:
             raise ConfigError(f"--max-cost-usd: must be > 0, got {self.max_cost_usd}")
         if self.metrics_port is not None and not (0 <= self.metrics_port <= 65535):
             raise ConfigError(f"--metrics-port: must be 0–65535, got {self.metrics_port}")
+        if self.metrics_host is not None:
+            try:
+                ipaddress.ip_address(self.metrics_host)
+            except ValueError:
+                raise ConfigError(f"--metrics-host: not an IP address: {self.metrics_host!r}") from None
         if self.model_server not in ("auto", "real", "scripted"):
             raise ConfigError(f"--model-server: must be auto, real or scripted, got {self.model_server!r}")
         if reached_by_url and not self.base_url:

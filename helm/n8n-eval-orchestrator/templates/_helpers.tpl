@@ -92,6 +92,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - {{ printf "%s/$(POD_NAME)" .Values.results.mountPath | quote }}
 - --metrics-port
 - {{ .Values.metrics.port | quote }}
+- --metrics-host
+- {{ .Values.metrics.host | quote }}
 {{- with .Values.metrics.pushgateway }}
 - --pushgateway
 - {{ . | quote }}
@@ -143,6 +145,7 @@ metadata:
   {{- end }}
 spec:
   restartPolicy: Never
+  terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
   serviceAccountName: {{ include "eval.serviceAccountName" $root }}
   automountServiceAccountToken: {{ eq $v.backend "kubernetes" }}
   enableServiceLinks: false
@@ -198,10 +201,20 @@ spec:
           value: {{ include "eval.laneImage" $root | quote }}
         - name: ORCHESTRATOR_K8S_IMAGE_PULL_POLICY
           value: {{ $v.laneImage.pullPolicy | quote }}
-        {{- with $v.lanes.existingSecret }}
         - name: ORCHESTRATOR_K8S_LANE_SECRET
-          value: {{ . | quote }}
-        {{- end }}
+          value: {{ $v.lanes.existingSecret | quote }}
+        - name: ORCHESTRATOR_K8S_CLUSTER_DOMAIN
+          value: {{ $v.lanes.clusterDomain | quote }}
+        # lanes.pod and lanes.egress as JSON (orchestrator/lanes/k8s_objects.py: LanePod, LaneEgress)
+        - name: ORCHESTRATOR_K8S_LANE_POD
+          value: {{ include "eval.lanePodJson" $root | quote }}
+        - name: ORCHESTRATOR_K8S_LANE_EGRESS
+          value: {{ $v.lanes.egress | toJson | quote }}
+        - name: ORCHESTRATOR_METRICS_HOST
+          value: {{ $v.metrics.host | quote }}
+        # image of the lane pod's build-runner / sandbox containers (lanes.pod.*.image overrides)
+        - name: ORCHESTRATOR_IMAGE
+          value: {{ include "eval.image" $root | quote }}
         - name: ORCHESTRATOR_STATE_DIR
           value: {{ printf "%s/.orchestrator" $v.results.mountPath | quote }}
         - name: HOME
@@ -251,4 +264,54 @@ spec:
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end }}
+
+{{/* lanes.pod as the backend reads it: empty fields dropped. */}}
+{{- define "eval.lanePodJson" -}}
+{{- $pod := dict -}}
+{{- range $k, $v := .Values.lanes.pod -}}
+{{- if and (kindIs "map" $v) (hasKey $v "enabled") -}}
+{{- $side := dict -}}
+{{- range $sk, $sv := $v -}}
+{{- if or $sv (kindIs "bool" $sv) -}}
+{{- $_ := set $side $sk $sv -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $pod $k $side -}}
+{{- else if or $v (kindIs "float64" $v) (kindIs "int" $v) (kindIs "int64" $v) -}}
+{{- $_ := set $pod $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $pod -}}
+{{- end }}
+
+{{/* A Job's podFailurePolicy: disruptions (drain, preemption, eviction) are retried without
+counting against backoffLimit; exit 2 (a user error) fails the Job at once. */}}
+{{- define "eval.podFailurePolicy" -}}
+{{- if .Values.podFailurePolicy.enabled }}
+podFailurePolicy:
+  rules:
+    - action: FailJob
+      onExitCodes:
+        containerName: orchestrator
+        operator: In
+        values: [2]
+      onPodConditions: []  # the 1.27 schema lists it as required; empty = not set
+    - action: Ignore
+      onPodConditions:
+        - type: DisruptionTarget
+          status: "True"
+{{- end }}
+{{- end }}
+
+{{/* Pod/container security settings every pod of this chart shares (Pod Security "restricted"). */}}
+{{- define "eval.containerSecurityContext" -}}
+runAsNonRoot: true
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
 {{- end }}

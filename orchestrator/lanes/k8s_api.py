@@ -1,0 +1,173 @@
+"""Small pieces every Kubernetes caller here shares: the client, 429 backoff, pod status reading.
+
+API servers answer ``429 Too Many Requests`` under API Priority and Fairness (and some managed
+control planes at much lower rates); the ``kubernetes`` client raises it as an ``ApiException``
+with ``status == 429`` and usually a ``Retry-After`` header. :func:`call_with_retry` waits that long
+(else an exponential backoff with jitter) and tries again, within a bounded budget.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from orchestrator.errors import ConfigError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Waits between 429 retries when the server sends no Retry-After (seconds, before jitter).
+BACKOFF_BASE_S = 0.25
+BACKOFF_CAP_S = 16.0
+RETRY_429_BUDGET_S = 120.0
+
+#: Container waiting reasons a kubelet keeps retrying on its own: an image pull behind a slow
+#: registry or a pull secret being rotated, a ConfigMap/Secret not there yet. Not terminal.
+RETRYING_WAITING = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "ContainerCreating", "PodInitializing"}
+)
+#: Waiting reasons that never turn into a running container
+#: (``CreateContainerConfigError``: a key missing from the lanes' Secret; it will not appear mid-run.)
+TERMINAL_WAITING = frozenset(
+    {"InvalidImageName", "ErrImageNeverPull", "CrashLoopBackOff", "CreateContainerError", "CreateContainerConfigError"}
+)
+
+
+def retry_after_s(exc: ApiException, attempt: int) -> float:
+    """How long to wait after a 429: the server's ``Retry-After`` (seconds), else exponential backoff."""
+    headers = exc.headers or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    if value is not None:
+        try:
+            return min(max(float(value), 0.0), BACKOFF_CAP_S * 4)
+        except ValueError:
+            pass
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
+
+
+def call_with_retry(fn: Callable[..., T], *args: Any, budget_s: float = RETRY_429_BUDGET_S,
+                    sleep: Callable[[float], None] = time.sleep, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, retried on HTTP 429 until ``budget_s`` of waiting is used up."""
+    waited, attempt = 0.0, 0
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            if exc.status != 429:
+                raise
+            wait = retry_after_s(exc, attempt)
+            if waited + wait > budget_s:
+                raise
+            log.debug("kubernetes: 429 from %s, retrying in %.2f s", getattr(fn, "__name__", "call"), wait)
+            sleep(wait)
+            waited += wait
+            attempt += 1
+
+
+def load_api_client(context: str | None) -> tuple[client.ApiClient, bool]:
+    """(client, in_cluster): the service account first, else the kubeconfig."""
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+        return client.ApiClient(cfg), True
+    except config.ConfigException:
+        pass
+    try:
+        config.load_kube_config(context=context, client_configuration=cfg)
+    except (config.ConfigException, FileNotFoundError, TypeError) as exc:
+        raise ConfigError(
+            "kubernetes: no in-cluster service account and no usable kubeconfig "
+            f"(KUBECONFIG or ~/.kube/config): {exc}"
+        ) from None
+    return client.ApiClient(cfg), False
+
+
+def kubeconfig_namespace(context: str | None) -> str | None:
+    try:
+        contexts, active = config.list_kube_config_contexts()
+    except (config.ConfigException, FileNotFoundError, TypeError):
+        return None
+    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
+    return ((chosen or {}).get("context") or {}).get("namespace")
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def waiting_reason(pod: Mapping[str, Any]) -> str | None:
+    """The first container's waiting reason + message, e.g. ``n8n: ErrImagePull: …``."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return f"container {cs.get('name')}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    return None
+
+
+def terminal_reason(pod: Mapping[str, Any]) -> str | None:
+    """Why a pod will never become ready (it ended, or a container is stuck for good), else None.
+
+    Image pulls that fail (``ErrImagePull``/``ImagePullBackOff``) are *not* terminal: the kubelet
+    retries them, and the caller's ready timeout decides.
+    """
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase in ("Failed", "Succeeded"):
+        detail = status.get("reason") or next(
+            (cs["state"]["terminated"].get("reason") for cs in status.get("containerStatuses") or []
+             if (cs.get("state") or {}).get("terminated")), None)
+        return f"pod phase {phase}" + (f" ({detail})" if detail else "")
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in TERMINAL_WAITING:
+            return f"container {cs.get('name')}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+        if state.get("terminated"):
+            term = state["terminated"]
+            return f"container {cs.get('name')} terminated: {term.get('reason', '')} exit {term.get('exitCode')}"
+    return None
+
+
+def status_summary(pod: Mapping[str, Any]) -> str:
+    status = pod.get("status") or {}
+    parts = [f"pod phase {status.get('phase', '?')}"]
+    for cond in status.get("conditions") or []:
+        if cond.get("status") != "True" and cond.get("message"):
+            parts.append(f"{cond.get('type')}: {cond['message']}")
+    reason = terminal_reason(pod) or waiting_reason(pod)
+    if reason:
+        parts.append(reason)
+    return "; ".join(parts)
+
+
+def parse_time(value: str | None) -> float | None:
+    """An RFC 3339 timestamp as Unix seconds, or None."""
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def finished_at(pod: Mapping[str, Any]) -> float | None:
+    """When an ended pod ended: its containers' ``finishedAt``, else its conditions' transition time,
+    else its creation time (Unix seconds)."""
+    status = pod.get("status") or {}
+    times = [parse_time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+             for cs in status.get("containerStatuses") or []]
+    times += [parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or []]
+    known = [t for t in times if t is not None]
+    if known:
+        return max(known)
+    return parse_time((pod.get("metadata") or {}).get("creationTimestamp"))

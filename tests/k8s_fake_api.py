@@ -1,0 +1,484 @@
+"""A loopback stand-in for the Kubernetes API server, for the ``kubernetes`` lane backend's tests.
+
+No real API server can run on this machine (no kube-apiserver/k3s/kind/kwok is installable, and no
+images can be pulled). :class:`FakeApiServer` is a threaded HTTP server on 127.0.0.1 that answers
+the part of the REST API the backend and the janitor use, driven by the real ``kubernetes`` client:
+
+* create / get / delete / list (label and field selectors) / ``deletecollection`` for pods,
+  services, secrets, networkpolicies (``networking.k8s.io/v1``) and jobs (``batch/v1``);
+* a monotonic ``resourceVersion`` and **long-poll watches**: ``?watch=true`` streams the current
+  objects as ADDED (or, with ``resourceVersion``, only what changed after it), then blocks and
+  streams every later ADDED / MODIFIED / DELETED until ``timeoutSeconds`` or shutdown;
+* a **kubelet**: each created pod follows a plan of ``(delay_s, outcome)`` steps — ``ready``,
+  ``pending``, ``ErrImagePull``, ``ImagePullBackOff``, ``OOMKilled``, ``Evicted``, ``Succeeded`` —
+  (default: Ready after 50 ms), and :meth:`FakeApiServer.set_pod` moves a pod at any time;
+* **owner-reference garbage collection**: deleting an object deletes (background propagation)
+  every object whose ``ownerReferences`` names its uid — and, as in a real cluster, a pod that merely
+  *ended* (phase Failed/Succeeded) still exists, so its children stay;
+* **429 answers**: ``throttle(n, retry_after)`` makes the next ``n`` API requests answer
+  ``429 Too Many Requests`` with a ``Retry-After`` header;
+* scripted failures per (method, resource), e.g. ``{("POST", "pods"): 403}``;
+* ``/lanes/<service>/healthz/readiness`` answers 200 while the service's pod is Ready (the lane URL
+  of the tests points here).
+
+Every request is recorded (method, path, query, body) so tests can assert the exact calls. What it
+does *not* model: admission, scheduling, RBAC enforcement, NetworkPolicy enforcement, real
+containers. Those need a cluster (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from kubernetes import client
+
+#: resource -> (API group, apiVersion, kind)
+COLLECTIONS = {
+    "pods": ("", "v1", "Pod"),
+    "services": ("", "v1", "Service"),
+    "secrets": ("", "v1", "Secret"),
+    "networkpolicies": ("networking.k8s.io", "networking.k8s.io/v1", "NetworkPolicy"),
+    "jobs": ("batch", "batch/v1", "Job"),
+}
+_PREFIXES = {("api", "v1"): "", ("apis", "networking.k8s.io"): "networking.k8s.io", ("apis", "batch"): "batch"}
+DEFAULT_PLAN: tuple[tuple[float, str], ...] = ((0.05, "ready"),)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any = None
+
+    @property
+    def call(self) -> tuple[str, str, dict[str, str]]:
+        return (self.method, self.path, self.query)
+
+    @property
+    def is_watch(self) -> bool:
+        return self.query.get("watch") == "true"
+
+
+@dataclass
+class ApiState:
+    """What the fake cluster holds, and how it behaves."""
+
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # (resource, ns, name)
+    requests: list[Request] = field(default_factory=list)
+    #: The steps a new pod goes through (delay after the previous step, outcome).
+    pod_plan: tuple[tuple[float, str], ...] = DEFAULT_PLAN
+    #: Per pod name, a plan overriding ``pod_plan``.
+    pod_plans: dict[str, tuple[tuple[float, str], ...]] = field(default_factory=dict)
+    #: A plan computed from the pod name (benchmarks: spread readiness, some failing pulls).
+    plan_for: Callable[[str], tuple[tuple[float, str], ...]] | None = None
+    #: (method, resource) -> HTTP status to fail with, e.g. ("POST", "pods"): 403.
+    failures: dict[tuple[str, str], int] = field(default_factory=dict)
+    throttle_left: int = 0
+    retry_after: str | None = "0"
+    throttled: int = 0
+    version: int = 1
+    #: (resourceVersion, resource, namespace, event type, object snapshot)
+    events: list[tuple[int, str, str, str, dict[str, Any]]] = field(default_factory=list)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    closing: bool = False
+
+    @property
+    def lock(self) -> threading.Condition:  # the old name, kept for tests that lock the state
+        return self.cond
+
+
+def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
+def matches(selector: str, labels: dict[str, str]) -> bool:
+    """Equality-based label selectors (``k=v,k2=v2``), which is all the backend sends."""
+    return all(labels.get(k) == v for k, v in (p.split("=", 1) for p in selector.split(",") if p))
+
+
+def _field_ok(selector: str | None, obj: dict[str, Any]) -> bool:
+    if not selector:
+        return True
+    key, _, value = selector.partition("=")
+    if key == "metadata.name":
+        return bool(obj["metadata"]["name"] == value)
+    if key == "status.phase":
+        return bool((obj.get("status") or {}).get("phase") == value)
+    raise ValueError(f"field selector {selector!r} not modelled")
+
+
+def pod_status(outcome: str) -> dict[str, Any]:
+    """A pod's ``status`` for one scripted outcome (what a kubelet would report)."""
+    now = "2026-12-02T00:00:10Z"
+    if outcome == "pending":
+        return {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    if outcome == "ready":
+        return {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "n8n", "ready": True, "restartCount": 0, "image": "x", "imageID": "",
+                                       "state": {"running": {"startedAt": now}}}]}
+    if outcome in ("ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "InvalidImageName"):
+        return {"phase": "Pending",
+                "conditions": [{"type": "Ready", "status": "False", "message": "containers with unready status: [n8n]"}],
+                "containerStatuses": [{"name": "n8n", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+                                       "state": {"waiting": {"reason": outcome,
+                                                             "message": "Back-off pulling image \"x\""}}}]}
+    if outcome == "OOMKilled":
+        return {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
+                "containerStatuses": [{"name": "n8n", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+                                       "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
+                                                                "finishedAt": now}}}]}
+    if outcome == "Evicted":
+        return {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory.",
+                "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                                "lastTransitionTime": now}]}
+    if outcome == "Succeeded":
+        return {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
+                "containerStatuses": [{"name": "n8n", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
+                                       "state": {"terminated": {"reason": "Completed", "exitCode": 0,
+                                                                "finishedAt": now}}}]}
+    raise ValueError(f"unknown pod outcome {outcome!r}")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    api: "FakeApiServer"  # set per server
+
+    def log_message(self, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def _send(self, code: int, payload: Any, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _route(self) -> tuple[str, str, str | None, str | None]:
+        """(resource, namespace, name, subresource) of an API path, or ('lane', '', service, rest)."""
+        parts = [p for p in urlsplit(self.path).path.split("/") if p]
+        if parts[:1] == ["lanes"]:
+            return "lane", "", parts[1], "/".join(parts[2:])
+        if (parts[0], parts[1]) not in _PREFIXES:
+            return "?", "", None, None
+        parts = parts[2:] if parts[0] == "api" else parts[3:]
+        if len(parts) < 3 or parts[0] != "namespaces":
+            return "?", "", None, None
+        ns, resource = parts[1], parts[2]
+        return resource, ns, parts[3] if len(parts) > 3 else None, parts[4] if len(parts) > 4 else None
+
+    def _handle(self) -> None:
+        st = self.api.state
+        split = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(split.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length)) if length else None
+        with st.cond:
+            st.requests.append(Request(self.command, split.path, query, body))
+        resource, ns, name, sub = self._route()
+        if resource == "lane":
+            return self._lane(name or "", sub or "", body)
+        with st.cond:
+            throttled = st.throttle_left > 0
+            if throttled:
+                st.throttle_left -= 1
+                st.throttled += 1
+        if throttled:
+            headers = {"Retry-After": st.retry_after} if st.retry_after is not None else {}
+            return self._send(429, status_body(429, "TooManyRequests", "the server has received too many requests"),
+                              headers=headers)
+        if (self.command, resource) in st.failures:
+            code = st.failures[(self.command, resource)]
+            return self._send(code, status_body(code, "Forbidden", f"{resource} is forbidden (scripted)"))
+        if resource not in COLLECTIONS:
+            return self._send(404, status_body(404, "NotFound", "unknown path"))
+        if name is None:
+            return self._collection(resource, ns, query, body)
+        return self._item(resource, ns, name, sub)
+
+    do_GET = do_POST = do_DELETE = _handle  # noqa: N815
+
+    def _collection(self, resource: str, ns: str, query: dict[str, str], body: Any) -> None:
+        api = self.api
+        _, api_version, kind = COLLECTIONS[resource]
+        if self.command == "POST":
+            code, obj = api.create(resource, ns, body)
+            return self._send(code, obj)
+        if query.get("watch") == "true":
+            return self._watch(resource, ns, query)
+        items, version = api.list(resource, ns, query.get("labelSelector"), query.get("fieldSelector"))
+        if self.command == "DELETE":  # deletecollection
+            for o in items:
+                api.delete(resource, ns, o["metadata"]["name"])
+        return self._send(200, {"kind": f"{kind}List", "apiVersion": api_version,
+                                "metadata": {"resourceVersion": str(version)}, "items": items})
+
+    def _watch(self, resource: str, ns: str, query: dict[str, str]) -> None:
+        """Long-poll: current objects as ADDED (unless ``resourceVersion`` is given), then every change
+        matching the selectors until ``timeoutSeconds`` or shutdown."""
+        st = self.api.state
+        selector, fields = query.get("labelSelector"), query.get("fieldSelector")
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 30)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def chunk(event: dict[str, Any]) -> None:
+            line = (json.dumps(event) + "\n").encode()
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+
+        def wanted(r: str, n: str, obj: dict[str, Any]) -> bool:
+            return (r == resource and n == ns and matches(selector or "", obj["metadata"].get("labels") or {})
+                    and _field_ok(fields, obj))
+
+        try:
+            with st.cond:
+                if query.get("resourceVersion"):
+                    since = int(query["resourceVersion"])
+                    initial: list[dict[str, Any]] = []
+                else:
+                    since = st.version
+                    initial = [copy.deepcopy(o) for (r, n, _), o in st.objects.items() if wanted(r, n, o)]
+            for obj in initial:
+                chunk({"type": "ADDED", "object": obj})
+            while True:
+                with st.cond:
+                    pending = [(v, t, o) for v, r, n, t, o in st.events if v > since and wanted(r, n, o)]
+                    if not pending:
+                        left = deadline - time.monotonic()
+                        if left <= 0 or st.closing:
+                            break
+                        st.cond.wait(min(left, 0.5))
+                        continue
+                for v, t, o in pending:
+                    chunk({"type": t, "object": o})
+                    since = v
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped watching
+            pass
+
+    def _item(self, resource: str, ns: str, name: str, sub: str | None) -> None:
+        api = self.api
+        if sub == "log":
+            obj = api.get(resource, ns, name)
+            if obj is None:
+                return self._send(404, status_body(404, "NotFound", f'{resource} "{name}" not found'))
+            return self._send(200, b"n8n ready on 0.0.0.0, port 5678\nEditor is now accessible\n", "text/plain")
+        obj = api.delete(resource, ns, name) if self.command == "DELETE" else api.get(resource, ns, name)
+        if obj is None:
+            return self._send(404, status_body(404, "NotFound", f'{resource} "{name}" not found'))
+        return self._send(200, obj)
+
+    def _lane(self, service: str, rest: str, body: Any = None) -> None:
+        """The lane side: ``GET healthz/readiness`` (200 while the pod runs) and, for benchmarks, a
+        stand-in build runner ``POST build {"ms": N}`` that answers after N ms."""
+        api = self.api
+        ready = False
+        with api.state.cond:
+            for (r, _, name), pod in api.state.objects.items():
+                if r == "pods" and name == service:
+                    ready = (pod.get("status") or {}).get("phase") == "Running"
+        if rest == "healthz/readiness" and ready:
+            return self._send(200, {"status": "ok"})
+        if rest == "build" and self.command == "POST" and ready:
+            time.sleep(float((body or {}).get("ms", 0)) / 1000)
+            return self._send(200, {"ok": True, "lane": service})
+        return self._send(503, {"status": "error"})
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # benchmarks open hundreds of connections at once
+    daemon_threads = True
+
+
+class FakeApiServer:
+    """Threaded HTTP server on 127.0.0.1 standing in for the API server (and the lanes' readiness)."""
+
+    def __init__(self) -> None:
+        self.state = ApiState()
+        handler = type("Handler", (_Handler,), {"api": self})
+        self.httpd = _Server(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._timers: list[threading.Timer] = []
+
+    def __enter__(self) -> "FakeApiServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self.state.cond:
+            self.state.closing = True
+            self.state.cond.notify_all()
+        for t in self._timers:
+            t.cancel()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ---- the client side of tests --------------------------------------------------------------
+
+    def api_client(self) -> client.ApiClient:
+        cfg = client.Configuration()
+        cfg.host = self.url
+        return client.ApiClient(cfg)
+
+    def calls(self, *, watches: bool = True) -> list[tuple[str, str, dict[str, str]]]:
+        return [r.call for r in self.state.requests if watches or not r.is_watch]
+
+    def api_calls(self) -> list[Request]:
+        """Requests to the API (not to the lanes' readiness endpoint)."""
+        return [r for r in self.state.requests if not r.path.startswith("/lanes/")]
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.state.requests if r.method == "POST"]
+
+    def settle(self, quiet_s: float = 0.3, timeout_s: float = 5.0) -> int:
+        """Wait until no request arrived for ``quiet_s`` (a closed backend's watch thread may still
+        send its last request); returns the request count then."""
+        deadline = time.monotonic() + timeout_s
+        count = len(self.state.requests)
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = len(self.state.requests)
+            if now == count:
+                break
+            count = now
+        return count
+
+    def throttle(self, n: int, retry_after: str | None = "0") -> None:
+        """The next ``n`` API requests answer 429 (with ``Retry-After: retry_after`` unless None)."""
+        with self.state.cond:
+            self.state.throttle_left, self.state.retry_after = n, retry_after
+
+    def names(self, resource: str) -> set[str]:
+        with self.state.cond:
+            return {name for (r, _, name) in self.state.objects if r == resource}
+
+    # ---- the cluster side ----------------------------------------------------------------------
+
+    def _event(self, resource: str, ns: str, kind: str, obj: dict[str, Any]) -> None:
+        """Record a change (caller holds the lock): bump the version, wake the watches."""
+        st = self.state
+        st.version += 1
+        obj["metadata"]["resourceVersion"] = str(st.version)
+        st.events.append((st.version, resource, ns, kind, copy.deepcopy(obj)))
+        st.cond.notify_all()
+
+    def add(self, resource: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Put an object in the cluster as someone else would (e.g. the orchestrator's own Pod)."""
+        code, obj = self.create(resource, ns, body, plan=False)
+        assert code == 201, obj
+        return obj
+
+    def create(self, resource: str, ns: str, body: dict[str, Any], *, plan: bool = True) -> tuple[int, dict[str, Any]]:
+        st = self.state
+        name = body["metadata"]["name"]
+        with st.cond:
+            if (resource, ns, name) in st.objects:
+                return 409, status_body(409, "AlreadyExists", f'{resource} "{name}" already exists')
+            obj = copy.deepcopy(body)
+            obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+            obj["metadata"]["creationTimestamp"] = "2026-12-02T00:00:00Z"
+            obj["metadata"]["namespace"] = ns
+            if resource == "pods" and "status" not in body:
+                obj["status"] = pod_status("pending")
+            st.objects[(resource, ns, name)] = obj
+            self._event(resource, ns, "ADDED", obj)
+            out = copy.deepcopy(obj)
+        if resource == "pods" and plan:
+            chosen = st.pod_plans.get(name) or (st.plan_for(name) if st.plan_for else st.pod_plan)
+            self._schedule(ns, name, chosen)
+        return 201, out
+
+    def _schedule(self, ns: str, name: str, plan: tuple[tuple[float, str], ...]) -> None:
+        at = 0.0
+        for delay, outcome in plan:
+            at += delay
+            timer = threading.Timer(at, self.set_pod, args=(name, outcome, ns))
+            timer.daemon = True
+            self._timers.append(timer)
+            timer.start()
+
+    def set_pod(self, name: str, outcome: str, ns: str | None = None) -> bool:
+        """Move a pod to ``outcome`` (see :func:`pod_status`); False when it no longer exists."""
+        st = self.state
+        with st.cond:
+            key = next((k for k in st.objects if k[0] == "pods" and k[2] == name and ns in (None, k[1])), None)
+            if key is None or st.closing:
+                return False
+            obj = st.objects[key]
+            obj["status"] = pod_status(outcome)
+            self._event("pods", key[1], "MODIFIED", obj)
+        return True
+
+    def get(self, resource: str, ns: str, name: str) -> dict[str, Any] | None:
+        with self.state.cond:
+            obj = self.state.objects.get((resource, ns, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, resource: str, ns: str, selector: str | None = None,
+             fields: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        with self.state.cond:
+            items = [copy.deepcopy(o) for (r, n, _), o in self.state.objects.items()
+                     if r == resource and n == ns and matches(selector or "", o["metadata"].get("labels") or {})
+                     and _field_ok(fields, o)]
+            return items, self.state.version
+
+    def delete(self, resource: str, ns: str, name: str) -> dict[str, Any] | None:
+        """Delete an object, then (background propagation) every object it owns, recursively."""
+        st = self.state
+        with st.cond:
+            obj = st.objects.pop((resource, ns, name), None)
+            if obj is None:
+                return None
+            self._event(resource, ns, "DELETED", obj)
+            doomed = [obj["metadata"]["uid"]]
+            while doomed:
+                uid = doomed.pop()
+                for key, child in list(st.objects.items()):
+                    refs = child["metadata"].get("ownerReferences") or []
+                    if key[1] == ns and any(r.get("uid") == uid for r in refs):
+                        st.objects.pop(key)
+                        self._event(key[0], key[1], "DELETED", child)
+                        doomed.append(child["metadata"]["uid"])
+            return copy.deepcopy(obj)
+
+
+def rbac_of(requests: list[Request]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of every API request — what a Role must grant for them."""
+    out: set[tuple[str, str, str]] = set()
+    for r in requests:
+        parts = [p for p in r.path.split("/") if p]
+        if parts[0] == "lanes":
+            continue
+        group = "" if parts[0] == "api" else parts[1]
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        resource, named = rest[2], len(rest) > 3
+        if len(rest) > 4:
+            resource = f"{resource}/{rest[4]}"
+        verb = {
+            ("POST", False): "create",
+            ("GET", True): "get",
+            ("DELETE", True): "delete",
+            ("DELETE", False): "deletecollection",
+        }.get((r.method, named))
+        if verb is None:  # GET on a collection
+            verb = "watch" if r.is_watch else "list"
+        out.add((group, resource, verb))
+    return out
