@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from orchestrator.build.claude_runner import AttemptResult
-from orchestrator.build.outage import OutageInfo
+from orchestrator.outage import OutageInfo
 from orchestrator.lanes.install import Toolchain, default_cache_dir
-from orchestrator.lanes.k8s_build_runner import (
+from orchestrator.build.build_runner import (
     BuildRunnerServer,
     RemoteBuildRunner,
     RunnerError,

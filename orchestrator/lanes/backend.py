@@ -61,6 +61,11 @@ class LaneBackend(abc.ABC):
         self.options = options
         self.config: BackendOptions | None = self.parse_options(options)
 
+    @property
+    def min_ready_timeout_s(self) -> float:
+        """The least time a lane of this backend may need to become ready (node scale-up, image pull)."""
+        return 0.0
+
     @classmethod
     def preflight(cls, spec: LaneSpec) -> None:
         """Before anything starts: what this backend needs exists (one-line ``ConfigError`` if not)."""

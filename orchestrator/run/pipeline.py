@@ -163,7 +163,7 @@ class Run:
         route = open_route(cfg.model_server, cfg.mcp_server)
         plan.results.config["model_server"] = route.kind
         plan.results.config["builder"] = builder_cls.name
-        endpoint = self.metrics.serve(cfg.metrics_port) if cfg.metrics_port is not None else None
+        endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
         backend_cls = get_backend(cfg.backend)

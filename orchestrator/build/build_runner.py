@@ -20,7 +20,7 @@ as ``Authorization: Bearer …``):
 The build itself is :func:`orchestrator.build.claude_runner.run_build_attempt` — the same code the
 orchestrator runs locally — with the model key and base URL from the container's env
 (``ANTHROPIC_API_KEY`` from the lane Secret). :class:`RemoteBuildRunner` is the orchestrator's side.
-Run it with ``python -m orchestrator.lanes.k8s_build_runner serve --port 8790 --root /builds``.
+Run it with ``python -m orchestrator.build.build_runner serve --port 8790 --root /builds``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from orchestrator.build.claude_runner import (
     ClaudeConfig,
     run_build_attempt,
 )
-from orchestrator.build.outage import OutageInfo
+from orchestrator.outage import OutageInfo
 from orchestrator.redact import redact, register_secret
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ def _claude_bin() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.lanes.k8s_build_runner",
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.build.build_runner",
                                      description="Run MCP builds next to their lane.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve")
