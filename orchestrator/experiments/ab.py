@@ -19,7 +19,6 @@ unit to a lane of its arm's profile and is not supported yet.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -109,14 +108,13 @@ def new_ab_id() -> str:
 def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, output_root: Path) -> RunConfig:
     """The run of one arm: the base selection and lane options, the arm's lane env and build model,
     its own run id, experiment and output folder."""
-    cfg = dataclasses.replace(
-        base,
+    cfg = base.model_copy(update=dict(
         env=[*base.env, *arm.lane_env()],
         run_id=f"{ab_id}-{arm.name}",
         experiment_name=f"{experiment_name}-{arm.name}",
         output_dir=output_root / arm.name,
         resume=None,
-    )
+    ), deep=True)
     if arm.build_model:
         cfg.build_model = arm.build_model
     return cfg

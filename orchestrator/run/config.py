@@ -1,58 +1,99 @@
-"""Everything one ``orchestrator run`` was asked to do, checked once at the edge."""
+"""Everything one ``orchestrator run`` was asked to do, checked once at the edge.
+
+``RunConfig`` is a pydantic model: field ranges and types are declared (``Field(ge=…)``), and a value
+out of range is a one-line :class:`ConfigError` naming the flag (``--iterations: must be ≥ 1, got
+0``), at construction and again in :meth:`RunConfig.validate` (the CLI assigns a few fields after
+construction). What depends on several fields, or on the registries of backends and builders, is
+checked in :meth:`RunConfig.validate`.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.build.builder import get_builder
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends, get_backend
-from orchestrator.lanes.pool import make_spec
+from orchestrator.lanes.pool import make_spec, parse_base_urls
 from orchestrator.lanes.profiles import resolve_env
-from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.verify.judge import JudgeConfig
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"
 DEFAULT_BASELINE_PREFIX = "instance-ai-baseline-"
 
 
-@dataclass
-class RunConfig:
-    cases_paths: list[Path] = field(default_factory=lambda: [Path("cases")])
-    source: str = "disk"
+#: flags whose name is not ``--`` + the field name with dashes
+_FLAG_OF = {"cases_paths": "CASES", "outage_waits_s": "--outage-waits"}
+#: fields with no flag (set by tests, the A/B runner or a resumed run): named as they are
+_NO_FLAG = {"build_max_retries", "judge_attempt_timeout_s", "lane_retries", "health_interval_s",
+            "reprobe_interval_s", "abort_after_all_quarantined_s", "claude_bin"}
+
+
+def _flag(field_name: str) -> str:
+    if field_name in _NO_FLAG:
+        return field_name
+    return _FLAG_OF.get(field_name, "--" + field_name.replace("_", "-"))
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    """The first problem, as one line naming the flag: ``--lanes: must be ≥ 1, got 0``."""
+    first = exc.errors()[0]
+    name = str(first["loc"][0]) if first["loc"] else "?"
+    ctx = first.get("ctx") or {}
+    got = first.get("input")
+    bounds = {"greater_than_equal": ("≥", "ge"), "greater_than": (">", "gt"), "less_than_equal": ("≤", "le"),
+              "less_than": ("<", "lt")}
+    if first["type"] in bounds:
+        sign, key = bounds[first["type"]]
+        message = f"must be {sign} {ctx.get(key)}, got {got}"
+    elif first["type"] == "value_error":
+        message = f"{ctx.get('error')}: {got!r}"
+    elif first["type"] == "literal_error":
+        message = f"must be {ctx.get('expected')}, got {got!r}"
+    else:
+        message = f"{first['msg'].lower()}, got {got!r}"
+    return ConfigError(f"{_flag(name)}: {message}")
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    cases_paths: list[Path] = Field(default_factory=lambda: [Path("cases")])
+    source: Literal["disk", "langtracer"] = "disk"
     suite: str | None = None
     filter: str | None = None
     exclude: str | None = None
     tier: str | None = None
-    iterations: int = 1
+    iterations: int = Field(1, ge=1)
     backend: str = "process"
     builder: str = "mcp"  # mcp (claude -p over the lane's MCP server); plug-ins by name
-    lanes: int = 2
+    lanes: int = Field(2, ge=1)
     base_url: str | None = None
     profile: str = "eval"
-    env: list[str] = field(default_factory=list)
-    concurrency: int | None = None  # default lanes × 2
-    per_lane_builds: int = 4
-    timeout_ms: int = 900_000  # per unit (build + verify); complex cases get 1.5×
-    build_timeout_ms: int = 1_800_000
-    build_max_attempts: int = 3
-    build_mcp_timeout_ms: int = 120_000
+    env: list[str] = Field(default_factory=list)
+    concurrency: int | None = Field(None, ge=1)  # default lanes × 2
+    per_lane_builds: int = Field(4, ge=1)
+    timeout_ms: int = Field(900_000, ge=1)  # per unit (build + verify); complex cases get 1.5×
+    build_timeout_ms: int = Field(1_800_000, ge=0)
+    build_max_attempts: int = Field(3, ge=1)
+    build_mcp_timeout_ms: int = Field(120_000, ge=1)
     mcp_server: str = "n8n-local"
     build_cwd: Path | None = None
-    build_model: str = field(default_factory=lambda: os.environ.get("ANTHROPIC_MODEL") or DEFAULT_BUILD_MODEL)
+    build_model: str = Field(default_factory=lambda: os.environ.get("ANTHROPIC_MODEL") or DEFAULT_BUILD_MODEL)
     output_dir: Path | None = None
     keep_workflows: bool = False
     experiment_name: str | None = None
     dataset: str | None = None
     baseline: Path | None = None
-    baseline_prefix: str = "instance-ai-baseline-"  # DEFAULT_BASELINE_PREFIX
-    max_cost_usd: float | None = None
-    metrics_port: int | None = None
-    #: Bind address of /metrics (None: ORCHESTRATOR_METRICS_HOST, else 127.0.0.1); pass it to RunMetrics.serve.
+    baseline_prefix: str = DEFAULT_BASELINE_PREFIX
+    max_cost_usd: float | None = Field(None, gt=0)
+    metrics_port: int | None = Field(None, ge=0, le=65535)
+    #: Bind address of /metrics (None: ORCHESTRATOR_METRICS_HOST, else 127.0.0.1).
     metrics_host: str | None = None
     pushgateway: str | None = None
     resume: str | None = None
@@ -60,31 +101,51 @@ class RunConfig:
     state_dir: Path = Path(".orchestrator")
     seed: int = 0
     email: str | None = None
-    password: str | None = field(default=None, repr=False)
+    password: str | None = Field(None, repr=False)
     outage_waits_s: tuple[float, ...] = (30.0, 90.0)
-    lane_retries: int = 1
-    health_interval_s: float = 2.0
-    reprobe_interval_s: float = 30.0
-    abort_after_all_quarantined_s: float = 300.0
-    model_server: str = "auto"  # auto | real | scripted: scripted = the embedded offline model
+    lane_retries: int = Field(1, ge=0)
+    health_interval_s: float = Field(2.0, gt=0)
+    reprobe_interval_s: float = Field(30.0, gt=0)
+    abort_after_all_quarantined_s: float = Field(300.0, ge=0)
+    model_server: Literal["auto", "real", "scripted"] = "auto"  # scripted = the embedded offline model
     claude_bin: str | None = None
     #: CLAUDE_CODE_MAX_RETRIES for builds (None: the CLI's own default, ~10 retries over minutes).
-    build_max_retries: int | None = None
+    build_max_retries: int | None = Field(None, ge=0)
     #: Per-attempt judge timeout (None: JudgeConfig's default).
-    judge_attempt_timeout_s: float | None = None
+    judge_attempt_timeout_s: float | None = Field(None, gt=0)
     #: Score the workflows of this manifest (slug → workflow ids) instead of building (static lane).
     prebuilt_workflows: Path | None = None
     delete_prebuilt_workflows: bool = False
     #: Build/execute/verify timing and events on the console (``run --verbose``).
     verbose: bool = False
 
-    def validate(self) -> "RunConfig":
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _config_error(exc) from None
+
+    @field_validator("metrics_host")
+    @classmethod
+    def _ip_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                raise ValueError("not an IP address") from None
+        return value
+
+    def validate(self) -> "RunConfig":  # type: ignore[override]  # (pydantic's deprecated classmethod)
+        """Check every field again (the CLI sets a few after construction), then what spans several
+        fields or the plug-in registries. Returns ``self``; raises a one-line :class:`ConfigError`."""
+        try:
+            type(self).model_validate(self.model_dump())
+        except ValidationError as exc:
+            raise _config_error(exc) from None
         if self.backend not in available_backends():
             raise ConfigError(f"--backend: unknown backend {self.backend!r}; choose one of {', '.join(available_backends())}")
         reached_by_url = not get_backend(self.backend).owns_lanes  # lanes someone else runs
         self.builder = get_builder(self.builder).name  # one line naming --builder when unknown
-        if self.source not in ("disk", "langtracer"):
-            raise ConfigError(f"--source: must be disk or langtracer, got {self.source!r}")
         if self.source == "langtracer" and not self.suite:
             raise ConfigError("--suite: required with --source langtracer")
         if self.source == "langtracer":  # the reference: a suite-scoped, eval-tagged name for both
@@ -92,40 +153,12 @@ class RunConfig:
             self.dataset = self.dataset or scoped
             if self.baseline_prefix == DEFAULT_BASELINE_PREFIX:
                 self.baseline_prefix = scoped
-        for flag, value, low in (
-            ("--iterations", self.iterations, 1),
-            ("--lanes", self.lanes, 1),
-            ("--per-lane-builds", self.per_lane_builds, 1),
-            ("--build-max-attempts", self.build_max_attempts, 1),
-            ("--timeout-ms", self.timeout_ms, 1),
-            ("--build-timeout-ms", self.build_timeout_ms, 0),
-            ("--build-mcp-timeout-ms", self.build_mcp_timeout_ms, 1),
-        ):
-            if value < low:
-                raise ConfigError(f"{flag}: must be ≥ {low}, got {value}")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ConfigError(f"--concurrency: must be ≥ 1, got {self.concurrency}")
-        if self.max_cost_usd is not None and self.max_cost_usd <= 0:
-            raise ConfigError(f"--max-cost-usd: must be > 0, got {self.max_cost_usd}")
-        if self.metrics_port is not None and not (0 <= self.metrics_port <= 65535):
-            raise ConfigError(f"--metrics-port: must be 0–65535, got {self.metrics_port}")
-        if self.metrics_host is not None:
-            try:
-                ipaddress.ip_address(self.metrics_host)
-            except ValueError:
-                raise ConfigError(f"--metrics-host: not an IP address: {self.metrics_host!r}") from None
-        if self.model_server not in ("auto", "real", "scripted"):
-            raise ConfigError(f"--model-server: must be auto, real or scripted, got {self.model_server!r}")
         if reached_by_url and not self.base_url:
             raise ConfigError(f"--base-url: required with --backend {self.backend}")
         if self.build_cwd is not None and not self.build_cwd.is_dir():
             raise ConfigError(f"--build-cwd: {self.build_cwd} is not a directory")
         if self.baseline is not None and not self.baseline.is_file():
             raise ConfigError(f"--baseline: {self.baseline} is not a file")
-        if self.build_max_retries is not None and self.build_max_retries < 0:
-            raise ConfigError(f"build_max_retries: must be ≥ 0, got {self.build_max_retries}")
-        if self.judge_attempt_timeout_s is not None and self.judge_attempt_timeout_s <= 0:
-            raise ConfigError(f"judge_attempt_timeout_s: must be > 0, got {self.judge_attempt_timeout_s}")
         if self.prebuilt_workflows is not None or self.delete_prebuilt_workflows:
             if self.builder not in ("mcp", "prebuilt"):
                 raise ConfigError(f"--prebuilt-workflows: mutually exclusive with --builder {self.builder}")
@@ -147,6 +180,5 @@ class RunConfig:
 
     def public(self) -> dict[str, object]:
         """The config as recorded in eval-results.json (no password)."""
-        data = asdict(self)
-        data.pop("password", None)
-        return {k: (str(v) if isinstance(v, Path) else [str(p) for p in v] if k == "cases_paths" else v) for k, v in data.items()}
+        data: dict[str, object] = self.model_dump(mode="json", exclude={"password"})
+        return data

@@ -61,6 +61,6 @@ def test_full_results_disk_is_a_clear_error_and_lanes_still_go(model: ModelDesk,
     assert errors and all("No space left on device" in e for e in errors), done.stderr
     assert any(str(out / "eval-results.json") in e for e in errors)
     units = jsonl(state / "runs" / run_id / "units.jsonl")  # the state dir kept every finished unit
-    assert [u["build"]["status"] for u in units] == ["ok", "skipped"]  # no new build after the failure
+    assert [u["build"]["status"] for u in units] == ["ok", "skipped"], done.stderr  # no new build after the failure
     assert not (out / "eval-results.json").exists()
     assert_nothing_left(run_id, state)
