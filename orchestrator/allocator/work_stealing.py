@@ -3,7 +3,16 @@
 Every lane has its own FIFO queue. ``submit`` shuffles the units with a seeded RNG and deals them
 round-robin over the lanes, so a seed fixes the schedule. A lane with a free slot takes the first
 unit of its own queue it may run; with nothing of its own it steals from the tail of the most
-loaded queue (quarantined lanes' queues first: nobody else drains them). A lane may run a unit
+loaded queue (quarantined lanes' queues first: nobody else drains them).
+
+Longest expected first: ``submit(units, expected_s=...)`` (seconds per case slug, or a function of
+the unit; see :mod:`orchestrator.allocator.durations`) sorts the shuffled units longest first
+before dealing them (ties keep the seeded shuffle, so iterations of one case still land on
+different lanes), and keeps every queue in that order. Then a thief steals the longest waiting
+unit (from the head of the queue whose head is longest) instead of the tail, and the allocator
+learns each lane's speed (expected / actual seconds of its finished units) and gives free slots to
+the fastest lanes first -- under a global cap below lanes x per-lane cap, the fast lanes do more.
+Without ``expected_s`` the schedule is exactly the plain one above. A lane may run a unit
 when it is not quarantined or dead, runs fewer than ``per_lane_cap`` builds ("n8n degrades above
 ~4 concurrent builds per lane"), is not already building the same case slug, and the global cap
 has room. Under the global cap, free slots go to the least-loaded lanes first.
@@ -37,7 +46,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +87,7 @@ class _Entry:
     lanes_tried: list[str] = field(default_factory=list)
     last_value: Any = None
     cancel_reason: str | None = None
+    expected: float = 0.0  # expected seconds (0: unknown); queues are kept longest first
     task: asyncio.Task[None] | None = None
 
 
@@ -95,6 +105,8 @@ class _Lane:
     started: int = 0
     stolen: int = 0
     probe_task: asyncio.Task[None] | None = None
+    expected_done: float = 0.0  # sum of expected seconds of units finished here
+    actual_done: float = 0.0  # their measured seconds
 
     @property
     def accepting(self) -> bool:
@@ -158,6 +170,8 @@ class Allocator:
         self._steals = 0
         self._pending = 0
         self._results: list[WorkResult] = []
+        self._prioritized = False  # some unit came with an expected duration
+        self._speed_prior_s = 0.0  # pseudo-seconds at speed 1.0 that each lane's speed starts from
 
         self._worker: Worker | None = None
         self._started_run = False
@@ -174,18 +188,36 @@ class Allocator:
     def global_cap(self) -> int:
         return self._fixed_global_cap if self._fixed_global_cap is not None else 2 * self._live
 
-    def submit(self, units: Iterable[WorkUnit], *, lane: str | None = None) -> None:
-        """Queue units. ``lane`` puts them all on that lane's queue (others may steal them)."""
+    def submit(
+        self,
+        units: Iterable[WorkUnit],
+        *,
+        lane: str | None = None,
+        expected_s: Mapping[str, float] | Callable[[WorkUnit], float | None] | None = None,
+    ) -> None:
+        """Queue units. ``lane`` puts them all on that lane's queue (others may steal them).
+
+        ``expected_s`` (seconds per case slug, or a function of the unit; missing or non-positive:
+        unknown, ordered last) makes the queues longest expected first."""
         entries: list[_Entry] = []
+        batch: set[str] = set()
         for unit in units:
-            if unit.key in self._keys:
+            if unit.key in self._keys or unit.key in batch:
                 raise ValueError(f"unit {unit.key} was submitted twice")
-            self._keys.add(unit.key)
-            entries.append(_Entry(unit))
+            batch.add(unit.key)
+            entries.append(_Entry(unit, expected=_expected(expected_s, unit)))
         target = self._lane(lane) if lane is not None else None
         if target is not None and target.dead:
             raise ValueError(f"lane {lane} is drained: it takes no units")
+        self._keys.update(batch)
         self._rng.shuffle(entries)
+        if expected_s is not None:
+            entries.sort(key=lambda e: -e.expected)  # stable: equal times keep the seeded shuffle
+            known = [e.expected for e in entries if e.expected > 0]
+            if known:
+                self._prioritized = True
+                if not self._speed_prior_s:
+                    self._speed_prior_s = 2.0 * known[len(known) // 2]  # two median units
         self._pending += len(entries)
         if self._pending:
             self._all_final.clear()
@@ -349,9 +381,19 @@ class Allocator:
         queue = lane.queue if lane is not None else self._orphans
         if front:
             queue.appendleft(entry)
-        else:
-            queue.append(entry)
+        elif not queue or queue[-1].expected >= entry.expected:
+            queue.append(entry)  # the common case, also when dealing a sorted batch
+        else:  # keep the queue longest first: after the last entry at least as long (stable)
+            index = len(queue) - 1
+            while index >= 0 and queue[index].expected < entry.expected:
+                index -= 1
+            queue.insert(index + 1, entry)
         self._queued += 1
+
+    def _speed(self, lane: _Lane) -> float:
+        """Expected / actual seconds of the units this lane finished (1.0 until it has some)."""
+        prior = self._speed_prior_s
+        return (lane.expected_done + prior) / (lane.actual_done + prior) if prior else 1.0
 
     def _place(self, entry: _Entry, *, avoid: str | None, front: bool, reason: str) -> None:
         """Queue a unit that comes back: on the least-loaded live lane, accepting and not ``avoid`` first."""
@@ -397,9 +439,12 @@ class Allocator:
 
     def _steal_for(self, thief: _Lane) -> tuple[_Entry, _Lane] | None:
         victims = [lane for lane in self._lanes.values() if lane is not thief and lane.queue]
-        victims.sort(key=lambda lane: (lane.accepting, -len(lane.queue), lane.index))
+        if self._prioritized:  # the longest waiting unit first, wherever it waits
+            victims.sort(key=lambda lane: (lane.accepting, -lane.queue[0].expected, -len(lane.queue), lane.index))
+        else:
+            victims.sort(key=lambda lane: (lane.accepting, -len(lane.queue), lane.index))
         for victim in victims:
-            entry = self._take_from(victim.queue, thief, from_tail=True)
+            entry = self._take_from(victim.queue, thief, from_tail=not self._prioritized)
             if entry is not None:
                 return entry, victim
         return None
@@ -423,7 +468,10 @@ class Allocator:
             open_lanes = [lane for lane in self._lanes.values() if lane.accepting and len(lane.running) < cap]
             if not open_lanes:
                 return
-            open_lanes.sort(key=lambda lane: (len(lane.running), lane.index))
+            if self._prioritized:  # fastest lanes first: under a global cap they should do the most
+                open_lanes.sort(key=lambda lane: (-self._speed(lane), len(lane.running), lane.index))
+            else:
+                open_lanes.sort(key=lambda lane: (len(lane.running), lane.index))
             started = False
             for lane in open_lanes:
                 if self._running >= self.global_cap or not self._queued:
@@ -465,6 +513,7 @@ class Allocator:
         outcome: Outcome | None = None
         value: Any = None
         error: Exception | None = None
+        started_at = _now()
         try:
             answer = await worker(lane.lane_id, entry.unit, entry.attempts)
             outcome, value = (answer, None) if isinstance(answer, Outcome) else answer
@@ -485,6 +534,9 @@ class Allocator:
             self._finish(entry, lane, ResultStatus.failed, error, f"worker raised {type(error).__name__}")
         else:
             assert outcome is not None
+            if outcome is Outcome.done and entry.expected > 0:
+                lane.expected_done += entry.expected
+                lane.actual_done += max(_now() - started_at, 0.0)
             self._settle(lane, entry, outcome, value)
         self._schedule()
 
@@ -700,6 +752,17 @@ class Allocator:
             self._on_event(event)
         except Exception:
             log.exception("on_event hook failed for %s", kind.value)
+
+
+def _expected(source: Mapping[str, float] | Callable[[WorkUnit], float | None] | None, unit: WorkUnit) -> float:
+    if source is None:
+        return 0.0
+    value = source.get(unit.case) if isinstance(source, Mapping) else source(unit)
+    try:
+        seconds = float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+    return seconds if seconds > 0 and seconds != float("inf") else 0.0
 
 
 def _now() -> float:
