@@ -74,6 +74,9 @@ ResultHook = Callable[[WorkResult], None]
 #: How deep a lane looks into a queue for a unit whose slug it is not already building.
 SCAN_DEPTH = 64
 
+#: A lane's speed starts as if it had finished this many median units at speed 1.0.
+SPEED_PRIOR_UNITS = 2.0
+
 
 @dataclass(eq=False)
 class _Entry:
@@ -217,7 +220,7 @@ class Allocator:
             if known:
                 self._prioritized = True
                 if not self._speed_prior_s:
-                    self._speed_prior_s = 2.0 * known[len(known) // 2]  # two median units
+                    self._speed_prior_s = SPEED_PRIOR_UNITS * known[len(known) // 2]
         self._pending += len(entries)
         if self._pending:
             self._all_final.clear()
