@@ -124,12 +124,11 @@ def expected_seconds(
     for slug, seconds in history.items():
         if slug in complexities:
             by_complexity.setdefault(complexities[slug], []).append(seconds)
-    overall = statistics.median(history.values()) if history else None
-    overall_weight = (
-        statistics.median(COMPLEXITY_WEIGHT.get(complexities.get(s, ""), 2.0) for s in history if s in complexities)
-        if any(s in complexities for s in history)
-        else 2.0
-    )
+    # The scale for unseen complexities: the seen cases of this selection (else all history),
+    # their median time per unit of complexity weight.
+    seen = [s for s in history if s in complexities] or list(history)
+    overall = statistics.median(history[s] for s in seen) if seen else None
+    overall_weight = statistics.median(COMPLEXITY_WEIGHT.get(complexities.get(s, ""), 2.0) for s in seen) if seen else 2.0
     expected: dict[str, float] = {}
     for slug, complexity in complexities.items():
         if slug in history:
