@@ -130,3 +130,14 @@ def test_unseen_cases_get_a_prior_from_their_complexity() -> None:
     assert expected["new-simple"] < expected["new-medium"] < expected["new-complex"]
     bare = expected_seconds({"a": "simple", "b": "complex"})
     assert bare["a"] < bare["b"]
+
+
+def test_expected_for_run_reads_the_flag_first(tmp_path: Path) -> None:
+    from orchestrator.allocator.durations import expected_for_run
+
+    path = tmp_path / "eval-results.json"
+    path.write_text(results("old", [unit("long", 0, duration=900.0), unit("short", 0, duration=30.0)]).model_dump_json())
+    expected = expected_for_run({"long": "simple", "short": "complex", "new": "medium"},
+                                durations_from=path, state_dir=tmp_path / "state", baseline=None)
+    assert expected["long"] == 900.0 and expected["short"] == 30.0 and expected["new"] > 0
+    assert expected_for_run({"a": "simple"}, durations_from=None, state_dir=tmp_path / "none", baseline=None) == {"a": 1.0}

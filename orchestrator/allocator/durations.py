@@ -139,3 +139,22 @@ def expected_seconds(
             weight = COMPLEXITY_WEIGHT.get(complexity, 2.0)
             expected[slug] = overall * weight / overall_weight if overall is not None else weight
     return expected
+
+
+def expected_for_run(
+    complexities: Mapping[str, str],
+    *,
+    durations_from: Path | None,
+    state_dir: Path,
+    baseline: Path | None,
+    run_id: str | None = None,
+) -> dict[str, float]:
+    """What the run pipeline passes as ``Allocator.submit(units, expected_s=...)``:
+    ``complexities`` is ``{case.slug: case.case.complexity}`` of the selected cases; history from
+    ``--durations-from``, else :func:`default_durations_source` (never this run's own results)."""
+    source = durations_from or default_durations_source(state_dir, baseline, exclude_run=run_id)
+    history = load_durations(source) if source is not None else {}
+    if source is not None:
+        log.info("queue ordered longest first from %s (%d of %d cases seen there)",
+                 source, sum(1 for s in complexities if s in history), len(complexities))
+    return expected_seconds(complexities, history)

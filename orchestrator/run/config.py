@@ -48,6 +48,8 @@ class RunConfig:
     dataset: str | None = None
     baseline: Path | None = None
     baseline_prefix: str = "instance-ai-baseline-"
+    #: History for longest-expected-first (None: orchestrator.allocator.durations.default_durations_source).
+    durations_from: Path | None = None
     max_cost_usd: float | None = None
     metrics_port: int | None = None
     pushgateway: str | None = None
@@ -102,6 +104,8 @@ class RunConfig:
             raise ConfigError(f"--build-cwd: {self.build_cwd} is not a directory")
         if self.baseline is not None and not self.baseline.is_file():
             raise ConfigError(f"--baseline: {self.baseline} is not a file")
+        if self.durations_from is not None and not self.durations_from.is_file():
+            raise ConfigError(f"--durations-from: {self.durations_from} is not a file")
         if self.build_max_retries is not None and self.build_max_retries < 0:
             raise ConfigError(f"build_max_retries: must be ≥ 0, got {self.build_max_retries}")
         if self.judge_attempt_timeout_s is not None and self.judge_attempt_timeout_s <= 0:
