@@ -5,9 +5,10 @@ torn down after. Per pool: the time until every lane is ready, until the first l
 the first build could start without a barrier), and the slowest lane.
 
 The template is built once per n8n version before timing (its one-off cost is printed). Variants:
-``fresh``, ``template`` (default path), ``template-noui`` (template plus ``N8N_DISABLE_UI=true``:
-n8n then skips compiling its editor's static assets at start, ~2.5 CPU-s a lane here; the
-eval needs only REST and MCP, but the profile does not set it -- measured, not the default).
+``fresh`` and ``template`` (the default path). Measured and dropped: ``N8N_DISABLE_UI=true`` saves
+~2.5 CPU-s a lane (n8n compiles its editor's static assets at every start) but 2.41.1 then answers
+``GET /rest/settings`` with 404, which bring-up's fingerprint needs; ``NODE_COMPILE_CACHE`` made
+no measurable difference.
 
     .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,template] [--repeat 1]
 
@@ -33,10 +34,9 @@ from orchestrator.ledger import Ledger
 async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[float]]:
     run_id = f"bench-{variant}-{count}-{int(time.time())}"
     backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state, lane_template=variant != "fresh")
-    overrides = ["N8N_DISABLE_UI=true"] if variant == "template-noui" else []
     per_lane: list[float] = []
     t0 = time.monotonic()
-    result = await bring_up(backend, count, make_spec("eval", overrides), make_owner(run_id),
+    result = await bring_up(backend, count, make_spec("eval"), make_owner(run_id),
                             events=PoolEvents(lane_ready=lambda lane, s: per_lane.append(time.monotonic() - t0)))
     total = time.monotonic() - t0
     await teardown_pool(backend, result.lanes)
@@ -49,7 +49,7 @@ async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[f
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,2,4")
-    parser.add_argument("--variants", default="fresh,template", help="fresh, template, template-noui")
+    parser.add_argument("--variants", default="fresh,template", help="fresh and/or template")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]

@@ -91,6 +91,7 @@ class _Entry:
     last_value: Any = None
     cancel_reason: str | None = None
     expected: float = 0.0  # expected seconds (0: unknown); queues are kept longest first
+    started_at: float = 0.0  # loop time of the current attempt's start
     task: asyncio.Task[None] | None = None
 
 
@@ -110,6 +111,8 @@ class _Lane:
     probe_task: asyncio.Task[None] | None = None
     expected_done: float = 0.0  # sum of expected seconds of units finished here
     actual_done: float = 0.0  # their measured seconds
+    speed: float = 1.0  # cached estimate, see Allocator._refresh_speeds
+    probed: bool = False  # ran its speed probe (the shortest unit of its queue, beside a long one)
 
     @property
     def accepting(self) -> bool:
@@ -168,6 +171,7 @@ class Allocator:
         self._deal_cursor = 0
         self._keys: set[str] = set()
         self._queued = 0
+        self._queued_expected = 0.0  # expected seconds waiting in queues
         self._running = 0
         self._max_running = 0
         self._steals = 0
@@ -175,6 +179,8 @@ class Allocator:
         self._results: list[WorkResult] = []
         self._prioritized = False  # some unit came with an expected duration
         self._speed_prior_s = 0.0  # pseudo-seconds at speed 1.0 that each lane's speed starts from
+        self._speeds_at = float("-inf")  # loop time the lane speeds were last estimated
+        self._max_expected = 0.0
 
         self._worker: Worker | None = None
         self._started_run = False
@@ -221,6 +227,7 @@ class Allocator:
                 self._prioritized = True
                 if not self._speed_prior_s:
                     self._speed_prior_s = SPEED_PRIOR_UNITS * known[len(known) // 2]
+                self._max_expected = max(self._max_expected, entries[0].expected)
         self._pending += len(entries)
         if self._pending:
             self._all_final.clear()
@@ -275,6 +282,7 @@ class Allocator:
         moved = list(lane.queue)
         lane.queue.clear()
         self._queued -= len(moved)
+        self._queued_expected -= sum(e.expected for e in moved)
         for entry in moved:
             if not self._refuse_waiting(entry, None):
                 self._place(entry, avoid=lane_id, front=False, reason=f"drained: {reason}")
@@ -296,6 +304,7 @@ class Allocator:
         self._emit(EventKind.lane_added, lane=lane_id)
         while self._orphans:
             self._queued -= 1
+            self._queued_expected -= self._orphans[0].expected
             self._enqueue(lane, self._orphans.popleft())
         self._end_abort()
         self._update_abort_timer()
@@ -392,11 +401,26 @@ class Allocator:
                 index -= 1
             queue.insert(index + 1, entry)
         self._queued += 1
+        self._queued_expected += entry.expected
 
-    def _speed(self, lane: _Lane) -> float:
-        """Expected / actual seconds of the units this lane finished (1.0 until it has some)."""
+    def _refresh_speeds(self) -> None:
+        """Estimate every lane's speed: expected / actual seconds over the units it finished, plus
+        its overdue running units as if they finished now (a lower bound on their time: a slow
+        lane shows before its first unit ends). Starts from ``SPEED_PRIOR_UNITS`` median units at
+        speed 1.0. Recomputed at most every 1/20 of a median unit (a cheap, slightly stale view)."""
+        now = _now()
+        if now - self._speeds_at < self._speed_prior_s / (20 * SPEED_PRIOR_UNITS):
+            return
+        self._speeds_at = now
         prior = self._speed_prior_s
-        return (lane.expected_done + prior) / (lane.actual_done + prior) if prior else 1.0
+        for lane in self._lanes.values():
+            expected, actual = lane.expected_done + prior, lane.actual_done + prior
+            for entry in lane.running:
+                elapsed = now - entry.started_at
+                if entry.expected > 0 and elapsed > entry.expected:
+                    expected += entry.expected
+                    actual += elapsed
+            lane.speed = expected / actual
 
     def _place(self, entry: _Entry, *, avoid: str | None, front: bool, reason: str) -> None:
         """Queue a unit that comes back: on the least-loaded live lane, accepting and not ``avoid`` first."""
@@ -437,6 +461,7 @@ class Allocator:
             if self._may_run(lane, entry):
                 del queue[index]
                 self._queued -= 1
+                self._queued_expected = max(self._queued_expected - entry.expected, 0.0)
                 return entry
         return None
 
@@ -471,25 +496,66 @@ class Allocator:
             open_lanes = [lane for lane in self._lanes.values() if lane.accepting and len(lane.running) < cap]
             if not open_lanes:
                 return
+            faster: dict[str, float] = {}
             if self._prioritized:  # fastest lanes first: under a global cap they should do the most
-                open_lanes.sort(key=lambda lane: (-self._speed(lane), len(lane.running), lane.index))
+                self._refresh_speeds()
+                open_lanes.sort(key=lambda lane: (-lane.speed, len(lane.running), lane.index))
+                faster = self._endgame()
             else:
                 open_lanes.sort(key=lambda lane: (len(lane.running), lane.index))
             started = False
             for lane in open_lanes:
                 if self._running >= self.global_cap or not self._queued:
                     return
-                entry = self._take_from(lane.queue, lane, from_tail=False)
+                # With history, a lane's second unit is a probe: the shortest it has, so its speed
+                # shows within a short unit while the first (longest) one runs.
+                probe = self._prioritized and not lane.probed and bool(lane.running)
+                entry = self._take_from(lane.queue, lane, from_tail=probe)
+                if probe and entry is not None:
+                    lane.probed = True
                 victim = None
                 if entry is None and self.steal:
                     stolen = self._steal_for(lane)
                     if stolen is not None:
                         entry, victim = stolen
+                if entry is not None and lane.lane_id in faster and self._leave_to_faster(lane, entry, faster):
+                    self._enqueue(victim or lane, entry, front=not probe)  # back where it was
+                    entry = None
                 if entry is not None:
                     self._start(lane, entry, stolen_from=victim)
                     started = True
             if not started:
                 return
+
+    def _endgame(self) -> dict[str, float]:
+        """Near the end of the queue: for each accepting lane, the capacity (expected seconds of
+        work per second) of the lanes faster than it. Empty while the queue is long."""
+        lanes = [lane for lane in self._lanes.values() if lane.accepting]
+        if len(lanes) < 2:
+            return {}
+        rate = sum(lane.speed for lane in lanes) * self.per_lane_cap
+        fastest = max(lane.speed for lane in lanes)
+        slowest = min(lane.speed for lane in lanes)
+        # No unit could be worth leaving while the queue outlasts the longest unit's slow-lane penalty.
+        if self._queued_expected / rate > self._max_expected * (1 / slowest - 1 / fastest):
+            return {}
+        lanes.sort(key=lambda lane: -lane.speed)
+        faster: dict[str, float] = {}
+        total = 0.0
+        for lane in lanes:
+            faster[lane.lane_id] = total
+            total += lane.speed * self.per_lane_cap
+        faster[""] = fastest
+        return faster
+
+    def _leave_to_faster(self, lane: _Lane, entry: _Entry, faster: dict[str, float]) -> bool:
+        """Leave ``entry`` for a faster lane when the faster lanes would clear the whole queue
+        before the time it would lose by running here instead of on the fastest lane."""
+        rate = faster[lane.lane_id]
+        if rate <= 0 or entry.expected <= 0:
+            return False
+        penalty = entry.expected * (1 / lane.speed - 1 / faster[""])
+        return (self._queued_expected + entry.expected) / rate < penalty
 
     def _start(self, lane: _Lane, entry: _Entry, *, stolen_from: _Lane | None) -> None:
         assert self._worker is not None
@@ -516,7 +582,7 @@ class Allocator:
         outcome: Outcome | None = None
         value: Any = None
         error: Exception | None = None
-        started_at = _now()
+        started_at = entry.started_at = _now()
         try:
             answer = await worker(lane.lane_id, entry.unit, entry.attempts)
             outcome, value = (answer, None) if isinstance(answer, Outcome) else answer
@@ -617,6 +683,7 @@ class Allocator:
             waiting.extend((lane, e) for e in lane.queue)
             lane.queue.clear()
         self._queued = 0
+        self._queued_expected = 0.0
         for _lane, entry in waiting:
             self._finish(entry, None, status, entry.last_value, reason)
 
