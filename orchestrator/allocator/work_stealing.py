@@ -42,11 +42,12 @@ Not thread-safe: call every method on the event loop's thread (for SIGINT use
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +182,8 @@ class Allocator:
         self._speed_prior_s = 0.0  # pseudo-seconds at speed 1.0 that each lane's speed starts from
         self._speeds_at = float("-inf")  # loop time the lane speeds were last estimated
         self._max_expected = 0.0
+        self._speed_summary: tuple[float, float, float] | None = None  # capacity rate, fastest, slowest
+        self._faster: dict[str, float] = {}  # lane -> capacity of the lanes faster than it; "" -> fastest speed
 
         self._worker: Worker | None = None
         self._started_run = False
@@ -421,6 +424,16 @@ class Allocator:
                     expected += entry.expected
                     actual += elapsed
             lane.speed = expected / actual
+        ranked = sorted((lane for lane in self._lanes.values() if lane.accepting), key=lambda lane: -lane.speed)
+        self._speed_summary = None
+        self._faster = {}
+        if ranked:
+            self._speed_summary = (sum(lane.speed for lane in ranked) * self.per_lane_cap, ranked[0].speed, ranked[-1].speed)
+            total = 0.0
+            for lane in ranked:
+                self._faster[lane.lane_id] = total
+                total += lane.speed * self.per_lane_cap
+            self._faster[""] = ranked[0].speed
 
     def _place(self, entry: _Entry, *, avoid: str | None, front: bool, reason: str) -> None:
         """Queue a unit that comes back: on the least-loaded live lane, accepting and not ``avoid`` first."""
@@ -467,11 +480,8 @@ class Allocator:
 
     def _steal_for(self, thief: _Lane) -> tuple[_Entry, _Lane] | None:
         victims = [lane for lane in self._lanes.values() if lane is not thief and lane.queue]
-        if self._prioritized:  # the longest waiting unit first, wherever it waits
-            victims.sort(key=lambda lane: (lane.accepting, -lane.queue[0].expected, -len(lane.queue), lane.index))
-        else:
-            victims.sort(key=lambda lane: (lane.accepting, -len(lane.queue), lane.index))
-        for victim in victims:
+        key = _longest_head_first if self._prioritized else _most_loaded_first  # longest waiting unit first
+        for victim in _in_order(victims, key, 1):
             entry = self._take_from(victim.queue, thief, from_tail=not self._prioritized)
             if entry is not None:
                 return entry, victim
@@ -493,18 +503,21 @@ class Allocator:
             return
         cap = self.per_lane_cap
         while self._queued and self._running < self.global_cap:
-            open_lanes = [lane for lane in self._lanes.values() if lane.accepting and len(lane.running) < cap]
+            open_lanes = [  # (``accepting`` spelt out: this runs for every lane after every unit)
+                lane for lane in self._lanes.values() if len(lane.running) < cap and not lane.dead and not lane.quarantined
+            ]
             if not open_lanes:
                 return
             faster: dict[str, float] = {}
+            key: Callable[[_Lane], tuple[Any, ...]]
             if self._prioritized:  # fastest lanes first: under a global cap they should do the most
                 self._refresh_speeds()
-                open_lanes.sort(key=lambda lane: (-lane.speed, len(lane.running), lane.index))
+                key = _fastest_first
                 faster = self._endgame()
             else:
-                open_lanes.sort(key=lambda lane: (len(lane.running), lane.index))
+                key = _least_loaded_first
             started = False
-            for lane in open_lanes:
+            for lane in _in_order(open_lanes, key, self.global_cap - self._running):
                 if self._running >= self.global_cap or not self._queued:
                     return
                 # With history, a lane's second unit is a probe: the shortest it has, so its speed
@@ -520,7 +533,7 @@ class Allocator:
                         entry, victim = stolen
                 if entry is not None and lane.lane_id in faster and self._leave_to_faster(lane, entry, faster):
                     self._enqueue(victim or lane, entry, front=not probe)  # back where it was
-                    entry = None
+                    return  # the lanes after this one are slower still: leave the rest to faster ones
                 if entry is not None:
                     self._start(lane, entry, stolen_from=victim)
                     started = True
@@ -529,24 +542,15 @@ class Allocator:
 
     def _endgame(self) -> dict[str, float]:
         """Near the end of the queue: for each accepting lane, the capacity (expected seconds of
-        work per second) of the lanes faster than it. Empty while the queue is long."""
-        lanes = [lane for lane in self._lanes.values() if lane.accepting]
-        if len(lanes) < 2:
+        work per second) of the lanes faster than it, as of the last speed estimate. Empty while
+        the queue is long."""
+        if self._speed_summary is None or self._accepting < 2:
             return {}
-        rate = sum(lane.speed for lane in lanes) * self.per_lane_cap
-        fastest = max(lane.speed for lane in lanes)
-        slowest = min(lane.speed for lane in lanes)
+        rate, fastest, slowest = self._speed_summary  # as of the last _refresh_speeds
         # No unit could be worth leaving while the queue outlasts the longest unit's slow-lane penalty.
         if self._queued_expected / rate > self._max_expected * (1 / slowest - 1 / fastest):
             return {}
-        lanes.sort(key=lambda lane: -lane.speed)
-        faster: dict[str, float] = {}
-        total = 0.0
-        for lane in lanes:
-            faster[lane.lane_id] = total
-            total += lane.speed * self.per_lane_cap
-        faster[""] = fastest
-        return faster
+        return self._faster
 
     def _leave_to_faster(self, lane: _Lane, entry: _Entry, faster: dict[str, float]) -> bool:
         """Leave ``entry`` for a faster lane when the faster lanes would clear the whole queue
@@ -822,6 +826,34 @@ class Allocator:
             self._on_event(event)
         except Exception:
             log.exception("on_event hook failed for %s", kind.value)
+
+
+def _fastest_first(lane: _Lane) -> tuple[float, int, int]:
+    return (-lane.speed, len(lane.running), lane.index)
+
+
+def _least_loaded_first(lane: _Lane) -> tuple[int, int]:
+    return (len(lane.running), lane.index)
+
+
+def _longest_head_first(lane: _Lane) -> tuple[bool, float, int, int]:
+    return (lane.accepting, -lane.queue[0].expected, -len(lane.queue), lane.index)
+
+
+def _most_loaded_first(lane: _Lane) -> tuple[bool, int, int]:
+    return (lane.accepting, -len(lane.queue), lane.index)
+
+
+def _in_order(lanes: list[_Lane], key: Callable[[_Lane], Any], likely: int) -> Iterator[_Lane]:
+    """``sorted(lanes, key=key)``, lazily: the first ``likely`` lanes by a partial sort (usually
+    all a caller looks at: one free slot, one victim), the rest sorted only when asked for."""
+    if likely >= len(lanes) or likely < 1:
+        yield from sorted(lanes, key=key)
+        return
+    first = heapq.nsmallest(likely, lanes, key=key)
+    yield from first
+    taken = {id(lane) for lane in first}
+    yield from sorted((lane for lane in lanes if id(lane) not in taken), key=key)
 
 
 def _expected(source: Mapping[str, float] | Callable[[WorkUnit], float | None] | None, unit: WorkUnit) -> float:
