@@ -769,3 +769,32 @@ def test_with_history_a_faster_lane_gets_more_of_a_tight_global_cap() -> None:
     assert plain_started["fast"] <= 2 * plain_started["slow"]  # least loaded first: one slot each
     assert started["fast"] >= 4 * started["slow"]
     assert makespan < 0.8 * plain_makespan
+
+
+def test_with_history_lanes_dying_near_the_end_leave_no_unit_behind() -> None:
+    """Speeds differ, the fastest lane is drained and another quarantined near the end, when slower
+    lanes may be leaving units to faster ones: every unit still finishes (no wait on a lane that
+    is gone; a hang would raise VirtualClockDeadlock)."""
+    speed = {"fast": 3.0, "mid": 1.0, "slow": 0.4}
+    sizes = {f"c{i:02d}": 10.0 + 3 * i for i in range(40)}
+    left: list[bool] = []
+
+    def script(lane: str, unit: WorkUnit, attempt: int) -> tuple[float, Outcome, Any]:
+        if lane == "mid" and now() > LATE:
+            return 0.1, Outcome.lane_fault, None
+        return sizes[unit.case] / speed[lane], Outcome.done, None
+
+    class Spy(Allocator):
+        def _leave_to_faster(self, lane: Any, entry: Any, faster: dict[str, float]) -> bool:
+            left.append(answer := super()._leave_to_faster(lane, entry, faster))
+            return answer
+
+    async def main() -> list[WorkResult]:
+        allocator = Spy(list(speed), per_lane_cap=2, global_cap=100, max_lane_fault_retries=5)
+        allocator.submit([WorkUnit(c, i) for c in sizes for i in range(5)], expected_s=sizes)
+        return await run_with(allocator, SimWorker(script=script), (LATE + 5, lambda: allocator.drain("fast", "died")))
+
+    LATE = 1552.5  # without faults: units are left to faster lanes from ~1550 s, the run ends at 1565 s
+    results = run_virtual(main())
+    assert statuses(results) == {ResultStatus.done: 200}
+    assert any(left), "the scenario must exercise leaving units to faster lanes"

@@ -278,6 +278,7 @@ class Allocator:
         lane.dead = True
         lane.quarantined = False
         self._live -= 1
+        self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         _cancel_task(lane.probe_task)
         lane.probe_task = None
         log.info("lane %s drained: %s", lane_id, reason)
@@ -304,6 +305,7 @@ class Allocator:
         if existing is not None:
             del self._lanes[lane_id]
         lane = self._new_lane(lane_id)
+        self._speeds_at = float("-inf")
         self._emit(EventKind.lane_added, lane=lane_id)
         while self._orphans:
             self._queued -= 1
@@ -556,7 +558,7 @@ class Allocator:
         """Leave ``entry`` for a faster lane when the faster lanes would clear the whole queue
         before the time it would lose by running here instead of on the fastest lane."""
         rate = faster[lane.lane_id]
-        if rate <= 0 or entry.expected <= 0:
+        if rate <= 0 or entry.expected <= 0 or self._running == 0:  # nothing running: no later chance
             return False
         penalty = entry.expected * (1 / lane.speed - 1 / faster[""])
         return (self._queued_expected + entry.expected) / rate < penalty
@@ -725,6 +727,7 @@ class Allocator:
     def _quarantine(self, lane: _Lane) -> None:
         lane.quarantined = True
         self._accepting -= 1
+        self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         reason = f"{lane.consecutive_transport_failures} consecutive transport failures"
         log.warning("lane %s quarantined: %s", lane.lane_id, reason)
         self._emit(EventKind.quarantined, lane=lane.lane_id, reason=reason)
@@ -739,6 +742,7 @@ class Allocator:
         lane.quarantined = False
         lane.consecutive_transport_failures = 0
         self._accepting += 1
+        self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         log.info("lane %s back from quarantine", lane.lane_id)
         self._emit(EventKind.unquarantined, lane=lane.lane_id, reason="probe passed")
         self._end_abort()
