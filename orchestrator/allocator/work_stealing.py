@@ -10,8 +10,11 @@ the unit; see :mod:`orchestrator.allocator.durations`) sorts the shuffled units 
 before dealing them (ties keep the seeded shuffle, so iterations of one case still land on
 different lanes), and keeps every queue in that order. Then a thief steals the longest waiting
 unit (from the head of the queue whose head is longest) instead of the tail, and the allocator
-learns each lane's speed (expected / actual seconds of its finished units) and gives free slots to
-the fastest lanes first -- under a global cap below lanes x per-lane cap, the fast lanes do more.
+learns each lane's speed (expected / actual seconds of its finished units; a lane's second unit
+is the shortest of its queue, a probe) and gives free slots to the fastest lanes first -- under a
+global cap below lanes x per-lane cap, the fast lanes do more. Near the end of the queue a slower
+lane leaves a unit to the faster ones when they would clear the whole queue sooner than the time
+the unit would lose on it. ``bench/allocator.py`` measures all this against a lower bound.
 Without ``expected_s`` the schedule is exactly the plain one above. A lane may run a unit
 when it is not quarantined or dead, runs fewer than ``per_lane_cap`` builds ("n8n degrades above
 ~4 concurrent builds per lane"), is not already building the same case slug, and the global cap
