@@ -14,7 +14,9 @@ learns each lane's speed (expected / actual seconds of its finished units; a lan
 is the shortest of its queue, a probe) and gives free slots to the fastest lanes first -- under a
 global cap below lanes x per-lane cap, the fast lanes do more. Near the end of the queue a slower
 lane leaves a unit to the faster ones when they would clear the whole queue sooner than the time
-the unit would lose on it. ``bench/allocator.py`` measures all this against a lower bound.
+the unit would lose on it. Iterations of a case start a little apart (``ITERATION_SPREAD``), and
+each finished one corrects the estimate of its waiting siblings (history is per case, so is its
+error). ``bench/allocator.py`` measures all this against a lower bound.
 Without ``expected_s`` the schedule is exactly the plain one above. A lane may run a unit
 when it is not quarantined or dead, runs fewer than ``per_lane_cap`` builds ("n8n degrades above
 ~4 concurrent builds per lane"), is not already building the same case slug, and the global cap
@@ -45,8 +47,10 @@ Not thread-safe: call every method on the event loop's thread (for SIGINT use
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import logging
+import math
 import random
 import time
 from collections import deque
@@ -81,6 +85,11 @@ SCAN_DEPTH = 64
 #: A lane's speed starts as if it had finished this many median units at speed 1.0.
 SPEED_PRIOR_UNITS = 2.0
 
+#: With history, the k-th iteration of a case is ordered as if it took (1 - SPREAD x k) of its
+#: expected time: iterations of a case start a little apart, so the first to finish corrects the
+#: estimate of the ones still waiting (history is per case, and a case's error is shared).
+ITERATION_SPREAD = 0.03
+
 
 @dataclass(eq=False)
 class _Entry:
@@ -94,7 +103,10 @@ class _Entry:
     lanes_tried: list[str] = field(default_factory=list)
     last_value: Any = None
     cancel_reason: str | None = None
-    expected: float = 0.0  # expected seconds (0: unknown); queues are kept longest first
+    expected: float = 0.0  # expected seconds (0: unknown)
+    key: float = 0.0  # queue order, largest first: expected, lowered a little for later iterations
+    spread: float = 1.0  # key / expected
+    queued_on: _Lane | None = None  # the lane whose queue holds it
     started_at: float = 0.0  # loop time of the current attempt's start
     task: asyncio.Task[None] | None = None
 
@@ -185,6 +197,8 @@ class Allocator:
         self._speed_prior_s = 0.0  # pseudo-seconds at speed 1.0 that each lane's speed starts from
         self._speeds_at = float("-inf")  # loop time the lane speeds were last estimated
         self._max_expected = 0.0
+        self._by_case: dict[str, list[_Entry]] = {}  # units with history, by case, until final
+        self._case_log_sum: dict[str, tuple[float, int]] = {}  # sum of log seconds seen, count (history first)
         self._speed_summary: tuple[float, float, float] | None = None  # capacity rate, fastest, slowest
         self._faster: dict[str, float] = {}  # lane -> capacity of the lanes faster than it; "" -> fastest speed
 
@@ -227,7 +241,16 @@ class Allocator:
         self._keys.update(batch)
         self._rng.shuffle(entries)
         if expected_s is not None:
-            entries.sort(key=lambda e: -e.expected)  # stable: equal times keep the seeded shuffle
+            ranks: dict[str, int] = {}
+            for entry in sorted(entries, key=lambda e: e.unit.iteration):
+                rank = ranks.get(entry.unit.case, 0)
+                ranks[entry.unit.case] = rank + 1
+                entry.spread = max(1.0 - ITERATION_SPREAD * rank, 0.5)
+                entry.key = entry.expected * entry.spread
+                self._by_case.setdefault(entry.unit.case, []).append(entry)
+                if entry.expected > 0:
+                    self._case_log_sum.setdefault(entry.unit.case, (math.log(entry.expected), 1))
+            entries.sort(key=lambda e: -e.key)  # stable: equal times keep the seeded shuffle
             known = [e.expected for e in entries if e.expected > 0]
             if known:
                 self._prioritized = True
@@ -401,15 +424,38 @@ class Allocator:
         queue = lane.queue if lane is not None else self._orphans
         if front:
             queue.appendleft(entry)
-        elif not queue or queue[-1].expected >= entry.expected:
+        elif not queue or queue[-1].key >= entry.key:
             queue.append(entry)  # the common case, also when dealing a sorted batch
         else:  # keep the queue longest first: after the last entry at least as long (stable)
-            index = len(queue) - 1
-            while index >= 0 and queue[index].expected < entry.expected:
-                index -= 1
-            queue.insert(index + 1, entry)
+            queue.insert(bisect.bisect_right(queue, -entry.key, key=_neg_key), entry)
+        entry.queued_on = lane
         self._queued += 1
         self._queued_expected += entry.expected
+
+    def _learn_case(self, done: _Entry, seconds: float) -> None:
+        """A unit of a case took ``seconds`` (at speed 1.0): its waiting siblings now expect the
+        geometric mean of the history and every time seen so far, and move in their queues."""
+        case = done.unit.case
+        siblings = self._by_case.get(case)
+        if siblings is None or seconds <= 0 or case not in self._case_log_sum:
+            return
+        total, count = self._case_log_sum[case]
+        total, count = total + math.log(seconds), count + 1
+        self._case_log_sum[case] = (total, count)
+        estimate = math.exp(total / count)
+        for entry in siblings:
+            lane = entry.queued_on
+            if lane is None or entry.task is not None:
+                continue
+            if abs(math.log(estimate / entry.expected)) < 0.05:  # not worth moving
+                continue
+            if not _remove(lane.queue, entry):  # left its queue without _take_from (finished waiting)
+                entry.queued_on = None
+                continue
+            self._queued -= 1
+            self._queued_expected -= entry.expected
+            entry.expected, entry.key = estimate, estimate * entry.spread
+            self._enqueue(lane, entry)
 
     def _refresh_speeds(self) -> None:
         """Estimate every lane's speed: expected / actual seconds over the units it finished, plus
@@ -478,6 +524,7 @@ class Allocator:
             entry = queue[index]
             if self._may_run(lane, entry):
                 del queue[index]
+                entry.queued_on = None
                 self._queued -= 1
                 self._queued_expected = max(self._queued_expected - entry.expected, 0.0)
                 return entry
@@ -542,6 +589,8 @@ class Allocator:
                 if entry is not None:
                     self._start(lane, entry, stolen_from=victim)
                     started = True
+                    if self._running >= self.global_cap or not self._queued:
+                        return  # before the lazy order sorts lanes nobody will look at
             if not started:
                 return
 
@@ -615,6 +664,7 @@ class Allocator:
             if outcome is Outcome.done and entry.expected > 0:
                 lane.expected_done += entry.expected
                 lane.actual_done += max(_now() - started_at, 0.0)
+                self._learn_case(entry, (_now() - started_at) * lane.speed)
             self._settle(lane, entry, outcome, value)
         self._schedule()
 
@@ -697,6 +747,12 @@ class Allocator:
             self._finish(entry, None, status, entry.last_value, reason)
 
     def _finish(self, entry: _Entry, lane: _Lane | None, status: ResultStatus, value: Any, reason: str | None) -> None:
+        entry.queued_on = None
+        siblings = self._by_case.get(entry.unit.case)
+        if siblings is not None and entry in siblings:
+            siblings.remove(entry)
+            if not siblings:
+                del self._by_case[entry.unit.case]
         result = WorkResult(
             unit=entry.unit,
             lane=lane.lane_id if lane is not None else None,
@@ -835,6 +891,26 @@ class Allocator:
             log.exception("on_event hook failed for %s", kind.value)
 
 
+def _neg_key(entry: _Entry) -> float:
+    return -entry.key
+
+
+def _remove(queue: deque[_Entry], entry: _Entry) -> bool:
+    """Remove ``entry`` from a queue kept (mostly) longest first: found by bisection among the
+    entries of the same key, else by a scan (requeued entries sit at the front out of order)."""
+    index = bisect.bisect_left(queue, -entry.key, key=_neg_key)
+    while index < len(queue) and queue[index].key == entry.key:
+        if queue[index] is entry:
+            del queue[index]
+            return True
+        index += 1
+    for index, candidate in enumerate(queue):
+        if candidate is entry:
+            del queue[index]
+            return True
+    return False
+
+
 def _fastest_first(lane: _Lane) -> tuple[float, int, int]:
     return (-lane.speed, len(lane.running), lane.index)
 
@@ -844,7 +920,7 @@ def _least_loaded_first(lane: _Lane) -> tuple[int, int]:
 
 
 def _longest_head_first(lane: _Lane) -> tuple[bool, float, int, int]:
-    return (lane.accepting, -lane.queue[0].expected, -len(lane.queue), lane.index)
+    return (lane.accepting, -lane.queue[0].key, -len(lane.queue), lane.index)
 
 
 def _most_loaded_first(lane: _Lane) -> tuple[bool, int, int]:
