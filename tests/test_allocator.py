@@ -798,3 +798,20 @@ def test_with_history_lanes_dying_near_the_end_leave_no_unit_behind() -> None:
     results = run_virtual(main())
     assert statuses(results) == {ResultStatus.done: 200}
     assert any(left), "the scenario must exercise leaving units to faster lanes"
+
+
+def test_a_finished_iteration_corrects_the_estimate_of_its_waiting_siblings() -> None:
+    """History says 60 s for ``sneaky``, it takes 600 s: once its first iteration is done, the
+    other two (ordered just behind five 59 s units by history) jump ahead of them."""
+    actual = {"sneaky": 600.0, **{f"x{i}": 59.0 for i in range(5)}}
+    history = {"sneaky": 60.0, **{f"x{i}": 59.0 for i in range(5)}}
+    worker = SimWorker(script=lambda lane, unit, attempt: (actual[unit.case], Outcome.done, None))
+
+    async def main() -> None:
+        allocator = Allocator(["a"], per_lane_cap=1, global_cap=1)
+        allocator.submit([WorkUnit("sneaky", i) for i in range(3)] + [WorkUnit(f"x{i}", 0) for i in range(5)],
+                         expected_s=history)
+        await allocator.run(worker)
+
+    run_virtual(main())
+    assert [s.key for s in worker.starts][:3] == ["sneaky#0", "sneaky#1", "sneaky#2"]
