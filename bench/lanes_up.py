@@ -1,50 +1,105 @@
 """Seconds to bring up 1, 2 and 4 process lanes, ready (``/healthz/readiness``) and seeded (owner
-reset + login), each pool from a fresh state folder, torn down after. Prints one line a pool.
+reset + login + fingerprint), from a fresh user folder (n8n runs its ~270 migrations) and from the
+migrated template database (the default path). Each pool starts from a new state folder and is
+torn down after. Per pool: the time until every lane is ready, until the first lane is ready (when
+the first build could start without a barrier), the mean lane, and the CPU seconds each lane's
+processes used until it was ready (the figure that does not depend on what else the machine runs:
+on 2 shared cores, wall times follow the load average, printed beside them).
 
-    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--repeat 1]
+The template is built once per n8n version before timing (its one-off cost is printed). Variants:
+``fresh`` and ``template`` (the default path). Measured and dropped: ``N8N_DISABLE_UI=true`` saves
+~2.5 CPU-s a lane (n8n compiles its editor's static assets at every start) but 2.41.1 then answers
+``GET /rest/settings`` with 404, which bring-up's fingerprint needs; ``NODE_COMPILE_CACHE`` made
+no measurable difference.
+
+    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,template] [--repeat 1]
+
+The last line is ``4 lanes: <seconds> s``, the template path with 4 lanes (mean over repeats).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
 
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
+from orchestrator.lanes.bringup import PoolEvents, bring_up, make_owner, teardown_pool
+from orchestrator.lanes.install import ensure_lane_template
+from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process import ProcessBackend, group_members
 from orchestrator.ledger import Ledger
 
 
-async def one_pool(count: int, state: Path) -> tuple[float, list[float]]:
-    run_id = f"bench-{count}-{int(time.time())}"
-    backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state)
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds used so far by a lane's live processes (its n8n and task runner)."""
+    ticks = 0
+    for pid in group_members(pgid):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[float], list[float]]:
+    run_id = f"bench-{variant}-{count}-{int(time.time())}"
+    backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state, lane_template=variant != "fresh")
     per_lane: list[float] = []
-    from orchestrator.lanes.bringup import PoolEvents
+    cpu: list[float] = []
+
+    def ready(lane: Lane, _seconds: float) -> None:
+        per_lane.append(time.monotonic() - t0)
+        cpu.append(group_cpu_s(int(lane.handle)))
 
     t0 = time.monotonic()
-    result = await bring_up(backend, count, make_spec("eval"), make_owner(run_id),
-                            events=PoolEvents(lane_ready=lambda lane, s: per_lane.append(s)))
+    result = await bring_up(backend, count, make_spec("eval"), make_owner(run_id), events=PoolEvents(lane_ready=ready))
     total = time.monotonic() - t0
     await teardown_pool(backend, result.lanes)
     await backend.close()
-    return total, per_lane
+    if result.failures:
+        raise SystemExit(f"{variant}: {len(result.failures)} lane(s) failed: {result.failures[0]}")
+    return total, sorted(per_lane), cpu
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,2,4")
+    parser.add_argument("--variants", default="fresh,template", help="fresh and/or template")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    counts = [int(c) for c in args.counts.split(",")]
+
+    backend = ProcessBackend("bench-template", Ledger.for_run("bench-template", Path(tempfile.gettempdir())),
+                             Path(tempfile.gettempdir()))
+    t0 = time.monotonic()
+    existed = backend.toolchain.lane_template.is_file()
+    await asyncio.to_thread(ensure_lane_template, backend.toolchain, dict(make_spec("eval").env), print)
+    await backend.close()
+    print(f"template database: {'already built' if existed else f'built in {time.monotonic() - t0:.1f} s'} "
+          f"({backend.toolchain.lane_template})")
+    print(f"cpus: {os.cpu_count()}, load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'variant':>14} {'lanes':>5} {'all ready s':>11} {'first ready s':>13} {'mean lane s':>11} "
+          f"{'CPU s/lane':>10} {'load avg':>8}")
+
+    totals: dict[tuple[str, int], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for count in (int(c) for c in args.counts.split(",")):
-            for r in range(args.repeat):
-                total, per_lane = await one_pool(count, Path(tmp) / f"{count}-{r}")
-                slowest = max(per_lane) if per_lane else float("nan")
-                print(f"lanes={count} ready+seeded in {total:6.1f} s (slowest lane {slowest:.1f} s, "
-                      f"mean {sum(per_lane) / len(per_lane):.1f} s)")
+        for count in counts:
+            for variant in variants:
+                for r in range(args.repeat):
+                    total, per_lane, cpu = await one_pool(count, Path(tmp) / f"{variant}-{count}-{r}", variant)
+                    totals.setdefault((variant, count), []).append(total)
+                    print(f"{variant:>14} {count:>5} {total:>11.1f} {per_lane[0]:>13.1f} "
+                          f"{sum(per_lane) / len(per_lane):>11.1f} {sum(cpu) / len(cpu):>10.1f} "
+                          f"{os.getloadavg()[0]:>8.2f}", flush=True)
+    default = totals.get(("template", 4))
+    if default:
+        print(f"4 lanes: {sum(default) / len(default):.1f} s")
 
 
 if __name__ == "__main__":

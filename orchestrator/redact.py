@@ -16,8 +16,10 @@ MASK = "***"
 _MIN_LEN = 6
 _lock = threading.Lock()
 _secrets: set[str] = set()
-_pattern: re.Pattern[str] | None = None
-_dirty = False
+_pending: list[str] = []  # registered, not yet in a compiled bucket
+#: Compiled buckets of secrets, largest first; each holds at least twice the secrets of the next.
+_buckets: list[tuple[int, re.Pattern[str], list[str]]] = []
+_compiled_chars = 0  # total pattern text ever compiled (for the complexity test and the bench)
 
 #: Shapes that are secrets whoever produced them (bearer tokens, Anthropic/LangSmith keys, JWTs).
 _SHAPES = re.compile(
@@ -29,31 +31,49 @@ _SHAPES = re.compile(
 
 def register_secret(value: str | None) -> None:
     """Remember ``value`` as a secret (values shorter than 6 characters are ignored as too common)."""
-    global _dirty
     if not value or len(value) < _MIN_LEN:
         return
     with _lock:
         if value not in _secrets:
             _secrets.add(value)
-            _dirty = True
+            _pending.append(value)
 
 
-def _current_pattern() -> re.Pattern[str] | None:
-    """One alternation of every secret, longest first, rebuilt only when a secret was added.
+def _compile(values: list[str]) -> re.Pattern[str]:
+    """Every occurrence of any of ``values``, overlapping ones included: a zero-width lookahead at
+    each position captures the longest secret starting there (alternatives longest first)."""
+    global _compiled_chars
+    text = "(?=(" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + "))"
+    _compiled_chars += len(text)
+    return re.compile(text)
 
-    ``re`` caches up to 512 compiled patterns by their text; each rebuild is a new, ever longer
-    text, so a long run would keep hundreds of huge patterns alive (measured: ~1.5 GB at 1,600
-    secrets). The cache is purged after each rebuild so only the current pattern stays.
+
+def _flush() -> list[tuple[int, re.Pattern[str], list[str]]]:
+    """Compile secrets registered since the last call; return the buckets to scan with.
+
+    Recompiling one alternation of every secret on each new batch costs O(N) per batch, O(N^2)
+    over a run (measured: ~50 s for 2,000 secrets registered 4 at a time). Buckets merge like a
+    binary counter instead -- a new bucket merges into the previous one while it is at least half
+    its size -- so each secret is compiled O(log N) times and a redaction scans O(log N) patterns
+    whose sizes sum to N. ``re`` caches every pattern text it compiles (up to 512), which would
+    keep the superseded buckets alive: the cache is purged after each flush.
     """
-    global _pattern, _dirty
-    if _dirty:
-        with _lock:
-            if _dirty:
-                alts = sorted(_secrets, key=len, reverse=True)
-                _pattern = re.compile("|".join(re.escape(s) for s in alts))
-                re.purge()
-                _dirty = False
-    return _pattern
+    if not _pending:
+        return _buckets
+    with _lock:
+        if _pending:
+            values = list(_pending)
+            _pending.clear()
+            while _buckets and _buckets[-1][0] <= 2 * len(values):
+                values = _buckets.pop()[2] + values
+            _buckets.append((len(values), _compile(values), values))
+            re.purge()
+        return list(_buckets)
+
+
+def compiled_chars() -> int:
+    """Total pattern text compiled for registered secrets so far (grows ~N log N, not N^2)."""
+    return _compiled_chars
 
 
 def known_secrets() -> frozenset[str]:
@@ -62,11 +82,25 @@ def known_secrets() -> frozenset[str]:
 
 
 def redact(text: str) -> str:
+    """Mask every registered secret (overlapping occurrences as one ``***``) and every secret shape."""
     if not text:
         return text
-    pattern = _current_pattern()
-    if pattern is not None:
-        text = pattern.sub(MASK, text)
+    spans: list[tuple[int, int]] = []
+    for _size, pattern, _values in _flush():
+        spans.extend(m.span(1) for m in pattern.finditer(text))
+    if spans:
+        spans.sort()
+        out: list[str] = []
+        pos = 0
+        start, end = spans[0]
+        for s, e in spans[1:]:
+            if s < end:  # overlaps the current span (nested or straddling): one mask
+                end = max(end, e)
+                continue
+            out += (text[pos:start], MASK)
+            pos, (start, end) = end, (s, e)
+        out += (text[pos:start], MASK, text[end:])
+        text = "".join(out)
     return _SHAPES.sub(MASK, text)
 
 

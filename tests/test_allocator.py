@@ -680,3 +680,138 @@ async def test_runs_on_a_real_event_loop() -> None:
     assert statuses(results) == {ResultStatus.done: 18}
     assert worker.max_total <= 3 and max(worker.max_active.values()) <= 2
     assert worker.same_slug_overlaps == 0
+
+
+# --------------------------------------------------------------------------- longest expected first
+
+
+def _history_run(seed: int, expected: dict[str, float] | None) -> tuple[SimWorker, float]:
+    """Two lanes, one build each: two 100 s iterations of ``long`` and twenty 10 s units."""
+    durations = {"long": 100.0, **{f"short-{i:02d}": 10.0 for i in range(10)}}
+    worker = SimWorker(script=lambda lane, unit, attempt: (durations[unit.case], Outcome.done, None))
+
+    async def main() -> float:
+        allocator = Allocator(["a", "b"], per_lane_cap=1, global_cap=2, seed=seed)
+        allocator.submit([WorkUnit(case, i) for case in durations for i in range(2)], expected_s=expected)
+        await allocator.run(worker)
+        return now()
+
+    return worker, run_virtual(main())
+
+
+def test_history_starts_the_longest_case_first_on_every_lane() -> None:
+    history = {"long": 95.0, **{f"short-{i:02d}": 11.0 for i in range(10)}}
+    for seed in range(5):
+        worker, makespan = _history_run(seed, history)
+        first = sorted((s.lane, s.key) for s in worker.starts if s.time == 0.0)
+        assert first == [("a", "long#0"), ("b", "long#1")] or first == [("a", "long#1"), ("b", "long#0")]
+        assert makespan == 200.0  # the lower bound: (2 x 100 + 20 x 10) / 2 lanes
+    # Without history some seed starts a long unit late and pays for it in the tail.
+    assert max(_history_run(seed, None)[1] for seed in range(5)) > 200.0
+
+
+def test_the_schedule_with_history_is_a_function_of_the_seed() -> None:
+    history = {"long": 95.0, **{f"short-{i:02d}": 11.0 for i in range(10)}}
+
+    def schedule(seed: int) -> list[tuple[float, str, str]]:
+        return [(s.time, s.lane, s.key) for s in _history_run(seed, history)[0].starts]
+
+    assert schedule(3) == schedule(3)
+    assert schedule(3) != schedule(4)  # ties (the short units) follow the seeded shuffle
+
+
+def test_a_priority_function_and_unknown_cases_last() -> None:
+    worker = SimWorker()
+
+    async def main() -> None:
+        allocator = Allocator(["a"], per_lane_cap=1, global_cap=1)
+        known = {"big": 50.0, "mid": 20.0}
+        allocator.submit(units(4, 1) + [WorkUnit("big", 0), WorkUnit("mid", 0)], expected_s=lambda u: known.get(u.case))
+        allocator.submit([WorkUnit("huge", 0)], expected_s={"huge": 80.0})  # a later batch is merged in order
+        await allocator.run(worker)
+
+    run_virtual(main())
+    order = [s.key for s in worker.starts]
+    assert order[:3] in (["big#0", "huge#0", "mid#0"], ["huge#0", "big#0", "mid#0"])
+    assert sorted(order[3:]) == [f"case-{c:02d}#0" for c in range(4)]
+
+
+def test_with_history_a_thief_steals_the_longest_waiting_unit() -> None:
+    events: list[AllocatorEvent] = []
+
+    async def main() -> None:
+        allocator = Allocator(["a", "b"], per_lane_cap=1, global_cap=100, on_event=events.append)
+        sizes = {f"c{i}": float(10 * (i + 1)) for i in range(5)}
+        allocator.submit([WorkUnit(c, 0) for c in sizes], lane="a", expected_s=sizes)
+        await allocator.run(SimWorker())
+
+    run_virtual(main())
+    steal = next(e for e in events if e.kind is EventKind.stolen)
+    assert (steal.lane, steal.from_lane) == ("b", "a")
+    assert steal.unit == WorkUnit("c3", 0)  # a runs c4 (the longest); b takes the next longest
+
+
+def test_with_history_a_faster_lane_gets_more_of_a_tight_global_cap() -> None:
+    def run(history: bool) -> tuple[dict[str, int], float]:
+        speed = {"fast": 2.0, "slow": 1.0}
+        worker = SimWorker(script=lambda lane, unit, attempt: (20.0 / speed[lane], Outcome.done, None))
+
+        async def main() -> tuple[dict[str, int], float]:
+            allocator = Allocator(["slow", "fast"], per_lane_cap=2, global_cap=2)
+            allocator.submit(units(40, 1), expected_s=(lambda u: 20.0) if history else None)
+            await allocator.run(worker)
+            return {lane: s.started for lane, s in allocator.stats().lanes.items()}, now()
+
+        return run_virtual(main())
+
+    started, makespan = run(history=True)
+    plain_started, plain_makespan = run(history=False)
+    assert plain_started["fast"] <= 2 * plain_started["slow"]  # least loaded first: one slot each
+    assert started["fast"] >= 4 * started["slow"]
+    assert makespan < 0.8 * plain_makespan
+
+
+def test_with_history_lanes_dying_near_the_end_leave_no_unit_behind() -> None:
+    """Speeds differ, the fastest lane is drained and another quarantined near the end, when slower
+    lanes may be leaving units to faster ones: every unit still finishes (no wait on a lane that
+    is gone; a hang would raise VirtualClockDeadlock)."""
+    speed = {"fast": 3.0, "mid": 1.0, "slow": 0.4}
+    sizes = {f"c{i:02d}": 10.0 + 3 * i for i in range(40)}
+    left: list[bool] = []
+
+    def script(lane: str, unit: WorkUnit, attempt: int) -> tuple[float, Outcome, Any]:
+        if lane == "mid" and now() > LATE:
+            return 0.1, Outcome.lane_fault, None
+        return sizes[unit.case] / speed[lane], Outcome.done, None
+
+    class Spy(Allocator):
+        def _leave_to_faster(self, lane: Any, entry: Any, faster: dict[str, float]) -> bool:
+            left.append(answer := super()._leave_to_faster(lane, entry, faster))
+            return answer
+
+    async def main() -> list[WorkResult]:
+        allocator = Spy(list(speed), per_lane_cap=2, global_cap=100, max_lane_fault_retries=5)
+        allocator.submit([WorkUnit(c, i) for c in sizes for i in range(5)], expected_s=sizes)
+        return await run_with(allocator, SimWorker(script=script), (LATE + 5, lambda: allocator.drain("fast", "died")))
+
+    LATE = 1552.5  # without faults: units are left to faster lanes from ~1550 s, the run ends at 1565 s
+    results = run_virtual(main())
+    assert statuses(results) == {ResultStatus.done: 200}
+    assert any(left), "the scenario must exercise leaving units to faster lanes"
+
+
+def test_a_finished_iteration_corrects_the_estimate_of_its_waiting_siblings() -> None:
+    """History says 60 s for ``sneaky``, it takes 600 s: once its first iteration is done, the
+    other two (ordered just behind five 59 s units by history) jump ahead of them."""
+    actual = {"sneaky": 600.0, **{f"x{i}": 59.0 for i in range(5)}}
+    history = {"sneaky": 60.0, **{f"x{i}": 59.0 for i in range(5)}}
+    worker = SimWorker(script=lambda lane, unit, attempt: (actual[unit.case], Outcome.done, None))
+
+    async def main() -> None:
+        allocator = Allocator(["a"], per_lane_cap=1, global_cap=1)
+        allocator.submit([WorkUnit("sneaky", i) for i in range(3)] + [WorkUnit(f"x{i}", 0) for i in range(5)],
+                         expected_s=history)
+        await allocator.run(worker)
+
+    run_virtual(main())
+    assert [s.key for s in worker.starts][:3] == ["sneaky#0", "sneaky#1", "sneaky#2"]

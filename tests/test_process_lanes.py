@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -65,6 +66,43 @@ async def test_two_lanes_seeded_used_and_torn_down_leave_nothing(tmp_path: Path)
     assert failures == []
     assert leftovers(run_id, tmp_path) == []
     assert ledger.open_entries() == []
+
+
+async def test_lanes_from_the_template_skip_migrations_and_share_no_keys(tmp_path: Path) -> None:
+    """Two lanes start from the migrated template database: no migration runs in them, each is
+    seeded with this run's fresh owner, and each has its own database file, encryption key
+    (n8n's ``config``), instance id and signing keys (``deployment_key``)."""
+    run_id = "lanes-template"
+    ledger = Ledger.for_run(run_id, tmp_path)
+    backend = ProcessBackend(run_id, ledger, tmp_path)
+    owner = make_owner(run_id)
+    result = await bring_up(backend, 2, make_spec("eval"), owner)
+    try:
+        assert backend.toolchain.lane_template.is_file()
+        keys, instance_ids, signing, inodes, owners = set(), set(), set(), set(), set()
+        for lane in result.lanes:
+            data = backend.lanes_dir() / lane.lane_id / ".n8n"
+            log_text = (data.parent / "n8n.log").read_text(errors="replace")
+            assert "Starting migration" not in log_text, "the lane migrated its own database"
+            keys.add(json.loads((data / "config").read_text())["encryptionKey"])
+            inodes.add((data / "database.sqlite").stat().st_ino)
+            with sqlite3.connect(data / "database.sqlite") as db:
+                rows = dict(db.execute("SELECT type, value FROM deployment_key WHERE type IN ('instance.id', 'signing.jwt')"))
+                owners.update(db.execute("SELECT id FROM user WHERE email = ?", (owner.email,)).fetchall())
+            instance_ids.add(rows["instance.id"])
+            signing.add(rows["signing.jwt"])
+            async with N8nClient(lane.base_url) as client:  # the fresh owner of this run logs in
+                session = await client.login(owner.email, owner.password)
+                assert await session.list_users()
+                await session.aclose()
+        assert len(keys) == len(instance_ids) == len(signing) == len(inodes) == len(owners) == 2
+        template_key = sqlite3.connect(backend.toolchain.lane_template).execute("SELECT count(*) FROM deployment_key").fetchone()
+        assert template_key == (0,), "the template must carry no instance keys"
+    finally:
+        failures = await teardown_pool(backend, result.lanes)
+        await backend.close()
+    assert failures == []
+    assert leftovers(run_id, tmp_path) == []
 
 
 async def test_killed_lane_is_detected_by_health_within_10s(tmp_path: Path) -> None:

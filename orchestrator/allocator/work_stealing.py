@@ -3,7 +3,21 @@
 Every lane has its own FIFO queue. ``submit`` shuffles the units with a seeded RNG and deals them
 round-robin over the lanes, so a seed fixes the schedule. A lane with a free slot takes the first
 unit of its own queue it may run; with nothing of its own it steals from the tail of the most
-loaded queue (quarantined lanes' queues first: nobody else drains them). A lane may run a unit
+loaded queue (quarantined lanes' queues first: nobody else drains them).
+
+Longest expected first: ``submit(units, expected_s=...)`` (seconds per case slug, or a function of
+the unit; see :mod:`orchestrator.allocator.durations`) sorts the shuffled units longest first
+before dealing them (ties keep the seeded shuffle, so iterations of one case still land on
+different lanes), and keeps every queue in that order. Then a thief steals the longest waiting
+unit (from the head of the queue whose head is longest) instead of the tail, and the allocator
+learns each lane's speed (expected / actual seconds of its finished units; a lane's second unit
+is the shortest of its queue, a probe) and gives free slots to the fastest lanes first -- under a
+global cap below lanes x per-lane cap, the fast lanes do more. Near the end of the queue a slower
+lane leaves a unit to the faster ones when they would clear the whole queue sooner than the time
+the unit would lose on it. Iterations of a case start a little apart (``ITERATION_SPREAD``), and
+each finished one corrects the estimate of its waiting siblings (history is per case, so is its
+error). ``bench/allocator.py`` measures all this against a lower bound.
+Without ``expected_s`` the schedule is exactly the plain one above. A lane may run a unit
 when it is not quarantined or dead, runs fewer than ``per_lane_cap`` builds ("n8n degrades above
 ~4 concurrent builds per lane"), is not already building the same case slug, and the global cap
 has room. Under the global cap, free slots go to the least-loaded lanes first.
@@ -33,11 +47,14 @@ Not thread-safe: call every method on the event loop's thread (for SIGINT use
 from __future__ import annotations
 
 import asyncio
+import bisect
+import heapq
 import logging
+import math
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +82,14 @@ ResultHook = Callable[[WorkResult], None]
 #: How deep a lane looks into a queue for a unit whose slug it is not already building.
 SCAN_DEPTH = 64
 
+#: A lane's speed starts as if it had finished this many median units at speed 1.0.
+SPEED_PRIOR_UNITS = 2.0
+
+#: With history, the k-th iteration of a case is ordered as if it took (1 - SPREAD x k) of its
+#: expected time: iterations of a case start a little apart, so the first to finish corrects the
+#: estimate of the ones still waiting (history is per case, and a case's error is shared).
+ITERATION_SPREAD = 0.03
+
 
 @dataclass(eq=False)
 class _Entry:
@@ -78,6 +103,11 @@ class _Entry:
     lanes_tried: list[str] = field(default_factory=list)
     last_value: Any = None
     cancel_reason: str | None = None
+    expected: float = 0.0  # expected seconds (0: unknown)
+    key: float = 0.0  # queue order, largest first: expected, lowered a little for later iterations
+    spread: float = 1.0  # key / expected
+    queued_on: _Lane | None = None  # the lane whose queue holds it
+    started_at: float = 0.0  # loop time of the current attempt's start
     task: asyncio.Task[None] | None = None
 
 
@@ -95,6 +125,10 @@ class _Lane:
     started: int = 0
     stolen: int = 0
     probe_task: asyncio.Task[None] | None = None
+    expected_done: float = 0.0  # sum of expected seconds of units finished here
+    actual_done: float = 0.0  # their measured seconds
+    speed: float = 1.0  # cached estimate, see Allocator._refresh_speeds
+    probed: bool = False  # ran its speed probe (the shortest unit of its queue, beside a long one)
 
     @property
     def accepting(self) -> bool:
@@ -153,11 +187,20 @@ class Allocator:
         self._deal_cursor = 0
         self._keys: set[str] = set()
         self._queued = 0
+        self._queued_expected = 0.0  # expected seconds waiting in queues
         self._running = 0
         self._max_running = 0
         self._steals = 0
         self._pending = 0
         self._results: list[WorkResult] = []
+        self._prioritized = False  # some unit came with an expected duration
+        self._speed_prior_s = 0.0  # pseudo-seconds at speed 1.0 that each lane's speed starts from
+        self._speeds_at = float("-inf")  # loop time the lane speeds were last estimated
+        self._max_expected = 0.0
+        self._by_case: dict[str, list[_Entry]] = {}  # units with history, by case, until final
+        self._case_log_sum: dict[str, tuple[float, int]] = {}  # sum of log seconds seen, count (history first)
+        self._speed_summary: tuple[float, float, float] | None = None  # capacity rate, fastest, slowest
+        self._faster: dict[str, float] = {}  # lane -> capacity of the lanes faster than it; "" -> fastest speed
 
         self._worker: Worker | None = None
         self._started_run = False
@@ -174,18 +217,46 @@ class Allocator:
     def global_cap(self) -> int:
         return self._fixed_global_cap if self._fixed_global_cap is not None else 2 * self._live
 
-    def submit(self, units: Iterable[WorkUnit], *, lane: str | None = None) -> None:
-        """Queue units. ``lane`` puts them all on that lane's queue (others may steal them)."""
+    def submit(
+        self,
+        units: Iterable[WorkUnit],
+        *,
+        lane: str | None = None,
+        expected_s: Mapping[str, float] | Callable[[WorkUnit], float | None] | None = None,
+    ) -> None:
+        """Queue units. ``lane`` puts them all on that lane's queue (others may steal them).
+
+        ``expected_s`` (seconds per case slug, or a function of the unit; missing or non-positive:
+        unknown, ordered last) makes the queues longest expected first."""
         entries: list[_Entry] = []
+        batch: set[str] = set()
         for unit in units:
-            if unit.key in self._keys:
+            if unit.key in self._keys or unit.key in batch:
                 raise ValueError(f"unit {unit.key} was submitted twice")
-            self._keys.add(unit.key)
-            entries.append(_Entry(unit))
+            batch.add(unit.key)
+            entries.append(_Entry(unit, expected=_expected(expected_s, unit)))
         target = self._lane(lane) if lane is not None else None
         if target is not None and target.dead:
             raise ValueError(f"lane {lane} is drained: it takes no units")
+        self._keys.update(batch)
         self._rng.shuffle(entries)
+        if expected_s is not None:
+            ranks: dict[str, int] = {}
+            for entry in sorted(entries, key=lambda e: e.unit.iteration):
+                rank = ranks.get(entry.unit.case, 0)
+                ranks[entry.unit.case] = rank + 1
+                entry.spread = max(1.0 - ITERATION_SPREAD * rank, 0.5)
+                entry.key = entry.expected * entry.spread
+                self._by_case.setdefault(entry.unit.case, []).append(entry)
+                if entry.expected > 0:
+                    self._case_log_sum.setdefault(entry.unit.case, (math.log(entry.expected), 1))
+            entries.sort(key=lambda e: -e.key)  # stable: equal times keep the seeded shuffle
+            known = [e.expected for e in entries if e.expected > 0]
+            if known:
+                self._prioritized = True
+                if not self._speed_prior_s:
+                    self._speed_prior_s = SPEED_PRIOR_UNITS * known[len(known) // 2]
+                self._max_expected = max(self._max_expected, entries[0].expected)
         self._pending += len(entries)
         if self._pending:
             self._all_final.clear()
@@ -233,6 +304,7 @@ class Allocator:
         lane.dead = True
         lane.quarantined = False
         self._live -= 1
+        self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         _cancel_task(lane.probe_task)
         lane.probe_task = None
         log.info("lane %s drained: %s", lane_id, reason)
@@ -240,6 +312,7 @@ class Allocator:
         moved = list(lane.queue)
         lane.queue.clear()
         self._queued -= len(moved)
+        self._queued_expected -= sum(e.expected for e in moved)
         for entry in moved:
             if not self._refuse_waiting(entry, None):
                 self._place(entry, avoid=lane_id, front=False, reason=f"drained: {reason}")
@@ -258,9 +331,11 @@ class Allocator:
         if existing is not None:
             del self._lanes[lane_id]
         lane = self._new_lane(lane_id)
+        self._speeds_at = float("-inf")
         self._emit(EventKind.lane_added, lane=lane_id)
         while self._orphans:
             self._queued -= 1
+            self._queued_expected -= self._orphans[0].expected
             self._enqueue(lane, self._orphans.popleft())
         self._end_abort()
         self._update_abort_timer()
@@ -349,9 +424,67 @@ class Allocator:
         queue = lane.queue if lane is not None else self._orphans
         if front:
             queue.appendleft(entry)
-        else:
-            queue.append(entry)
+        elif not queue or queue[-1].key >= entry.key:
+            queue.append(entry)  # the common case, also when dealing a sorted batch
+        else:  # keep the queue longest first: after the last entry at least as long (stable)
+            queue.insert(bisect.bisect_right(queue, -entry.key, key=_neg_key), entry)
+        entry.queued_on = lane
         self._queued += 1
+        self._queued_expected += entry.expected
+
+    def _learn_case(self, done: _Entry, seconds: float) -> None:
+        """A unit of a case took ``seconds`` (at speed 1.0): its waiting siblings now expect the
+        geometric mean of the history and every time seen so far, and move in their queues."""
+        case = done.unit.case
+        siblings = self._by_case.get(case)
+        if siblings is None or seconds <= 0 or case not in self._case_log_sum:
+            return
+        total, count = self._case_log_sum[case]
+        total, count = total + math.log(seconds), count + 1
+        self._case_log_sum[case] = (total, count)
+        estimate = math.exp(total / count)
+        for entry in siblings:
+            lane = entry.queued_on
+            if lane is None or entry.task is not None:
+                continue
+            if abs(math.log(estimate / entry.expected)) < 0.05:  # not worth moving
+                continue
+            if not _remove(lane.queue, entry):  # left its queue without _take_from (finished waiting)
+                entry.queued_on = None
+                continue
+            self._queued -= 1
+            self._queued_expected -= entry.expected
+            entry.expected, entry.key = estimate, estimate * entry.spread
+            self._enqueue(lane, entry)
+
+    def _refresh_speeds(self) -> None:
+        """Estimate every lane's speed: expected / actual seconds over the units it finished, plus
+        its overdue running units as if they finished now (a lower bound on their time: a slow
+        lane shows before its first unit ends). Starts from ``SPEED_PRIOR_UNITS`` median units at
+        speed 1.0. Recomputed at most every 1/20 of a median unit (a cheap, slightly stale view)."""
+        now = _now()
+        if now - self._speeds_at < self._speed_prior_s / (20 * SPEED_PRIOR_UNITS):
+            return
+        self._speeds_at = now
+        prior = self._speed_prior_s
+        for lane in self._lanes.values():
+            expected, actual = lane.expected_done + prior, lane.actual_done + prior
+            for entry in lane.running:
+                elapsed = now - entry.started_at
+                if entry.expected > 0 and elapsed > entry.expected:
+                    expected += entry.expected
+                    actual += elapsed
+            lane.speed = expected / actual
+        ranked = sorted((lane for lane in self._lanes.values() if lane.accepting), key=lambda lane: -lane.speed)
+        self._speed_summary = None
+        self._faster = {}
+        if ranked:
+            self._speed_summary = (sum(lane.speed for lane in ranked) * self.per_lane_cap, ranked[0].speed, ranked[-1].speed)
+            total = 0.0
+            for lane in ranked:
+                self._faster[lane.lane_id] = total
+                total += lane.speed * self.per_lane_cap
+            self._faster[""] = ranked[0].speed
 
     def _place(self, entry: _Entry, *, avoid: str | None, front: bool, reason: str) -> None:
         """Queue a unit that comes back: on the least-loaded live lane, accepting and not ``avoid`` first."""
@@ -391,15 +524,17 @@ class Allocator:
             entry = queue[index]
             if self._may_run(lane, entry):
                 del queue[index]
+                entry.queued_on = None
                 self._queued -= 1
+                self._queued_expected = max(self._queued_expected - entry.expected, 0.0)
                 return entry
         return None
 
     def _steal_for(self, thief: _Lane) -> tuple[_Entry, _Lane] | None:
         victims = [lane for lane in self._lanes.values() if lane is not thief and lane.queue]
-        victims.sort(key=lambda lane: (lane.accepting, -len(lane.queue), lane.index))
-        for victim in victims:
-            entry = self._take_from(victim.queue, thief, from_tail=True)
+        key = _longest_head_first if self._prioritized else _most_loaded_first  # longest waiting unit first
+        for victim in _in_order(victims, key, 1):
+            entry = self._take_from(victim.queue, thief, from_tail=not self._prioritized)
             if entry is not None:
                 return entry, victim
         return None
@@ -420,25 +555,65 @@ class Allocator:
             return
         cap = self.per_lane_cap
         while self._queued and self._running < self.global_cap:
-            open_lanes = [lane for lane in self._lanes.values() if lane.accepting and len(lane.running) < cap]
+            open_lanes = [  # (``accepting`` spelt out: this runs for every lane after every unit)
+                lane for lane in self._lanes.values() if len(lane.running) < cap and not lane.dead and not lane.quarantined
+            ]
             if not open_lanes:
                 return
-            open_lanes.sort(key=lambda lane: (len(lane.running), lane.index))
+            faster: dict[str, float] = {}
+            key: Callable[[_Lane], tuple[Any, ...]]
+            if self._prioritized:  # fastest lanes first: under a global cap they should do the most
+                self._refresh_speeds()
+                key = _fastest_first
+                faster = self._endgame()
+            else:
+                key = _least_loaded_first
             started = False
-            for lane in open_lanes:
+            for lane in _in_order(open_lanes, key, self.global_cap - self._running):
                 if self._running >= self.global_cap or not self._queued:
                     return
-                entry = self._take_from(lane.queue, lane, from_tail=False)
+                # With history, a lane's second unit is a probe: the shortest it has, so its speed
+                # shows within a short unit while the first (longest) one runs.
+                probe = self._prioritized and not lane.probed and bool(lane.running)
+                entry = self._take_from(lane.queue, lane, from_tail=probe)
+                if probe and entry is not None:
+                    lane.probed = True
                 victim = None
                 if entry is None and self.steal:
                     stolen = self._steal_for(lane)
                     if stolen is not None:
                         entry, victim = stolen
+                if entry is not None and lane.lane_id in faster and self._leave_to_faster(lane, entry, faster):
+                    self._enqueue(victim or lane, entry, front=not probe)  # back where it was
+                    return  # the lanes after this one are slower still: leave the rest to faster ones
                 if entry is not None:
                     self._start(lane, entry, stolen_from=victim)
                     started = True
+                    if self._running >= self.global_cap or not self._queued:
+                        return  # before the lazy order sorts lanes nobody will look at
             if not started:
                 return
+
+    def _endgame(self) -> dict[str, float]:
+        """Near the end of the queue: for each accepting lane, the capacity (expected seconds of
+        work per second) of the lanes faster than it, as of the last speed estimate. Empty while
+        the queue is long."""
+        if self._speed_summary is None or self._accepting < 2:
+            return {}
+        rate, fastest, slowest = self._speed_summary  # as of the last _refresh_speeds
+        # No unit could be worth leaving while the queue outlasts the longest unit's slow-lane penalty.
+        if self._queued_expected / rate > self._max_expected * (1 / slowest - 1 / fastest):
+            return {}
+        return self._faster
+
+    def _leave_to_faster(self, lane: _Lane, entry: _Entry, faster: dict[str, float]) -> bool:
+        """Leave ``entry`` for a faster lane when the faster lanes would clear the whole queue
+        before the time it would lose by running here instead of on the fastest lane."""
+        rate = faster[lane.lane_id]
+        if rate <= 0 or entry.expected <= 0 or self._running == 0:  # nothing running: no later chance
+            return False
+        penalty = entry.expected * (1 / lane.speed - 1 / faster[""])
+        return (self._queued_expected + entry.expected) / rate < penalty
 
     def _start(self, lane: _Lane, entry: _Entry, *, stolen_from: _Lane | None) -> None:
         assert self._worker is not None
@@ -465,6 +640,7 @@ class Allocator:
         outcome: Outcome | None = None
         value: Any = None
         error: Exception | None = None
+        started_at = entry.started_at = _now()
         try:
             answer = await worker(lane.lane_id, entry.unit, entry.attempts)
             outcome, value = (answer, None) if isinstance(answer, Outcome) else answer
@@ -485,6 +661,10 @@ class Allocator:
             self._finish(entry, lane, ResultStatus.failed, error, f"worker raised {type(error).__name__}")
         else:
             assert outcome is not None
+            if outcome is Outcome.done and entry.expected > 0:
+                lane.expected_done += entry.expected
+                lane.actual_done += max(_now() - started_at, 0.0)
+                self._learn_case(entry, (_now() - started_at) * lane.speed)
             self._settle(lane, entry, outcome, value)
         self._schedule()
 
@@ -562,10 +742,17 @@ class Allocator:
             waiting.extend((lane, e) for e in lane.queue)
             lane.queue.clear()
         self._queued = 0
+        self._queued_expected = 0.0
         for _lane, entry in waiting:
             self._finish(entry, None, status, entry.last_value, reason)
 
     def _finish(self, entry: _Entry, lane: _Lane | None, status: ResultStatus, value: Any, reason: str | None) -> None:
+        entry.queued_on = None
+        siblings = self._by_case.get(entry.unit.case)
+        if siblings is not None and entry in siblings:
+            siblings.remove(entry)
+            if not siblings:
+                del self._by_case[entry.unit.case]
         result = WorkResult(
             unit=entry.unit,
             lane=lane.lane_id if lane is not None else None,
@@ -599,6 +786,7 @@ class Allocator:
     def _quarantine(self, lane: _Lane) -> None:
         lane.quarantined = True
         self._accepting -= 1
+        self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         reason = f"{lane.consecutive_transport_failures} consecutive transport failures"
         log.warning("lane %s quarantined: %s", lane.lane_id, reason)
         self._emit(EventKind.quarantined, lane=lane.lane_id, reason=reason)
@@ -613,6 +801,7 @@ class Allocator:
         lane.quarantined = False
         lane.consecutive_transport_failures = 0
         self._accepting += 1
+        self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         log.info("lane %s back from quarantine", lane.lane_id)
         self._emit(EventKind.unquarantined, lane=lane.lane_id, reason="probe passed")
         self._end_abort()
@@ -700,6 +889,65 @@ class Allocator:
             self._on_event(event)
         except Exception:
             log.exception("on_event hook failed for %s", kind.value)
+
+
+def _neg_key(entry: _Entry) -> float:
+    return -entry.key
+
+
+def _remove(queue: deque[_Entry], entry: _Entry) -> bool:
+    """Remove ``entry`` from a queue kept (mostly) longest first: found by bisection among the
+    entries of the same key, else by a scan (requeued entries sit at the front out of order)."""
+    index = bisect.bisect_left(queue, -entry.key, key=_neg_key)
+    while index < len(queue) and queue[index].key == entry.key:
+        if queue[index] is entry:
+            del queue[index]
+            return True
+        index += 1
+    for index, candidate in enumerate(queue):
+        if candidate is entry:
+            del queue[index]
+            return True
+    return False
+
+
+def _fastest_first(lane: _Lane) -> tuple[float, int, int]:
+    return (-lane.speed, len(lane.running), lane.index)
+
+
+def _least_loaded_first(lane: _Lane) -> tuple[int, int]:
+    return (len(lane.running), lane.index)
+
+
+def _longest_head_first(lane: _Lane) -> tuple[bool, float, int, int]:
+    return (lane.accepting, -lane.queue[0].key, -len(lane.queue), lane.index)
+
+
+def _most_loaded_first(lane: _Lane) -> tuple[bool, int, int]:
+    return (lane.accepting, -len(lane.queue), lane.index)
+
+
+def _in_order(lanes: list[_Lane], key: Callable[[_Lane], Any], likely: int) -> Iterator[_Lane]:
+    """``sorted(lanes, key=key)``, lazily: the first ``likely`` lanes by a partial sort (usually
+    all a caller looks at: one free slot, one victim), the rest sorted only when asked for."""
+    if likely >= len(lanes) or likely < 1:
+        yield from sorted(lanes, key=key)
+        return
+    first = heapq.nsmallest(likely, lanes, key=key)
+    yield from first
+    taken = {id(lane) for lane in first}
+    yield from sorted((lane for lane in lanes if id(lane) not in taken), key=key)
+
+
+def _expected(source: Mapping[str, float] | Callable[[WorkUnit], float | None] | None, unit: WorkUnit) -> float:
+    if source is None:
+        return 0.0
+    value = source.get(unit.case) if isinstance(source, Mapping) else source(unit)
+    try:
+        seconds = float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+    return seconds if seconds > 0 and seconds != float("inf") else 0.0
 
 
 def _now() -> float:

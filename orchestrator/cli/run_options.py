@@ -54,6 +54,9 @@ SHARED: list[P] = [
     _opt("dataset", Optional[str], None, "LangSmith dataset."),
     _opt("baseline", Optional[Path], None, "A baseline eval-results.json to compare against."),
     _opt("baseline_prefix", str, "instance-ai-baseline-", "LangSmith baseline experiment prefix."),
+    _opt("durations_from", Optional[Path], None,
+         "An earlier eval-results.json whose unit times order the queue, longest first "
+         "(default: the baseline, else the newest finished run in the state dir)."),
     _opt("max_cost_usd", Optional[float], None, "Stop starting builds once this much was spent."),
     _opt("metrics_port", Optional[int], None, "Serve Prometheus /metrics on --metrics-host:PORT."),
     _opt("metrics_host", Optional[str], None, "Address /metrics listens on (default 127.0.0.1; 0.0.0.0 in a pod).",

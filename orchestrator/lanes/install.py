@@ -12,11 +12,14 @@ Every step is idempotent: a finished step leaves a marker file and is skipped ne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +84,11 @@ class Toolchain:
 
     def claude_ready(self) -> bool:
         return (self.claude_prefix / ".installed").exists()
+
+    @property
+    def lane_template(self) -> Path:
+        """A migrated n8n database for this n8n version, copied into each new process lane."""
+        return self.n8n_prefix / "lane-template" / "database.sqlite"
 
 
 class InstallError(OrchestratorError):
@@ -151,6 +159,74 @@ def ensure_toolchain(cache: Path | None = None, *, n8n: bool = True, claude: boo
         if claude:
             install_claude(tc, log)
     return tc
+
+
+#: Tables of per-instance secrets and identity in the template database. n8n (2.41) keeps its
+#: instance id and its signing / data-encryption keys in ``deployment_key``, encrypted with the
+#: ``encryptionKey`` of the user folder's ``config`` file; a lane from the template gets a fresh
+#: ``config`` (n8n writes one when there is none) and regenerates these rows at start, so no two
+#: lanes share a key. (A migration-only run creates no such rows; this is a guard for later n8n.)
+_PER_INSTANCE_TABLES = ("deployment_key",)
+
+
+def _migrate_into(tc: Toolchain, folder: Path, env: dict[str, str]) -> Path:
+    """Run n8n's database migrations, and nothing else, in a throw-away user folder.
+
+    n8n has no ``migrate`` command, but every command initialises (and migrates) the database
+    before it acts: ``export:workflow --all`` then finds no workflow and exits 1 with "No
+    workflows found" -- the database is what we keep, checked below, so the exit code is not.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    run_env = dict(env, PATH=tc.node_path_env(), HOME=str(folder), N8N_USER_FOLDER=str(folder))
+    log = folder / "migrate.log"
+    with log.open("wb") as out:
+        subprocess.run(
+            [str(tc.node_bin), str(tc.n8n_entry), "export:workflow", "--all", f"--output={folder / 'none.json'}"],
+            cwd=folder, env=run_env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            check=False, timeout=600,
+        )
+    db = folder / ".n8n" / "database.sqlite"
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            migrations = conn.execute("SELECT count(*) FROM migrations").fetchone()[0]
+            for table in _PER_INSTANCE_TABLES:
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+                    conn.execute(f'DELETE FROM "{table}"')
+            conn.commit()
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file: copy only that
+    except sqlite3.Error as exc:
+        tail = log.read_text(errors="replace").splitlines()[-10:] if log.exists() else []
+        raise InstallError(f"n8n migrations for the lane template failed ({exc}); log {log}:\n" + "\n".join(tail)) from exc
+    if not migrations:
+        raise InstallError(f"n8n migrations for the lane template left no migration record; log {log}")
+    return db
+
+
+def ensure_lane_template(tc: Toolchain, env: dict[str, str] | None = None, log=print) -> Path:
+    """The migrated template database for ``tc``'s n8n, built once per n8n version (flock: one
+    builder at a time, others wait and reuse it). ``env``: the lanes' profile env (no secrets
+    needed); a lane whose modules need more migrations still runs them itself at start."""
+    target = tc.lane_template
+    if target.is_file():
+        return target
+    if not tc.n8n_ready():
+        raise InstallError(f"n8n {tc.n8n_version} is not installed in {tc.cache}: run `orchestrator lanes install`")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        log(f"migrating a lane template database for n8n {tc.n8n_version} into {target.parent}")
+        work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+        try:
+            db = _migrate_into(tc, work, dict(env or {}))
+            tmp = target.with_name(f".{target.name}.tmp")
+            shutil.copyfile(db, tmp)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:

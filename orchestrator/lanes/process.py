@@ -6,11 +6,19 @@ HTTP port distinct, three of four lanes died). Lanes run in their own session so
 orchestrator reaches us, not them, and we stop them in order. Every lane process carries
 ``N8N_EVAL_RUN_ID`` in its environment: that is the process backend's *label*, which
 ``sweep`` uses to find lanes a crashed orchestrator left, even without a ledger.
+
+A lane starts from a copy of a migrated template database (built once per n8n version next to the
+n8n install, :func:`~orchestrator.lanes.install.ensure_lane_template`), so it skips the ~270
+migrations a fresh folder runs. Only the database is copied: each lane's n8n writes its own
+``config`` (a fresh encryption key) and its own instance id and signing keys, and bring-up seeds
+a fresh owner with the e2e reset as before. ``lane_template=False`` (backend option) starts
+from an empty folder; a template that cannot be built is logged and the lane starts fresh.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
@@ -20,13 +28,15 @@ from pathlib import Path
 
 import httpx
 
+from orchestrator.lanes import install
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.redact import redact
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
+
+log = logging.getLogger(__name__)
 
 RUN_LABEL = RUN_ENV  # an environment marker, not an object label (see lanes.labels)
 INDEX_LABEL = LANE_INDEX_ENV
@@ -131,12 +141,13 @@ class ProcessBackend(LaneBackend):
 
     def __init__(self, run_id, ledger, state_dir, **options):
         super().__init__(run_id, ledger, state_dir, **options)
-        self.toolchain = Toolchain(Path(str(options.get("cache") or default_cache_dir())))
+        self.toolchain = install.Toolchain(Path(str(options.get("cache") or install.default_cache_dir())))
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, list[int]] = {}  # lane id → (HTTP port, broker port) reserved for it
         self._http = httpx.AsyncClient(timeout=5.0)
         # options sandbox=True / sandbox_url=...: one Instance AI sandbox per lane (None: as before)
         self._sandboxes = LaneSandboxes.from_options(options, ledger, self.toolchain, self.sandboxes_dir())
+        self.use_template = bool(options.get("lane_template", True))
 
     def lanes_dir(self) -> Path:
         return self.state_dir / "runs" / self.run_id / "lanes"
@@ -174,6 +185,8 @@ class ProcessBackend(LaneBackend):
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True, mode=0o700)
         log_path = folder / "n8n.log"
+        if self.use_template:
+            await self._copy_template(spec, folder)
         lane = Lane(
             lane_id=lane_id,
             index=index,
@@ -206,6 +219,17 @@ class ProcessBackend(LaneBackend):
             broker_port=broker, folder=str(folder), base_url=lane.base_url,
         )
         return lane
+
+    async def _copy_template(self, spec: LaneSpec, folder: Path) -> None:
+        """Put the migrated template database into the lane's user folder (and nothing else)."""
+        try:
+            template = await asyncio.to_thread(install.ensure_lane_template, self.toolchain, dict(spec.env), log.info)
+            data = folder / ".n8n"
+            data.mkdir(mode=0o700)
+            await asyncio.to_thread(shutil.copyfile, template, data / "database.sqlite")
+        except (install.InstallError, OSError, subprocess.SubprocessError) as exc:
+            log.warning("lane template not used, the lane migrates its own database: %s", redact(str(exc)))
+            shutil.rmtree(folder / ".n8n", ignore_errors=True)
 
     def _pid(self, lane: Lane) -> int:
         return int(lane.handle)

@@ -10,14 +10,22 @@ Two files:
 
 A write that fails (disk full, read-only folder) raises :class:`ResultsWriteError` naming the path;
 the run then stops starting units and still tears its lanes down.
+
+From async code use :meth:`ResultsWriter.add_async` (or :meth:`ResultsWriter.add_in_background`
+from a sync callback on the loop, then ``await writer.drain()`` before the final flush): the unit
+is in memory at once, and the append, the fsync and the atomic rewrite run in a worker thread,
+so the event loop never waits on the disk. The rewrite serialises a snapshot taken on the loop,
+and an older snapshot never overwrites a newer one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Iterable
 
@@ -92,6 +100,9 @@ class ResultsWriter:
         self.judge_inputs_path = output_dir / JUDGE_INPUTS_FILENAME
         self._lock = threading.Lock()
         self._last_rewrite = 0.0
+        self._snapshots = 0  # snapshots taken for a rewrite (on the loop thread)
+        self._written = 0  # the newest snapshot written (under _lock)
+        self._background: set[asyncio.Task[None]] = set()
         try:
             output_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -107,10 +118,58 @@ class ResultsWriter:
 
         The judge inputs the unit carries go to ``judge-inputs.jsonl`` (one line per judge call),
         not into the results: ``orchestrator rejudge`` replays them on another judge model."""
+        line, snapshot, inputs = self._take(unit)
+        self._persist(line, snapshot, inputs)
+
+    async def add_async(self, unit: UnitResult) -> None:
+        """:meth:`add` with the file I/O and fsyncs in a worker thread. The unit is in memory
+        before this first awaits; raises :class:`ResultsWriteError` like :meth:`add`."""
+        line, snapshot, inputs = self._take(unit)
+        await asyncio.to_thread(self._persist, line, snapshot, inputs)
+
+    def add_in_background(
+        self, unit: UnitResult, on_error: Callable[[ResultsWriteError], None] | None = None
+    ) -> asyncio.Task[None]:
+        """:meth:`add_async` from a sync callback running on the event loop; ``on_error`` gets a
+        write failure (on the loop). ``await drain()`` waits for every such write."""
+
+        async def write() -> None:
+            try:
+                await self.add_async(unit)
+            except ResultsWriteError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+
+        task = asyncio.get_running_loop().create_task(write(), name=f"results:{unit.unit_id}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for the writes :meth:`add_in_background` started (errors went to ``on_error``)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def _take(self, unit: UnitResult) -> tuple[str, tuple[int, EvalResults] | None, list[str]]:
+        """On the caller's thread: the unit into memory, its redacted line, its judge inputs, and a
+        snapshot of the document when a rewrite is due."""
         line = redact(unit.model_dump_json()) + "\n"
         inputs = judge_input_lines(unit)
+        self.results.units.append(unit)
+        due = time.monotonic() - self._last_rewrite >= (0 if len(self.results.units) < 200 else REWRITE_EVERY_S)
+        if not due:
+            return line, None, inputs
+        self._last_rewrite = time.monotonic()
+        return line, self._snapshot(), inputs
+
+    def _snapshot(self) -> tuple[int, EvalResults]:
+        self._snapshots += 1
+        copy = self.results.model_copy(update={"units": list(self.results.units), "lanes": list(self.results.lanes)})
+        return self._snapshots, copy
+
+    def _persist(self, line: str, snapshot: tuple[int, EvalResults] | None, inputs: list[str]) -> None:
         with self._lock:
-            self.results.units.append(unit)
             try:
                 with self.units_path.open("a", encoding="utf-8") as fh:
                     fh.write(line)
@@ -118,8 +177,8 @@ class ResultsWriter:
                     os.fsync(fh.fileno())
             except OSError as exc:
                 raise ResultsWriteError(exc.errno, f"cannot write {self.units_path}: {exc.strerror or exc}") from exc
-            if time.monotonic() - self._last_rewrite >= (0 if len(self.results.units) < 200 else REWRITE_EVERY_S):
-                self._rewrite()
+            if snapshot is not None:
+                self._write_snapshot(*snapshot)
             if inputs:  # last: the unit is safe in units.jsonl and eval-results.json already
                 try:
                     with self.judge_inputs_path.open("a", encoding="utf-8") as fh:
@@ -127,14 +186,29 @@ class ResultsWriter:
                 except OSError as exc:
                     raise ResultsWriteError(exc.errno, f"cannot write {self.judge_inputs_path}: {exc.strerror or exc}") from exc
 
-    def _rewrite(self) -> None:
-        data = redact_obj(to_document(self.results))
+    def _write_snapshot(self, seq: int, results: EvalResults) -> None:
+        if seq <= self._written:  # a newer document is already on disk
+            return
+        data = redact_obj(to_document(results))
         _atomic_write(self.results_path, json.dumps(data, indent=2) + "\n")
-        self._last_rewrite = time.monotonic()
+        self._written = seq
 
     def flush(self) -> None:
         with self._lock:
-            self._rewrite()
+            self._write_snapshot(*self._snapshot())
+        self._last_rewrite = time.monotonic()
+
+    async def flush_async(self) -> None:
+        """:meth:`flush` in a worker thread (after the pending background writes)."""
+        await self.drain()
+        snapshot = self._snapshot()
+        self._last_rewrite = time.monotonic()
+
+        def write() -> None:
+            with self._lock:
+                self._write_snapshot(*snapshot)
+
+        await asyncio.to_thread(write)
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.output_dir / name

@@ -91,6 +91,8 @@ class RunConfig(BaseModel):
     dataset: str | None = None
     baseline: Path | None = None
     baseline_prefix: str = DEFAULT_BASELINE_PREFIX
+    #: History for longest-expected-first (None: orchestrator.allocator.durations.default_durations_source).
+    durations_from: Path | None = None
     max_cost_usd: float | None = Field(None, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)
     #: Bind address of /metrics (None: ORCHESTRATOR_METRICS_HOST, else 127.0.0.1).
@@ -159,6 +161,8 @@ class RunConfig(BaseModel):
             raise ConfigError(f"--build-cwd: {self.build_cwd} is not a directory")
         if self.baseline is not None and not self.baseline.is_file():
             raise ConfigError(f"--baseline: {self.baseline} is not a file")
+        if self.durations_from is not None and not self.durations_from.is_file():
+            raise ConfigError(f"--durations-from: {self.durations_from} is not a file")
         if self.prebuilt_workflows is not None or self.delete_prebuilt_workflows:
             if self.builder not in ("mcp", "prebuilt"):
                 raise ConfigError(f"--prebuilt-workflows: mutually exclusive with --builder {self.builder}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from orchestrator.allocator import Allocator, WorkUnit
 from orchestrator.allocator.model import ResultStatus, WorkResult
@@ -67,16 +67,33 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
         return await backend.health(pool.lanes[lane_id])
 
     allocator: Allocator
+    persisted: set[int] = set()
+
+    def write_failed(exc: ResultsWriteError) -> None:  # the record is kept in memory by the writer
+        if not any("cannot write" in e for e in errors):
+            errors.append(redact(str(exc)))
+        allocator.stop_new(f"results cannot be written: {exc}")
+
+    async def persist(record: UnitResult) -> None:
+        """A built unit's record, fsynced in a worker thread while its lane slot is still held: a
+        write failure stops new builds before the next one can start."""
+        persisted.add(id(record))
+        try:
+            await writer.add_async(record)
+        except ResultsWriteError as exc:
+            write_failed(exc)
 
     def on_result(res: WorkResult) -> None:
         record = record_for(res, runner)
-        try:
-            writer.add(record)
-        except ResultsWriteError as exc:  # the record is kept in memory by the writer
-            if not any("cannot write" in e for e in errors):
-                errors.append(redact(str(exc)))
-            allocator.stop_new(f"results cannot be written: {exc}")
+        if id(record) not in persisted:  # lane failures, crashes, skips: rare, written here
+            try:
+                writer.add(record)
+            except ResultsWriteError as exc:
+                write_failed(exc)
+        persisted.discard(id(record))
         observer.on_unit(record)
+
+    runner.persist = persist
 
     allocator = Allocator(
         list(pool.contexts),  # the lanes that joined so far; later ones join with add_lane
@@ -89,9 +106,10 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
 
 
 async def execute(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator, runner: UnitRunner,
-                  units: list[WorkUnit], observer: RunObserver,
+                  units: list[WorkUnit], observer: RunObserver, *,
+                  expected_s: Mapping[str, float] | None = None,
                   on_lost: Callable[[str, str], object] | None = None) -> None:
-    allocator.submit(units)
+    allocator.submit(units, expected_s=expected_s)  # longest expected first (history, else complexity)
     observer.on_queued(len(units))
     watch = asyncio.create_task(monitor(cfg, backend, pool, allocator, on_lost))
     try:

@@ -28,6 +28,7 @@ import httpx
 from rich.console import Console
 
 from orchestrator.allocator import Allocator
+from orchestrator.allocator.durations import expected_for_run
 from orchestrator.build.builder import Builder, BuildEvents, BuilderSettings, get_builder
 from orchestrator.errors import CleanupFailure, ConfigError
 from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, readiness_status
@@ -231,9 +232,11 @@ class Run:
                                                                 self.observers, self.errors)
         if self.stop_reason:
             self.allocator.cancel(self.stop_reason)
+        expected = expected_for_run({c.slug: c.case.complexity for c in plan.cases}, durations_from=cfg.durations_from,
+                                    state_dir=cfg.state_dir, baseline=cfg.baseline, run_id=plan.run_id)
         with progress.progress:
             await execute(cfg, backend, self.pool, self.allocator, runner, plan.units, self.observers,
-                          on_lost=provisioner.replace)
+                          expected_s=expected, on_lost=provisioner.replace)
 
     async def _finish(self, plan: Plan) -> None:
         plan.results.finished_at = time.time()

@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable
 
 from orchestrator.allocator import Outcome, WorkUnit
 from orchestrator.build.builder import Builder, BuildRequest, BuildResult
@@ -77,6 +77,8 @@ class UnitRunner:
         self.on_cleanup_failure = on_cleanup_failure
         self._attempts: dict[str, Attempts] = {}
         self.cleanup_failures: list[CleanupFailure] = []
+        #: writes a finished unit's record (off the event loop) before the allocator hears of it
+        self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
 
     def _timeout_ms(self, case: EvalCase) -> int:
         factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
@@ -139,7 +141,7 @@ class UnitRunner:
                 return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
             raise
         try:
-            return await self._build_and_verify(ctx, unit, case, user, acc, attempt)
+            answer = await self._build_and_verify(ctx, unit, case, user, acc, attempt)
         except N8nTransportError as exc:
             return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
         finally:
@@ -154,6 +156,10 @@ class UnitRunner:
                 self.cleanup_failures.append(f)
                 if self.on_cleanup_failure:
                     self.on_cleanup_failure(f)
+        outcome, value = answer
+        if outcome is Outcome.done and isinstance(value, UnitResult) and self.persist is not None:
+            await self.persist(value)  # durable before the lane's slot is given to the next unit
+        return answer
 
     async def _build_and_verify(self, ctx: BuildLane, unit: WorkUnit, case: EvalCase, user: BuildUser,
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:
