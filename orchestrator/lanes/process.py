@@ -20,11 +20,17 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.backend import (
+    LaneBackend,
+    LaneError,
+    answers_ready,
+    register_backend,
+)
 from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.redact import redact
+from orchestrator.sandbox.lanes import LaneSandboxes
 
 RUN_LABEL = "N8N_EVAL_RUN_ID"
 INDEX_LABEL = "N8N_EVAL_LANE_INDEX"
@@ -132,9 +138,14 @@ class ProcessBackend(LaneBackend):
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, list[int]] = {}  # lane id → (HTTP port, broker port) reserved for it
         self._http = httpx.AsyncClient(timeout=5.0)
+        # options sandbox=True / sandbox_url=...: one Instance AI sandbox per lane (None: as before)
+        self._sandboxes = LaneSandboxes.from_options(options, ledger, self.toolchain, self.sandboxes_dir())
 
     def lanes_dir(self) -> Path:
         return self.state_dir / "runs" / self.run_id / "lanes"
+
+    def sandboxes_dir(self) -> Path:
+        return self.state_dir / "runs" / self.run_id / "sandboxes"
 
     def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
         env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
@@ -175,6 +186,12 @@ class ProcessBackend(LaneBackend):
             state=LaneState.starting,
         )
         env = self._lane_env(spec, index, folder, port, broker)
+        if self._sandboxes is not None:
+            try:
+                env.update(await self._sandboxes.start(lane_id, {RUN_LABEL: self.run_id, INDEX_LABEL: str(index)}))
+            except RuntimeError as exc:
+                release_ports(self._ports.pop(lane_id))
+                raise LaneError(f"lane {lane_id}: sandbox service: {exc}") from exc
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
                 [str(self.toolchain.node_bin), str(self.toolchain.n8n_entry), "start"],
@@ -225,6 +242,8 @@ class ProcessBackend(LaneBackend):
         if proc is not None:
             proc.poll()
         survivors = group_members(pid) or ([pid] if pid_alive(pid) else [])
+        # the lane's sandbox, if it had one (also one recorded by a crashed run): no-op otherwise
+        await (self._sandboxes or LaneSandboxes(self.ledger, self.toolchain, self.sandboxes_dir())).stop(lane.lane_id)
         if survivors:
             raise LaneError(f"{lane.describe()}: process(es) {', '.join(map(str, survivors))} survived SIGKILL")
         folder = self.lanes_dir() / lane.lane_id
@@ -254,11 +273,14 @@ class ProcessBackend(LaneBackend):
         runs_root = self.state_dir / "runs"
         run_dirs = [runs_root / run_id] if run_id else (list(runs_root.iterdir()) if runs_root.is_dir() else [])
         for run_dir in run_dirs:
-            lanes_dir = run_dir / "lanes"
-            if lanes_dir.is_dir():
-                for folder in lanes_dir.iterdir():
-                    shutil.rmtree(folder, ignore_errors=True)
-                    removed.append(f"folder {folder}")
+            for sub in ("lanes", "sandboxes"):
+                if (run_dir / sub).is_dir():
+                    for folder in (run_dir / sub).iterdir():
+                        if folder.is_dir():
+                            shutil.rmtree(folder, ignore_errors=True)
+                        else:
+                            folder.unlink(missing_ok=True)
+                        removed.append(f"folder {folder}")
         return removed
 
     async def close(self) -> None:

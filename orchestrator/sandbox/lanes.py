@@ -1,0 +1,124 @@
+"""One sandbox per lane for a lane backend: start it with the lane, stop it at teardown.
+
+A backend holds a :class:`LaneSandboxes` when its options ask for one:
+
+- ``sandbox=True``: an embedded service per lane (a :class:`SandboxService` child process), recorded
+  in the ledger as kind ``sandbox`` (id = lane id, meta: pid, url, root, cgroup prefix) before the lane
+  starts, and stopped — every jail killed, every workspace removed — at the lane's teardown;
+- ``sandbox_url=<url>``: an external n8n-sandbox (or compatible) service; only the lane env points at
+  it, its key comes from ``sandbox_api_key`` or the orchestrator's ``N8N_SANDBOX_SERVICE_API_KEY``.
+
+Without either option :func:`LaneSandboxes.from_options` returns None and the lane is as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Mapping
+
+from orchestrator.lanes.install import Toolchain
+from orchestrator.ledger import Ledger
+from orchestrator.redact import redact, register_secret
+from orchestrator.sandbox.isolation import remove_stale_cgroups
+from orchestrator.sandbox.service import KEY_ENV, SandboxService, _group_alive, lane_env
+
+KIND = "sandbox"
+
+
+class LaneSandboxes:
+    def __init__(self, ledger: Ledger, toolchain: Toolchain, folder: Path, *, external_url: str | None = None,
+                 external_key: str | None = None) -> None:
+        self.ledger = ledger
+        self.toolchain = toolchain
+        self.folder = folder
+        self.external_url = external_url
+        self.external_key = external_key
+        self.services: dict[str, SandboxService] = {}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object], ledger: Ledger, toolchain: Toolchain,
+                     folder: Path) -> "LaneSandboxes | None":
+        url = options.get("sandbox_url")
+        if url:
+            key = str(options.get("sandbox_api_key") or os.environ.get(KEY_ENV) or "") or None
+            register_secret(key)
+            return cls(ledger, toolchain, folder, external_url=str(url), external_key=key)
+        if options.get("sandbox"):
+            return cls(ledger, toolchain, folder)
+        return None
+
+    async def start(self, lane_id: str, label_env: dict[str, str]) -> dict[str, str]:
+        """Start the lane's sandbox (embedded mode) and return the env the lane's n8n needs."""
+        if self.external_url:
+            return lane_env(self.external_url, self.external_key)
+        svc = SandboxService(self.folder / lane_id, self.toolchain, label_env=label_env)
+        self.services[lane_id] = svc
+        try:
+            url = await svc.start()
+        except BaseException:
+            self.services.pop(lane_id, None)
+            await svc.stop()
+            raise
+        self.ledger.created(
+            KIND, lane_id, lane=lane_id, pid=svc.pid, url=url, root=str(svc.root), cgroup_prefix=svc.cgroup_prefix,
+        )
+        return svc.env()
+
+    async def stop(self, lane_id: str) -> None:
+        """Stop the lane's sandbox; one this backend did not start is stopped from its ledger entry."""
+        if self.external_url:
+            return
+        svc = self.services.pop(lane_id, None)
+        if svc is not None:
+            await svc.stop()
+            self._keep_log(svc.log_path, lane_id)
+            self.ledger.deleted(KIND, lane_id, lane=lane_id)
+            return
+        for entry in self.ledger.open_entries(KIND):
+            if entry.id == lane_id:
+                await stop_recorded(entry.meta)
+                self.ledger.deleted(KIND, lane_id, lane=lane_id)
+
+    def _keep_log(self, log: Path, lane_id: str) -> None:
+        """Keep a redacted copy of the service's log beside the lane logs; the folder itself goes."""
+        if log.exists():
+            dest = self.ledger.run_dir / "logs"
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / f"{lane_id}-sandbox.log").write_text(redact(log.read_text(errors="replace")))
+            log.unlink(missing_ok=True)
+
+    def sweep_folders(self) -> list[str]:
+        removed = []
+        if self.folder.is_dir():
+            for child in self.folder.iterdir():
+                if child.is_dir():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+                removed.append(f"sandbox {child}")
+        return removed
+
+
+async def stop_recorded(meta: Mapping[str, object]) -> None:
+    """Stop a sandbox service known only from its ledger entry (after an orchestrator crash)."""
+    pid = int(str(meta.get("pid") or 0))
+    if pid and _group_alive(pid):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            for _ in range(50):
+                if not _group_alive(pid):
+                    break
+                await asyncio.sleep(0.1)
+    prefix = str(meta.get("cgroup_prefix") or "")
+    if prefix:
+        await asyncio.to_thread(remove_stale_cgroups, prefix)
+    root = meta.get("root")
+    if root:
+        await asyncio.to_thread(shutil.rmtree, str(root), True)
