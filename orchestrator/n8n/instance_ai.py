@@ -172,6 +172,9 @@ class EventStream:
             waiter.cancel()
             if self._task.done():
                 exc = self._task.exception()
+                while exc is None and not self._queue.empty():
+                    item = self._queue.get_nowait()
+                    exc = item if isinstance(item, BaseException) else None
                 await self.aclose()
                 raise exc or N8nTransportError("GET", self.path, "event stream ended before it connected")
             await self.aclose()
