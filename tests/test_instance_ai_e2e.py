@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _process_lanes import leftovers
 
 from orchestrator.build.builder import BuilderSettings, BuildRequest, get_builder
 from orchestrator.build.lane import BuildLane
@@ -25,7 +26,6 @@ from orchestrator.ledger import Ledger
 from orchestrator.results.model import BuildStatus
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
-from _process_lanes import leftovers
 
 pytestmark = [pytest.mark.n8n]
 CASES = Path(__file__).resolve().parents[1] / "cases"
