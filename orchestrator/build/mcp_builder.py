@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.build.builder import Builder, BuildRequest, BuildResult, register_builder
-from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt
+from orchestrator.build.builder import (
+    Builder,
+    BuildRequest,
+    BuildResult,
+    register_builder,
+)
+from orchestrator.build.claude_runner import (
+    AttemptResult,
+    ClaudeConfig,
+    run_build_attempt,
+)
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
+from orchestrator.build.transcript import ClaudeStreamTranscript, Transcript
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nError, N8nTransportError
@@ -71,15 +81,22 @@ class McpBuilder(Builder):
         except N8nError as exc:
             return BuildResult(BuildStatus.failed, error=redact(f"seed restore failed: {exc}"), framework_fault=True)
         prompt = build_prompt(case, id_map=id_map)
-        total = BuildResult(BuildStatus.failed)
+        total = BuildResult(BuildStatus.failed, transcript_path=request.transcript_path)
         if user.mcp_key is None:
             raise RuntimeError("the mcp builder needs a build user with an MCP key")
         mcp_key = user.mcp_key
+        # claude's stream-json (assistant text, tool_use, tool_result), redacted, as the unit's transcript
+        transcript = Transcript(request.transcript_path, builder=self.name, iteration=request.iteration,
+                                attempt=request.attempt, model=claude.model)
+        on_event = ClaudeStreamTranscript(transcript)
 
         async def one_attempt() -> AttemptResult:
             if total.attempts:
                 self.events.outage_retry()
-            result = await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd)
+                transcript.add("attempt", number=total.attempts + 1)
+            transcript.user(prompt, 0)
+            result = await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd,
+                                             on_event=on_event)
             total.attempts += 1
             total.cost_usd += result.cost_usd
             total.turns += result.turns
@@ -87,7 +104,10 @@ class McpBuilder(Builder):
             self.events.cost(result.cost_usd)
             return result
 
-        result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+        try:
+            result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+        finally:
+            transcript.close()
         if result.outage is not None:
             total.status = BuildStatus.provider_outage
             total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")
