@@ -63,6 +63,11 @@ CANCEL_GRACE_S = 15.0
 
 _STATUS_IN_TEXT = re.compile(r"\b(429|500|502|503|529)\b")
 _OUTAGE_WORDS = re.compile(r"\b(overloaded_error|rate_limit_error|overloaded|rate limit(?:ed)?|too many requests)\b", re.I)
+#: The AI SDK's flattened provider failure, seen on 2.41.1 against a scripted 529 storm:
+#: ``Failed after 3 attempts. Last error: AI_APICallError: Overloaded`` (no statusCode on the event).
+_API_CALL_ERROR = re.compile(r"\b(?:AI_APICallError|AI_RetryError)\b:?\s*(?P<rest>.*)", re.I | re.S)
+_SERVER_WORDS = {"internal server error": 500, "bad gateway": 502, "service unavailable": 503, "api_error": 500}
+_CONNECTION_WORDS = re.compile(r"cannot connect to api|fetch failed|econnrefused|econnreset|etimedout|socket hang up", re.I)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -102,6 +107,14 @@ def classify_run_error(payload: dict[str, Any] | str | None) -> OutageInfo | Non
     match = _STATUS_IN_TEXT.search(body)
     if match:
         return classify_status(int(match.group(1)), None, stripped, source="instance-ai")
+    api = _API_CALL_ERROR.search(body)
+    if api:
+        rest = api.group("rest").lower()
+        for phrase, code in _SERVER_WORDS.items():
+            if phrase in rest:
+                return classify_status(code, None, stripped, source="instance-ai")
+        if _CONNECTION_WORDS.search(rest):
+            return OutageInfo("connection", None, redact(" ".join(stripped.split()))[:300], "instance-ai")
     words = _OUTAGE_WORDS.search(body)
     if words:
         word = words.group(1).lower()

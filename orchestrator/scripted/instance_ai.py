@@ -11,6 +11,8 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   ``.json`` source by parsing it (``workflow-source-compiler.js``: ``name``, ``nodes`` and
   ``connections`` required), so no TypeScript toolchain is needed in the sandbox. A later user turn
   rebuilds the same file (an update of the bound workflow, which asks for approval);
+  When the current user turn says "ask me", the agent first asks one ``ask-user`` question (a
+  ``questions`` confirmation the harness answers) and mentions the answer in its final text;
 - the **thread-title generator** (no tools, "short descriptive title"): a title;
 - the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
   triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
@@ -37,6 +39,7 @@ from orchestrator.scripted.replies import (
 )
 
 BUILD_TOOL = "build-workflow"
+ASK_USER = "ask-user"
 LOAD_SKILL = "load_skill"
 WRITE_FILE = "workspace_write_file"
 BUILDER_SKILL = "workflow-builder"
@@ -185,7 +188,7 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         texts = user_texts(request)
         if not texts:
             return text_reply("There is no request to work on.")
-        turn_start, _ = texts[-1]
+        turn_start, turn_text = texts[-1]
         opening = clean_prompt(texts[0][1])
         everything = calls_since(request, 0)
         this_turn = calls_since(request, turn_start)
@@ -195,13 +198,23 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         pending = [c for c, r in this_turn if r is None]
         if pending:  # a call without its result (should not happen): wait for it by saying so
             return text_reply("Waiting for the previous tool call to finish.")
+        asked = [(c, r) for c, r in this_turn if c.get("name") == ASK_USER]
+        if ASK_USER in offered and "ask me" in clean_prompt(turn_text).lower() and not asked:
+            return Reply([ToolUseBlock(ASK_USER, {"introMessage": "One question before I build.", "questions": [
+                {"id": "style", "question": "Which output style do you want?", "type": "single",
+                 "options": ["Compact", "Detailed"]}]})])
+        answer = ""
+        if asked:
+            got = result_json(asked[-1][1])
+            picked = [o for a in got.get("answers") or [] if isinstance(a, dict) for o in a.get("selectedOptions") or []]
+            answer = f" You chose: {', '.join(picked) or 'no option'}."
         if builds:
             result = result_json(builds[-1][1])
             if result.get("success") is True:
                 wf = result.get("workflowId", "")
                 name = result.get("workflowName") or workflow_for(opening)["name"]
                 return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Manual Trigger followed by a Set node. "
-                                  "You can run it from the editor.")
+                                  f"You can run it from the editor.{answer}")
             if len(builds) >= MAX_BUILDS_PER_TURN:
                 errors = result.get("errors") or [result.get("error") or "unknown error"]
                 return text_reply(f"I could not build the workflow: {'; '.join(str(e) for e in errors)[:500]}")
