@@ -33,7 +33,10 @@ from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
+from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, Verdict
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import run
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, Hang, HttpError, Script
 from orchestrator.scripted.scripts import demo_script
@@ -277,3 +280,43 @@ def test_the_case_timeout_cancels_the_run_and_is_a_timeout(sandbox_lane, model, 
     assert built.result.status == BuildStatus.timeout, built.result.error
     assert time.monotonic() - t0 < 40 and built.failures == []
     assert not (built.threads if isinstance(built.threads, list) else [])
+
+
+async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list, Any]:
+    async with N8nClient(base_url) as client:
+        owner = await client.login(email, password)
+        users = {u["email"] for u in await owner.list_users()}
+        workflows = await owner.list_workflows()
+        credentials = await owner.list_credentials()
+        threads = await owner.get("/rest/instance-ai/threads")
+        await owner.aclose()
+    return users, workflows, credentials, threads
+
+
+async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole pipeline (``orchestrator run --builder instance-ai``) on the sandboxed lane used as a
+    static lane: every unit built through chat, verified, and nothing left on the lane or the host."""
+    lane, _, _ = sandbox_lane
+    owner = lane.owner
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    before = await _inventory(lane.base_url, owner.email, owner.password)
+    cfg = RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-set-static-fields,smoke-manual-filter-adults", iterations=1,
+        backend="static", base_url=lane.base_url, lanes=1, email=owner.email, password=owner.password,
+        model_server="real", state_dir=tmp_path / "state", output_dir=tmp_path / "out", run_id="ia-run",
+        builder="instance-ai",
+    )
+    outcome = await run(cfg)
+    assert outcome.ok, outcome.errors
+    assert outcome.cleanup_failures == []
+    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    assert len(data["units"]) == 2
+    for unit in data["units"]:
+        assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
+        assert all(s["verdict"] == "pass" for s in unit["scenarios"]), unit["scenarios"]
+    after = await _inventory(lane.base_url, owner.email, owner.password)
+    assert after == before
+    assert Ledger.for_run("ia-run", tmp_path / "state").open_entries() == []
+    assert leftovers("ia-run", tmp_path / "state") == []
