@@ -20,17 +20,12 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes.backend import (
-    LaneBackend,
-    LaneError,
-    answers_ready,
-    register_backend,
-)
+from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.redact import redact
-from orchestrator.sandbox.lanes import LaneSandboxes
+from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
 
 RUN_LABEL = "N8N_EVAL_RUN_ID"
 INDEX_LABEL = "N8N_EVAL_LANE_INDEX"
@@ -272,6 +267,7 @@ class ProcessBackend(LaneBackend):
                 removed.append(f"process {pid}")
         runs_root = self.state_dir / "runs"
         run_dirs = [runs_root / run_id] if run_id else (list(runs_root.iterdir()) if runs_root.is_dir() else [])
+        removed += await sweep_recorded(run_dirs)  # sandboxes a crashed run left (its cgroups too)
         for run_dir in run_dirs:
             for sub in ("lanes", "sandboxes"):
                 if (run_dir / sub).is_dir():

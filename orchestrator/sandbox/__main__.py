@@ -1,7 +1,7 @@
 """``python -m orchestrator.sandbox serve|template``: the sandbox service as a process (or container entrypoint).
 
-``serve`` binds 127.0.0.1 only (``--host`` exists for a container that shares n8n's network
-namespace). The API key, when any, is read from the environment variable named by
+``serve`` binds 127.0.0.1 only: beside a process lane, in a docker lane on host networking and as a
+container of a lane's pod (which shares the pod's network namespace) n8n reaches it on loopback. The API key, when any, is read from the environment variable named by
 ``--api-key-env`` (default ``N8N_SANDBOX_SERVICE_API_KEY``, the name n8n itself reads), never from
 the command line. ``--port-file`` receives the bound port once the socket listens (``--port 0``
 picks a free one). With ``--watch-stdin`` the service stops, killing every sandbox, when its stdin
@@ -35,7 +35,6 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run the n8n-sandbox HTTP service")
     s.add_argument("--port", type=int, default=0)
-    s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--root", type=Path, required=True, help="folder holding every sandbox's files")
     s.add_argument("--cache", type=Path, default=None, help="toolchain cache (default: the orchestrator's)")
     s.add_argument("--template", type=Path, default=None, help="prepared template folder (default: prepare/reuse)")
@@ -43,11 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--api-key-env", default=DEFAULT_KEY_ENV)
     s.add_argument("--port-file", type=Path, default=None)
     s.add_argument("--watch-stdin", action="store_true")
-    s.add_argument("--cgroup-prefix", default="n8n-sandbox-")
+    s.add_argument("--cgroup-prefix", default=None,
+                   help="name prefix of this service's cgroups (default: n8n-sandbox-<pid>-)")
     s.add_argument("--memory-mb", type=int, default=Limits.memory_bytes // 1024**2)
     s.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds)
     s.add_argument("--max-tasks", type=int, default=Limits.max_tasks)
     s.add_argument("--max-timeout-ms", type=int, default=Limits.max_timeout_ms)
+    s.add_argument("--max-output-bytes", type=int, default=Limits.max_output_bytes)
     t = sub.add_parser("template", help="prepare the workspace npm template for the installed n8n")
     t.add_argument("--cache", type=Path, default=None)
     return p
@@ -69,21 +70,24 @@ async def _serve(args: argparse.Namespace) -> int:
         template = await asyncio.to_thread(ensure_template, tc)
     root: Path = args.root.resolve()
     root.mkdir(parents=True, exist_ok=True)
-    remove_stale_cgroups(args.cgroup_prefix)
+    prefix = args.cgroup_prefix or f"n8n-sandbox-{os.getpid()}-"
     limits = Limits(
         memory_bytes=args.memory_mb * 1024**2, cpu_seconds=args.cpu_seconds, max_tasks=args.max_tasks,
-        max_timeout_ms=args.max_timeout_ms,
+        max_timeout_ms=args.max_timeout_ms, max_output_bytes=args.max_output_bytes,
     )
     node_home = tc.node_home if tc.node_bin.exists() else None
     server = SandboxServer(
         root, template=template, node_home=node_home, api_key=os.environ.get(args.api_key_env) or None,
-        limits=limits, name_prefix=args.cgroup_prefix,
+        limits=limits, name_prefix=prefix,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
+    sock.bind(("127.0.0.1", args.port))
     sock.listen(128)
-    config = uvicorn.Config(build_app(server), log_level="warning", access_log=False, lifespan="on")
+    # open execution streams must not hold up a stop: after 2 s they are cut and every jail is killed
+    config = uvicorn.Config(
+        build_app(server), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+    )
     uv = uvicorn.Server(config)
     if args.watch_stdin:
         loop = asyncio.get_running_loop()
@@ -104,6 +108,7 @@ async def _serve(args: argparse.Namespace) -> int:
         await uv.serve(sockets=[sock])
     finally:
         await server.shutdown()
+        remove_stale_cgroups(prefix)
         for child in root.iterdir() if root.exists() else []:
             shutil.rmtree(child, ignore_errors=True)
     return 0

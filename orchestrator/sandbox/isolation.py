@@ -12,14 +12,14 @@ Every command runs as ``bwrap … -- /bin/bash -c <command>`` with:
 - ``--die-with-parent`` and a new pid namespace: when the outer ``bwrap`` dies, the namespace's init
   dies and the kernel kills every process in it, so SIGKILL to one pid ends the whole tree;
 - limits: a cgroup (v1 or v2, nested under the service's own) per sandbox caps memory and the number
-  of tasks; ``RLIMIT_CPU`` caps CPU seconds per process, ``RLIMIT_FSIZE`` file size, no core dumps;
-  the wall clock is the execution's ``timeout_ms`` enforced by the server (SIGKILL of the tree).
+  of tasks (every command joins it before ``bwrap`` starts); ``prlimit`` sets ``RLIMIT_CPU`` (CPU
+  seconds per process), ``RLIMIT_FSIZE`` (file size) and no core dumps; the wall clock is the
+  execution's ``timeout_ms``, enforced by the server (SIGKILL of the tree).
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import signal
 import time
@@ -89,6 +89,7 @@ def bwrap_argv(
     argv = [bwrap_path(), *system_args(), "--dev", "/dev", "--proc", "/proc"]
     for m in mounts:
         argv += ["--bind" if m.writable else "--ro-bind", str(m.src), m.dest]
+    argv += ["--remount-ro", "/"]  # bwrap's own root tmpfs: no writable scratch outside the binds
     argv += [
         "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
         "--clearenv",
@@ -100,11 +101,18 @@ def bwrap_argv(
     return argv
 
 
-def apply_rlimits(limits: Limits) -> None:
-    """In the child before exec: per-process limits every sandboxed process inherits."""
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+_JOIN_AND_EXEC = 'while [ "$1" != "--" ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"'
+
+
+def launch_argv(bwrap: list[str], limits: Limits, cgroup_dirs: list[Path]) -> list[str]:
+    """``sh`` joins the sandbox's cgroups, then execs ``prlimit`` (util-linux), which execs ``bwrap``.
+
+    One pid all along (the leader of its own session), so SIGKILL to it reaches the jail; no Python
+    runs between fork and exec (``preexec_fn`` is unsafe in a process with threads).
+    """
+    rlimits = [f"--cpu={limits.cpu_seconds}", f"--fsize={limits.file_size_bytes}", "--core=0"]
+    return ["/bin/sh", "-c", _JOIN_AND_EXEC, "sandbox-launch", *map(str, cgroup_dirs), "--",
+            "prlimit", *rlimits, "--", *bwrap]
 
 
 def _own_cgroup_v1(controller: str) -> Path | None:
@@ -161,11 +169,6 @@ class SandboxCgroup:
     @property
     def active(self) -> bool:
         return bool(self.paths)
-
-    def join(self) -> None:
-        """Called in the child before exec: put this process (and so all it starts) in the groups."""
-        for path in self.paths:
-            (path / "cgroup.procs").write_text(str(os.getpid()))
 
     def pids(self) -> set[int]:
         found: set[int] = set()

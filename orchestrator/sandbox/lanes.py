@@ -68,6 +68,13 @@ class LaneSandboxes:
         )
         return svc.env()
 
+    def alive(self, lane_id: str) -> bool:
+        """Whether the lane's embedded sandbox service still runs (True for an external one)."""
+        if self.external_url:
+            return True
+        svc = self.services.get(lane_id)
+        return svc is not None and svc.alive()
+
     async def stop(self, lane_id: str) -> None:
         """Stop the lane's sandbox; one this backend did not start is stopped from its ledger entry."""
         if self.external_url:
@@ -101,6 +108,20 @@ class LaneSandboxes:
                     child.unlink(missing_ok=True)
                 removed.append(f"sandbox {child}")
         return removed
+
+
+async def sweep_recorded(run_dirs: list[Path]) -> list[str]:
+    """Stop every sandbox the ledgers of ``run_dirs`` still hold open (service, jails, cgroups, folders)."""
+    removed = []
+    for run_dir in run_dirs:
+        if not (run_dir / "ledger.jsonl").exists():
+            continue
+        ledger = Ledger(run_dir)
+        for entry in ledger.open_entries(KIND):
+            await stop_recorded(entry.meta)
+            ledger.deleted(KIND, entry.id, lane=entry.lane)
+            removed.append(f"sandbox {entry.id}")
+    return removed
 
 
 async def stop_recorded(meta: Mapping[str, object]) -> None:

@@ -55,8 +55,8 @@ from orchestrator.sandbox.isolation import (
     Limits,
     Mount,
     SandboxCgroup,
-    apply_rlimits,
     bwrap_argv,
+    launch_argv,
 )
 from orchestrator.sandbox.template import COPIED_ENTRIES, SandboxTemplate
 
@@ -332,22 +332,19 @@ class SandboxServer:
         ex = Execution(exec_id, command)
         sb.executions[exec_id] = ex
         await ex.emit({"type": "started", "exec_id": exec_id})
-        argv = bwrap_argv(mounts=self.mounts(sb), env=env, workdir=workdir, command=command)
+        argv = launch_argv(
+            bwrap_argv(mounts=self.mounts(sb), env=env, workdir=workdir, command=command), self.limits,
+            sb.cgroup.paths,
+        )
         ex.task = asyncio.create_task(self._run(sb, ex, argv, timeout_ms / 1000.0))
         return ex
 
     async def _run(self, sb: Sandbox, ex: Execution, argv: list[str], timeout_s: float) -> None:
         started = time.monotonic()
-        limits, cgroup = self.limits, sb.cgroup
-
-        def before_exec() -> None:
-            apply_rlimits(limits)
-            cgroup.join()
-
         try:
             ex.proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=before_exec,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True,
             )
         except OSError as exc:
             await ex.emit({"type": "error", "error": f"could not start the command: {exc}"})
@@ -391,6 +388,9 @@ class SandboxServer:
                 if ex.output_bytes < self.limits.max_output_bytes:
                     ex.output_bytes += len(text)
                     await ex.emit({"type": kind, "data": text})
+                    if ex.output_bytes >= self.limits.max_output_bytes:
+                        note = f"\n[sandbox: output beyond {self.limits.max_output_bytes} bytes dropped]\n"
+                        await ex.emit({"type": "stderr", "data": note})
             if not chunk:
                 return
 
@@ -423,7 +423,7 @@ class SandboxServer:
 
 # ---- file operations (blocking, run in threads) ------------------------------------------------
 def _entry(path: Path, name: str) -> dict[str, Any]:
-    st = path.stat()
+    st = path.lstat()  # a symlink is reported as itself: its target may be a host path
     is_dir = stat_mod.S_ISDIR(st.st_mode)
     return {
         "name": name, "size": 0 if is_dir else st.st_size, "is_dir": is_dir,

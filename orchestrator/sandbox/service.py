@@ -99,6 +99,10 @@ class SandboxService:
     def log_path(self) -> Path:
         return self.root.parent / f"{self.root.name}.log"
 
+    def alive(self) -> bool:
+        """False once the service process has exited (a crash mid-build is then a framework issue)."""
+        return self.proc is not None and self.proc.poll() is None
+
     def env(self) -> dict[str, str]:
         """The lane env for this service (``lane_env`` with its URL and key)."""
         return lane_env(self.url, self.api_key)
