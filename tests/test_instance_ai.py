@@ -21,6 +21,7 @@ from orchestrator.build.instance_ai import (
     RunState,
     answer_confirmation,
     classify_run_error,
+    sandbox_fault,
     user_turns,
 )
 from orchestrator.build.transcript import Transcript
@@ -263,6 +264,25 @@ def test_error_events_classify_outages_and_not_the_workflows_own_traffic() -> No
 def test_classify_run_error(payload: Any, expected: int | str | None) -> None:
     info = classify_run_error(payload)
     assert ((info.status or info.kind) if info else None) == expected
+
+
+@pytest.mark.parametrize(("text", "fault"), [
+    ("Sandbox workspace setup failed during read-initialization-marker: connect ECONNREFUSED 127.0.0.1:45859", True),
+    ("Runtime workspace is required for workflow source files.", True),
+    ("Sandbox request failed: fetch failed", True),
+    ("Workflow source file not found: src/workflows/a.workflow.json", False),
+    ("HTTP Request returned ECONNREFUSED", False),
+    (None, False),
+])
+def test_sandbox_faults_are_told_from_the_agents_own_errors(text: str | None, fault: bool) -> None:
+    assert (sandbox_fault(text) is not None) == fault
+
+
+def test_a_sandbox_fault_in_a_tool_error_is_remembered() -> None:
+    reader, state, _, _ = _reader()
+    reader.feed(_se("tool-call", toolCallId="w", toolName="workspace_write_file", args={}))
+    reader.feed(_se("tool-error", toolCallId="w", error="Sandbox workspace setup failed: connect ECONNREFUSED 127.0.0.1:1"))
+    assert state.sandbox_fault and "unreachable" in state.sandbox_fault
 
 
 def test_confirmation_answers_have_n8ns_shapes() -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -320,3 +322,23 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
     assert after == before
     assert Ledger.for_run("ia-run", tmp_path / "state").open_entries() == []
     assert leftovers("ia-run", tmp_path / "state") == []
+
+
+def test_zz_a_sandbox_crash_mid_build_is_a_framework_fault(sandbox_lane, model, tmp_path: Path, script_override: Switch) -> None:
+    """Runs last in this module: it kills the lane's sandbox service (teardown must still be clean)."""
+    lane, ledger, state = sandbox_lane
+    records = [json.loads(line) for line in (state / "runs" / RUN_ID / "ledger.jsonl").read_text().splitlines()]
+    (pid,) = [int(r["meta"]["pid"]) for r in records if r["kind"] == "sandbox" and r["op"] == "create"]
+    killed = threading.Event()
+
+    def crash_then_answer(request: dict[str, Any]) -> Action:
+        if ia.is_instance_ai_agent(request) and not killed.is_set():
+            os.killpg(pid, signal.SIGKILL)  # the service and every jail of it
+            killed.set()
+        return SWITCH.default(request)
+
+    script_override.override = crash_then_answer
+    built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields", timeout_ms=120_000))
+    assert killed.is_set()
+    assert built.result.status == BuildStatus.failed and built.result.framework_fault, built.result
+    assert "sandbox" in (built.result.error or "").lower() and built.failures == []

@@ -123,6 +123,25 @@ def classify_run_error(payload: dict[str, Any] | str | None) -> OutageInfo | Non
     return None
 
 
+_SANDBOX_DOWN = re.compile(r"sandbox.{0,200}?(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|socket hang up|fetch failed|"
+                           r"connection (?:refused|reset)|service unavailable|502|503)", re.I | re.S)
+_NO_WORKSPACE = "Runtime workspace is required"
+
+
+def sandbox_fault(text: str | None) -> str | None:
+    """The harness's sandbox failing (not the agent): unreachable (seen when the service died
+    mid-build: ``Sandbox workspace setup failed during read-initialization-marker: connect
+    ECONNREFUSED …``) or not configured (``Runtime workspace is required …``)."""
+    if not text:
+        return None
+    if _NO_WORKSPACE in text:
+        return "the lane has no sandbox (Runtime workspace is required for workflow source files)"
+    match = _SANDBOX_DOWN.search(text)
+    if match:
+        return "the lane's sandbox is unreachable: " + " ".join(text[max(0, match.start()): match.end() + 60].split())
+    return None
+
+
 def answer_confirmation(payload: dict[str, Any], credential_ids: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """What the harness answers to a ``confirmation-request`` (single-prompt cases approve all).
 
@@ -176,6 +195,7 @@ class RunState:
     agent_ids: list[str] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     outage: OutageInfo | None = None
+    sandbox_fault: str | None = None
     last_status: str | None = None
     last_reason: str | None = None
     runs: int = 0
@@ -235,6 +255,9 @@ class RunReader:
             tool = s.tools.get(call_id, "")
             result = payload.get("result")
             self.transcript.add("tool_result", tool=tool or None, call_id=call_id, result=result, agent=event.agent_id)
+            if isinstance(result, dict) and result.get("success") is False:
+                errors = result.get("errors") or [result.get("error")]
+                s.sandbox_fault = s.sandbox_fault or sandbox_fault(" ".join(str(e) for e in errors if e))
             if tool == BUILD_TOOL and isinstance(result, dict) and result.get("success") is True:
                 wf = result.get("workflowId")
                 if isinstance(wf, str) and wf:
@@ -249,6 +272,7 @@ class RunReader:
             call_id = str(payload.get("toolCallId", ""))
             self.transcript.add("tool_error", tool=s.tools.get(call_id) or None, call_id=call_id,
                                 error=payload.get("error"), agent=event.agent_id)
+            s.sandbox_fault = s.sandbox_fault or sandbox_fault(str(payload.get("error") or ""))
         elif kind == "confirmation-request":
             s.confirmations += 1
             self.transcript.add("confirmation", request_id=payload.get("requestId"), tool=payload.get("toolName"),
@@ -377,6 +401,9 @@ class InstanceAiBuilder(Builder):
             total.workflow_id = state.main_workflow_id
         elif outcome.error is not None:
             total.error = redact(outcome.error)
+            total.framework_fault = True
+        elif state.sandbox_fault is not None:  # the harness's sandbox failed the build, not the agent
+            total.error = redact(f"no workflow built: {state.sandbox_fault}")
             total.framework_fault = True
         elif state.agent_ids or case.is_build_only:
             total.status = BuildStatus.ok  # graded on its expectations (and the transcript)
