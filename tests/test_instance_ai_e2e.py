@@ -322,12 +322,42 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
     assert after == before
     assert Ledger.for_run("ia-run", tmp_path / "state").open_entries() == []
     assert leftovers("ia-run", tmp_path / "state") == []
+    async with N8nClient(lane.base_url) as client:  # a static lane is someone else's: it still runs
+        assert await client.ready()
 
 
-def test_zz_a_sandbox_crash_mid_build_is_a_framework_fault(sandbox_lane, model, tmp_path: Path, script_override: Switch) -> None:
-    """Runs last in this module: it kills the lane's sandbox service (teardown must still be clean)."""
-    lane, ledger, state = sandbox_lane
-    records = [json.loads(line) for line in (state / "runs" / RUN_ID / "ledger.jsonl").read_text().splitlines()]
+@pytest.fixture
+def crash_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
+    """A lane of its own: the crash test kills its sandbox service."""
+    run_id = "ia-e2e-crash"
+    state = tmp_path_factory.mktemp("ia-crash-state")
+    ledger = Ledger.for_run(run_id, state)
+    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}", "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
+
+    async def up():
+        backend = ProcessBackend(run_id, ledger, state, sandbox=True)
+        try:
+            return (await bring_up(backend, 1, spec, make_owner(run_id))).lanes[0]
+        finally:
+            await backend.close()
+
+    async def down(lane):
+        backend = ProcessBackend(run_id, ledger, state, sandbox=True)
+        try:
+            return await teardown_pool(backend, [lane])
+        finally:
+            await backend.close()
+
+    SERVER_URL[0] = model.base_url
+    lane = asyncio.run(up())
+    yield lane, ledger, state, run_id
+    assert asyncio.run(down(lane)) == []
+    assert leftovers(run_id, state) == []
+
+
+def test_a_sandbox_crash_mid_build_is_a_framework_fault(crash_lane, model, tmp_path: Path, script_override: Switch) -> None:
+    lane, ledger, state, run_id = crash_lane
+    records = [json.loads(line) for line in (state / "runs" / run_id / "ledger.jsonl").read_text().splitlines()]
     (pid,) = [int(r["meta"]["pid"]) for r in records if r["kind"] == "sandbox" and r["op"] == "create"]
     killed = threading.Event()
 
