@@ -131,3 +131,34 @@ async def test_process_expectations_without_a_transcript_or_agent_output_stay_in
     assert {(r.verdict, r.reason) for r in none} == {(Verdict.incomplete, PROCESS_NOT_JUDGED)}
     assert {(r.verdict, r.reason) for r in empty} == {(Verdict.incomplete, PROCESS_NO_OUTPUT)}
     assert json.dumps([r.model_dump(mode="json") for r in empty])  # results stay serialisable
+
+
+async def test_a_build_only_case_without_a_workflow_is_still_graded(tmp_path: Path) -> None:
+    from orchestrator.verify.verifier import verify_workflow
+
+    case = CASE.model_copy(update={"outcome_expectations": ["A workflow posts the weather."]})
+    path = tmp_path / "u.jsonl"
+    with Transcript(path, builder="instance-ai") as t:
+        t.user("Post the weather to Slack every morning", 0)
+        t.add("assistant", text="Which Slack channel should I use?")
+    with ScriptedModelServer(judge(verdict_list(False))) as srv:
+        j = _judge(srv)
+        v = await verify_workflow(case, None, None, j, timeout_ms=60_000, transcript_path=path)  # type: ignore[arg-type]
+        await j.aclose()
+        prompts = [r.body["messages"][0]["content"] for r in srv.message_requests]
+    assert v.workflow is None and v.structural == [] and v.scenarios == []
+    assert [(e.kind, e.verdict) for e in v.expectations] == [("outcome", Verdict.failed), ("process", Verdict.failed),
+                                                             ("process", Verdict.failed)]
+    assert any("(no workflow built)" in p and "## Build conversation" not in p for p in prompts)
+
+
+def test_transcript_path_defaults_into_the_run_folder(tmp_path: Path) -> None:
+    from orchestrator.build.builder import BuildRequest
+    from orchestrator.build.transcript import transcript_path_for
+
+    chosen = BuildRequest(CASE, 1, 0, 1000, tmp_path / "x.jsonl")
+    assert transcript_path_for(chosen, tmp_path) == tmp_path / "x.jsonl"
+    a = transcript_path_for(BuildRequest(CASE, 1, 0, 1000), tmp_path)
+    b = transcript_path_for(BuildRequest(CASE, 1, 1, 1000), tmp_path)
+    assert a.parent == tmp_path / "transcripts" and a.name.endswith(".1.0.jsonl") and a != b
+    assert a == transcript_path_for(BuildRequest(CASE, 1, 0, 1000), tmp_path)

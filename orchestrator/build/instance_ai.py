@@ -47,7 +47,7 @@ from orchestrator.build.outage import (
     classify_status,
     retry_provider_outage,
 )
-from orchestrator.build.transcript import Transcript
+from orchestrator.build.transcript import Transcript, transcript_path_for
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
@@ -363,15 +363,16 @@ class InstanceAiBuilder(Builder):
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
         started = time.monotonic()
         case = request.case
-        transcript = Transcript(request.transcript_path, builder=self.name, iteration=request.iteration,
+        transcript_path = transcript_path_for(request, self.settings.run_dir)
+        transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration,
                                 attempt=request.attempt, model=self.settings.model)
-        total = BuildResult(BuildStatus.failed, transcript_path=request.transcript_path)
+        total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
         turns = user_turns(case)
         if not turns:
             transcript.close()
             return BuildResult(BuildStatus.failed, error="the case has no user turn to send (replay seeds are not supported yet)",
-                               framework_fault=True, transcript_path=request.transcript_path)
+                               framework_fault=True, transcript_path=transcript_path)
         deadline = _Deadline(request.timeout_ms / 1000)
 
         async def one_attempt() -> AttemptOutcome:

@@ -24,7 +24,11 @@ from orchestrator.build.claude_runner import (
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
-from orchestrator.build.transcript import ClaudeStreamTranscript, Transcript
+from orchestrator.build.transcript import (
+    ClaudeStreamTranscript,
+    Transcript,
+    transcript_path_for,
+)
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nError, N8nTransportError
@@ -81,12 +85,13 @@ class McpBuilder(Builder):
         except N8nError as exc:
             return BuildResult(BuildStatus.failed, error=redact(f"seed restore failed: {exc}"), framework_fault=True)
         prompt = build_prompt(case, id_map=id_map)
-        total = BuildResult(BuildStatus.failed, transcript_path=request.transcript_path)
+        transcript_path = transcript_path_for(request, self.settings.run_dir)
+        total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         if user.mcp_key is None:
             raise RuntimeError("the mcp builder needs a build user with an MCP key")
         mcp_key = user.mcp_key
         # claude's stream-json (assistant text, tool_use, tool_result), redacted, as the unit's transcript
-        transcript = Transcript(request.transcript_path, builder=self.name, iteration=request.iteration,
+        transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration,
                                 attempt=request.attempt, model=claude.model)
         on_event = ClaudeStreamTranscript(transcript)
 
@@ -105,7 +110,7 @@ class McpBuilder(Builder):
             return result
 
         try:
-            result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+            result: AttemptResult = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)  # type: ignore[arg-type]
         finally:
             transcript.close()
         if result.outage is not None:

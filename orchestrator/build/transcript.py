@@ -25,6 +25,7 @@ strings are cut (tool results can be ~100 kB). Process expectations are judged o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -98,6 +99,17 @@ class Transcript:
     def has_agent_output(self) -> bool:
         """Anything the agent said or did (a transcript with none has nothing to grade)."""
         return any(e["kind"] in ("assistant", "tool_call", "confirmation") for e in self.entries)
+
+
+def transcript_path_for(request: Any, run_dir: Path) -> Path:
+    """Where a build writes its transcript: ``request.transcript_path`` when the run chose one
+    (``UnitSettings.transcripts_dir``), else ``<run dir>/transcripts/<case digest>.<iteration>.<attempt>.jsonl``
+    so a unit always keeps one (the case has no slug of its own inside a build request)."""
+    if request.transcript_path is not None:
+        return Path(request.transcript_path)
+    body = json.dumps(request.case.to_json(), sort_keys=True, default=str)
+    digest = hashlib.sha1(body.encode()).hexdigest()[:12]
+    return Path(run_dir) / "transcripts" / f"{digest}.{request.iteration}.{request.attempt}.jsonl"
 
 
 def read_transcript(path: Path | None) -> list[dict[str, Any]]:
