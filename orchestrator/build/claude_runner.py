@@ -39,11 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping
 
-from orchestrator.build.outage import (
-    OutageInfo,
-    classify_cli_text,
-    classify_result_event,
-)
+from orchestrator.build.outage import OutageInfo, classify_cli_text, classify_result_event
 from orchestrator.build.trailer import last_workflow_id
 from orchestrator.redact import redact, redact_obj, register_secret
 

@@ -27,15 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 import anthropic
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    retry_if_result,
-    stop_after_attempt,
-    wait_chain,
-    wait_fixed,
-)
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_attempt, wait_chain, wait_fixed
 
 from orchestrator.redact import redact
 
