@@ -10,17 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.build.builder import (
-    Builder,
-    BuildRequest,
-    BuildResult,
-    register_builder,
-)
-from orchestrator.build.claude_runner import (
-    AttemptResult,
-    ClaudeConfig,
-    run_build_attempt,
-)
+from orchestrator.build.builder import Builder, BuildRequest, BuildResult, register_builder
+from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
