@@ -22,6 +22,7 @@ from orchestrator.build.instance_ai import (
     answer_confirmation,
     classify_run_error,
     sandbox_fault,
+    unsupported_reason,
     user_turns,
 )
 from orchestrator.build.transcript import Transcript
@@ -299,6 +300,18 @@ def test_confirmation_answers_have_n8ns_shapes() -> None:
     assert answer_confirmation({"credentialRequests": [{"credentialType": "slackApi"}]}, {"slackApi": ["C1", "C2"]}) == \
         {"kind": "credentialSelection", "credentials": {"slackApi": "C1"}}
     assert answer_confirmation({"inputType": "plan-review", "planItems": [{}]}) == {"kind": "approval", "approved": True}
+
+
+def test_an_attachment_only_opening_is_a_harness_limit_not_a_builder_failure() -> None:
+    case = EvalCase.model_validate({
+        "conversation": [{"role": "user", "text": "", "attach": {"workflow": "wfSeed0001"}}, {"role": "user", "text": "Go on"}],
+        "complexity": "simple", "tags": ["t"], "outcomeExpectations": ["x"],
+        "seed": {"mode": "inline", "workflows": [{"id": "wfSeed0001", "name": "W", "nodes": [], "connections": {}}]},
+    })
+    assert "attachments are not supported" in (unsupported_reason(case) or "")
+    ok = EvalCase.model_validate({"conversation": [{"role": "user", "text": "Build it"}], "complexity": "simple",
+                                  "tags": ["t"], "outcomeExpectations": ["x"]})
+    assert unsupported_reason(ok) is None
 
 
 def test_user_turns_sends_the_opening_verbatim_and_later_turns_without_director_notes() -> None:

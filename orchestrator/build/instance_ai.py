@@ -333,6 +333,19 @@ def user_turns(case: EvalCase) -> list[str]:
     return turns
 
 
+def unsupported_reason(case: EvalCase) -> str | None:
+    """Why this builder cannot drive the case yet (a harness limit, not the agent's), or None.
+
+    Seeds (restored history and workflows, ``/eval/restore-thread``) and editor hand-offs (an opening
+    turn that is only an attachment) belong to the conversations/seeds work; until then such a case
+    is a framework fault, never a builder failure."""
+    if not case.conversation:
+        return "the case has no user turn to send (replay seeds are not supported by the instance-ai builder yet)"
+    if not case.opening_prompt().strip():
+        return "the opening turn is an editor hand-off with no text (attachments are not supported by the instance-ai builder yet)"
+    return None
+
+
 class _Deadline:
     def __init__(self, seconds: float) -> None:
         self.at = time.monotonic() + seconds
@@ -369,10 +382,11 @@ class InstanceAiBuilder(Builder):
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
         turns = user_turns(case)
-        if not turns:
+        unsupported = unsupported_reason(case)
+        if unsupported is not None:
+            transcript.add("error", message=unsupported)
             transcript.close()
-            return BuildResult(BuildStatus.failed, error="the case has no user turn to send (replay seeds are not supported yet)",
-                               framework_fault=True, transcript_path=transcript_path)
+            return BuildResult(BuildStatus.failed, error=unsupported, framework_fault=True, transcript_path=transcript_path)
         deadline = _Deadline(request.timeout_ms / 1000)
 
         async def one_attempt() -> AttemptOutcome:
@@ -450,7 +464,16 @@ class InstanceAiBuilder(Builder):
                 if deadline.left() <= 0:
                     raise BuildTimedOut
                 transcript.user(text, number)
-                run_id = await chat.send(thread_id, text)
+                try:
+                    run_id = await chat.send(thread_id, text)
+                except N8nTransportError:
+                    raise
+                except N8nHTTPError as exc:
+                    if exc.status is not None and exc.status >= 500:
+                        raise N8nTransportError("POST", exc.path, exc.message) from None  # the lane failed
+                    outcome.error = f"the lane refused the chat message: {exc}"
+                    transcript.add("error", message=outcome.error)
+                    break
                 await self._read_turn(chat, stream, thread_id, run_id, reader, credential_ids, deadline)
                 if state.last_status != "completed" or state.outage is not None:
                     break
