@@ -120,7 +120,7 @@ async def _build(lane, ledger: Ledger, tmp: Path, slug: str | EvalCase, *, build
                  events: BuildEvents | None = None, judge: Judge | None = None, timeout_ms: int = 240_000):
     (tmp / "builds").mkdir(exist_ok=True)
     ctx = await BuildLane.open(lane, ledger)
-    settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="anthropic/claude-sonnet-4-6", outage_waits_s=(0.1, 0.1),
+    settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="claude-opus-4-8", outage_waits_s=(0.1, 0.1),
                                claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key=FAKE_KEY,
                                base_url=SERVER_URL[0], max_retries=0)
     builder = get_builder(builder_name)(settings, events)
@@ -172,6 +172,7 @@ def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model: 
     entries = read_transcript(transcript)
     kinds = [e["kind"] for e in entries]
     assert kinds[0] == "meta" and "user" in kinds and "assistant" in kinds and kinds[-1] == "run"
+    assert entries[0]["lane"] == lane.lane_id
     tools = [e["tool"] for e in entries if e["kind"] == "tool_call"]
     assert tools[-1] == "build-workflow" and "load_skill" in tools
     assert any(e["kind"] == "tool_result" and e.get("tool") == "build-workflow" and e["result"]["success"] for e in entries)

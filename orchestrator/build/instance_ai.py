@@ -360,6 +360,9 @@ class BuildTimedOut(Exception):
 
 @register_builder
 class InstanceAiBuilder(Builder):
+    """``settings.model`` is recorded as the build model: for this builder it must be the lanes'
+    ``N8N_INSTANCE_AI_MODEL`` (n8n's settings API exposes only whether a model is set, not which)."""
+
     name = "instance-ai"
     needs_mcp_key = False
 
@@ -377,8 +380,8 @@ class InstanceAiBuilder(Builder):
         started = time.monotonic()
         case = request.case
         transcript_path = transcript_path_for(request, self.settings.run_dir)
-        transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration,
-                                attempt=request.attempt, model=self.settings.model)
+        transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration, attempt=request.attempt,
+                                model=self.settings.model, lane=lane.lane.lane_id)
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
         turns = user_turns(case)
