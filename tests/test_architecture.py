@@ -24,7 +24,7 @@ LOWER = {
     "allocator": set(),
     "verify": {"n8n", "cases", "results"},
 }
-SHARED = {"errors", "redact", "ledger", "ids", "outage", "deletion"}
+SHARED = {"errors", "redact", "ledger", "ids", "outage", "deletion", "transcript"}
 
 
 def imports_of(path: Path) -> list[str]:

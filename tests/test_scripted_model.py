@@ -304,3 +304,164 @@ def test_module_main_serves_until_interrupted():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# ------------------------------------------------------------------------------------------------
+# the Instance AI path: the lane's agent, title generator, mock planners, chat completions
+
+from orchestrator.scripted import instance_ai as ia  # noqa: E402
+
+SMOKE_PROMPT = ('Build a workflow that starts with a Manual Trigger followed by a single Set node. The Set node '
+                'outputs one item with two fields: status, the string "ok", and version, the number 3.')
+IA_TOOLS = [{"name": n, "description": n, "input_schema": {"type": "object"}}
+            for n in ("workflows", "nodes", "ask-user", "build-workflow", "load_skill", "workspace_write_file")]
+
+
+def _agent_step(srv: ScriptedModelServer, messages: list[dict], tools=IA_TOOLS) -> anthropic.types.Message:
+    with client(srv).messages.stream(model="claude-sonnet-4-6", max_tokens=1000, messages=messages, tools=tools,
+                                     system="You are the n8n Assistant.") as stream:
+        return stream.get_final_message()
+
+
+def _tool_use(msg) -> tuple[str, str, dict]:
+    (block,) = [b for b in msg.content if b.type == "tool_use"]
+    return block.id, block.name, block.input
+
+
+def test_instance_ai_agent_loads_the_skill_writes_the_file_builds_and_finishes():
+    with ScriptedModelServer(ms.demo_script()) as srv:
+        messages: list[dict] = [{"role": "user", "content": SMOKE_PROMPT}]
+        names = []
+        results = {
+            "load_skill": {"success": True, "skillId": "workflow-builder"},
+            "workspace_write_file": {"success": True},
+            "build-workflow": {"success": True, "workflowId": "WF123", "workflowName": "Scripted"},
+        }
+        for _ in range(4):
+            msg = _agent_step(srv, messages)
+            if msg.stop_reason != "tool_use":
+                break
+            call_id, name, args = _tool_use(msg)
+            names.append((name, args))
+            messages.append({"role": "assistant", "content": [b.model_dump() for b in msg.content]})
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call_id, "content": json.dumps(results[name])}]})
+        assert [n for n, _ in names] == ["load_skill", "workspace_write_file", "build-workflow"]
+        assert names[0][1] == {"skillId": "workflow-builder"}
+        path, content = names[1][1]["path"], names[1][1]["content"]
+        assert path.startswith("src/workflows/") and path.endswith(".workflow.json")
+        assert names[2][1]["filePath"] == path and "sourceCode" not in names[2][1]
+        workflow = json.loads(content)
+        assert [n["type"] for n in workflow["nodes"]] == ["n8n-nodes-base.manualTrigger", "n8n-nodes-base.set"]
+        fields = {a["name"]: a["value"] for a in workflow["nodes"][1]["parameters"]["assignments"]["assignments"]}
+        assert fields == {"status": "ok", "version": 3}
+        assert workflow["connections"] == {"Start": {"main": [[{"node": "Set Fields", "type": "main", "index": 0}]]}}
+        assert msg.stop_reason == "end_turn" and "WF123" in msg.content[0].text
+        assert all(r.body.get("stream") for r in srv.model_requests)
+
+
+def test_instance_ai_agent_without_a_workspace_builds_inline_and_is_deterministic():
+    tools = [t for t in IA_TOOLS if t["name"] != "workspace_write_file"]
+    with ScriptedModelServer(ia.instance_ai_agent(load_skill=False)) as srv:
+        first = _tool_use(_agent_step(srv, [{"role": "user", "content": SMOKE_PROMPT}], tools))
+        again = _tool_use(_agent_step(srv, [{"role": "user", "content": SMOKE_PROMPT}], tools))
+    assert first[1] == "build-workflow" and first[2] == again[2]
+    assert json.loads(first[2]["sourceCode"])["name"] == first[2]["name"]
+
+
+def test_instance_ai_agent_gives_up_with_text_after_two_failed_builds():
+    failed = json.dumps({"success": False, "errors": ["Runtime workspace is required for workflow source files."]})
+    history: list[dict] = [{"role": "user", "content": SMOKE_PROMPT}]
+    for n in range(2):
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"b{n}", "name": "build-workflow",
+                                                       "input": {"filePath": "x.json"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"b{n}", "content": failed}]}]
+    tools = [t for t in IA_TOOLS if t["name"] != "load_skill"]
+    with ScriptedModelServer(ia.instance_ai_agent()) as srv:
+        msg = _agent_step(srv, history, tools)
+    assert msg.stop_reason == "end_turn" and "Runtime workspace is required" in msg.content[0].text
+
+
+def test_a_second_user_turn_rebuilds_the_same_file():
+    done = json.dumps({"success": True, "workflowId": "WF1"})
+    history: list[dict] = [
+        {"role": "user", "content": SMOKE_PROMPT},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "b0", "name": "build-workflow",
+                                           "input": {"filePath": "src/workflows/a.workflow.json"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b0", "content": done}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Built it."}]},
+        {"role": "user", "content": "Also add a field."},
+    ]
+    tools = [t for t in IA_TOOLS if t["name"] not in ("load_skill", "workspace_write_file")]
+    with ScriptedModelServer(ia.instance_ai_agent()) as srv:
+        _, name, args = _tool_use(_agent_step(srv, history, tools))
+    assert name == "build-workflow" and json.loads(args["sourceCode"])["nodes"][1]["parameters"]["assignments"][
+        "assignments"][-1] == {"id": "f2", "name": "turns", "value": 2, "type": "number"}
+
+
+def test_title_generator_and_mock_planners_get_non_streamed_answers():
+    with ScriptedModelServer(ms.demo_script()) as srv:
+        c = client(srv)
+        title = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": SMOKE_PROMPT}],
+                                  system="You generate a short descriptive title for a conversation based on its first user message.")
+        assert 1 <= len(title.content[0].text.split()) <= 5 and "{" not in title.content[0].text
+        plan = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "nodes…"}],
+                                 system="You are a test data planner for n8n workflow automation. Return ONLY valid JSON.")
+        assert set(json.loads(plan.content[0].text)) == {"globalContext", "nodeHints", "triggerContent"}
+        agent_plan = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "x"}],
+                                       system='You are a test data planner for n8n AI agents. … "openingMessage" …')
+        assert set(json.loads(agent_plan.content[0].text)) == {"globalContext", "openingMessage", "toolHints"}
+
+
+def _openai_tools() -> list[dict]:
+    return [{"type": "function", "function": {"name": t["name"], "description": "", "parameters": {"type": "object"}}}
+            for t in IA_TOOLS if t["name"] in ("build-workflow",)]
+
+
+def test_chat_completions_non_streamed_tool_call_then_text():
+    with ScriptedModelServer(ia.instance_ai_agent(load_skill=False)) as srv:
+        body = {"model": "my-model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": SMOKE_PROMPT}],
+                "tools": _openai_tools()}
+        answer = httpx.post(f"{srv.base_url}/v1/chat/completions", json=body).json()
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "tool_calls" and answer["object"] == "chat.completion"
+        (call,) = choice["message"]["tool_calls"]
+        assert call["function"]["name"] == "build-workflow" and json.loads(call["function"]["arguments"])["filePath"]
+        body["messages"] += [choice["message"], {"role": "tool", "tool_call_id": call["id"],
+                                                 "content": json.dumps({"success": True, "workflowId": "W9"})}]
+        final = httpx.post(f"{srv.base_url}/chat/completions", json=body).json()["choices"][0]
+        assert final["finish_reason"] == "stop" and "W9" in final["message"]["content"]
+        assert [r.model for r in srv.model_requests] == ["my-model", "my-model"]
+        assert all(r.is_chat_completions and r.is_build_call for r in srv.model_requests)
+
+
+def test_chat_completions_streamed_chunks_reassemble():
+    with ScriptedModelServer(ia.instance_ai_agent(load_skill=False)) as srv:
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": SMOKE_PROMPT}], "tools": _openai_tools()}
+        with httpx.stream("POST", f"{srv.base_url}/v1/chat/completions", json=body) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]"
+        chunks = [json.loads(line) for line in lines[:-1]]
+        args = "".join(tc["function"].get("arguments", "") for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", []))
+        assert json.loads(args)["name"].startswith("Scripted")
+        assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls" and chunks[-1]["usage"]["total_tokens"] > 0
+
+
+def test_chat_completions_errors_use_openais_shape():
+    with ScriptedModelServer(ms.status_storm(529)) as srv:
+        response = httpx.post(f"{srv.base_url}/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}]})
+    assert response.status_code == 529 and response.json()["error"]["type"] == "overloaded_error"
+
+
+def test_route_prefixes_tell_which_lane_asked_for_which_model():
+    with ScriptedModelServer(ms.demo_script()) as srv:
+        for route, model in (("/route/control-0", "claude-sonnet-4-6"), ("/route/variant-0", "gpt-5.5")):
+            a = anthropic.Anthropic(base_url=srv.base_url + route, api_key="k" * 12, max_retries=0)
+            a.messages.create(model=model, max_tokens=10, messages=[{"role": "user", "content": SMOKE_PROMPT}], tools=IA_TOOLS)
+        httpx.post(f"{srv.base_url}/route/variant-0/chat/completions",
+                   json={"model": "custom-x", "messages": [{"role": "user", "content": SMOKE_PROMPT}], "tools": _openai_tools()})
+        a.messages.create(model="judge-model", max_tokens=10, messages=[{"role": "user", "content": "x"}])  # not a build call
+        assert srv.models_by_route() == {"/route/control-0": {"claude-sonnet-4-6"}, "/route/variant-0": {"gpt-5.5", "custom-x"}}
+        assert srv.models_by_route(build_only=False)["/route/variant-0"] == {"gpt-5.5", "custom-x", "judge-model"}
+        assert {r.path for r in srv.model_requests} == {"/v1/messages", "/chat/completions"}

@@ -25,7 +25,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.errors import ConfigError
 from orchestrator.results.model import BuildStatus
 
-BUILTIN_BUILDERS = ("mcp", "prebuilt")
+BUILTIN_BUILDERS = ("mcp", "instance-ai", "prebuilt")
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
 ENTRY_POINT_GROUP = "orchestrator.builders"
@@ -135,6 +135,8 @@ def register_builder(cls: type[Builder]) -> type[Builder]:
 def _load_builtin(name: str) -> None:
     if name == "mcp":
         from orchestrator.build import mcp_builder  # noqa: F401
+    elif name == "instance-ai":
+        from orchestrator.build import instance_ai  # noqa: F401
     elif name == "prebuilt":
         from orchestrator.build import prebuilt_builder  # noqa: F401
 

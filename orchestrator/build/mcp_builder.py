@@ -15,6 +15,11 @@ from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_bu
 from orchestrator.build.lane import BuildLane
 from orchestrator.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
+from orchestrator.transcript import (
+    ClaudeStreamTranscript,
+    Transcript,
+    transcript_path_for,
+)
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nError, N8nTransportError
@@ -72,15 +77,23 @@ class McpBuilder(Builder):
         except N8nError as exc:
             return BuildResult(BuildStatus.failed, error=redact(f"seed restore failed: {exc}"), framework_fault=True)
         prompt = build_prompt(case, id_map=id_map)
-        total = BuildResult(BuildStatus.failed)
+        transcript_path = transcript_path_for(request, self.settings.run_dir)
+        total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         if user.mcp_key is None:
             raise RuntimeError("the mcp builder needs a build user with an MCP key")
         mcp_key = user.mcp_key
+        # claude's stream-json (assistant text, tool_use, tool_result), redacted, as the unit's transcript
+        transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration,
+                                attempt=request.attempt, model=claude.model)
+        on_event = ClaudeStreamTranscript(transcript)
 
         async def one_attempt() -> AttemptResult:
             if total.attempts:
                 self.events.outage_retry()
-            result = await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd)
+                transcript.add("attempt", number=total.attempts + 1)
+            transcript.user(prompt, 0)
+            result = await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd,
+                                             on_event=on_event)
             total.attempts += 1
             total.cost_usd += result.cost_usd
             total.turns += result.turns
@@ -88,7 +101,10 @@ class McpBuilder(Builder):
             self.events.cost(result.cost_usd)
             return result
 
-        result = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+        try:
+            result: AttemptResult = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)  # type: ignore[arg-type]
+        finally:
+            transcript.close()
         if result.outage is not None:
             total.status = BuildStatus.provider_outage
             total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")

@@ -169,11 +169,13 @@ class UnitRunner:
                                transcript_path=transcripts / f"{unit.case}.{unit.iteration}.jsonl" if transcripts else None)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
-        if result.status == BuildStatus.ok and result.workflow_id is not None:
-            ctx.ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
+        # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
+        if result.status == BuildStatus.ok and (result.workflow_id is not None or case.is_build_only):
+            if result.workflow_id is not None:
+                ctx.ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
             t0 = time.monotonic()
             verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
-                                                 timeout_ms=self._timeout_ms(case))
+                                                 timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0)
         reason = result.error or "no workflow built"

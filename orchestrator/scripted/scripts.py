@@ -361,18 +361,35 @@ def is_judge_request(request: dict[str, Any]) -> bool:
 
 
 def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None = None,
-                builder: Script | None = None) -> Script:
-    """One scripted model for a whole offline run: claude builds go through :func:`mcp_builder`,
-    the lane's eval mock through :func:`lane_mock`, and judge calls pass (or ``judge_script``)."""
+                builder: Script | None = None, agent: Script | None = None) -> Script:
+    """One scripted model for a whole offline run, whichever builder runs.
+
+    - the lane's Instance AI agent (it offers ``build-workflow``) → ``instance_ai_agent``;
+    - the lane's eval mock per HTTP request (``submit_response``) → :func:`lane_mock`;
+    - any other caller with tools (the claude CLI of the ``mcp`` builder) → :func:`mcp_builder`;
+    - no tools: our judge (passes, or ``judge_script``), the thread-title generator (a title), the
+      mock planners (a JSON plan).
+    """
+    from orchestrator.scripted import instance_ai as ia
+
     build = builder or mcp_builder(server_name)
+    chat_agent = agent or ia.instance_ai_agent()
     grade = judge_script or judge()
     mock = lane_mock()
 
     def script(request: dict[str, Any]) -> Action:
         if "submit_response" in tool_names(request):
             return mock(request)
+        if ia.is_instance_ai_agent(request):
+            return chat_agent(request)
         if request.get("tools"):
             return build(request)
-        return grade(request) if is_judge_request(request) else mock(request)
+        if is_judge_request(request):
+            return grade(request)
+        if ia.is_title_request(request):
+            return ia.title_reply(request)
+        if ia.is_planner_request(request):
+            return ia.planner_reply(request)
+        return mock(request)
 
     return script

@@ -5,7 +5,14 @@
 - ``POST /v1/messages`` (any query, e.g. ``?beta=true``): the script decides the answer; streamed
   as SSE (``message_start`` … ``message_stop``) when the body says ``"stream": true``, else JSON.
 - ``POST /v1/messages/count_tokens``: a deterministic estimate, never scripted.
+- ``POST /v1/chat/completions`` (or ``/chat/completions``): the OpenAI-compatible face, for
+  ``custom/…`` model arms (:mod:`orchestrator.scripted.openai_compat`); the same script answers.
 - anything else: a harmless empty JSON object (the CLI's start-up probes must not fail a test).
+
+Any path prefix before those endpoints is a *route tag*: a lane given
+``N8N_INSTANCE_AI_MODEL_URL=<base>/route/<lane-id>`` sends ``/route/<lane-id>/v1/messages``, and the
+recorded request says which route (lane, arm) it came from and which model it asked for
+(:attr:`RecordedRequest.route`, :attr:`RecordedRequest.model`, :meth:`ScriptedModelServer.models_by_route`).
 
 Every request is recorded (headers without credentials) so tests can assert what was sent.
 The server refuses to bind anything but a loopback address.
@@ -22,10 +29,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from orchestrator.scripted import openai_compat
 from orchestrator.scripted.replies import (
     Action,
-    HttpError,
     Hang,
+    HttpError,
     Malformed,
     Reply,
     Script,
@@ -37,18 +45,59 @@ from orchestrator.scripted.replies import (
 _CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
 
 
+_ENDPOINTS = ("/v1/messages/count_tokens", "/v1/messages", "/v1/chat/completions", "/chat/completions")
+
+
+def split_route(path: str) -> tuple[str, str]:
+    """``/route/lane-1/v1/messages`` → (``/route/lane-1``, ``/v1/messages``); no known endpoint → ("", path)."""
+    for endpoint in _ENDPOINTS:
+        if path.endswith(endpoint):
+            return path[: -len(endpoint)].rstrip("/"), endpoint
+    return "", path
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     method: str
-    path: str
+    path: str  # the endpoint, route prefix removed
     query: str
     headers: dict[str, str]
     body: Any
     at: float
+    route: str = ""  # the path prefix the caller's base URL carried ("" for none)
 
     @property
     def is_messages(self) -> bool:
         return self.method == "POST" and self.path == "/v1/messages"
+
+    @property
+    def is_chat_completions(self) -> bool:
+        return self.method == "POST" and self.path in ("/v1/chat/completions", "/chat/completions")
+
+    @property
+    def is_model_call(self) -> bool:
+        return self.is_messages or self.is_chat_completions
+
+    @property
+    def model(self) -> str | None:
+        """The model the request asked for (Anthropic or OpenAI body alike)."""
+        return str(self.body["model"]) if isinstance(self.body, dict) and self.body.get("model") else None
+
+    @property
+    def tool_names(self) -> list[str]:
+        tools = self.body.get("tools") if isinstance(self.body, dict) else None
+        names = []
+        for tool in tools or []:
+            if isinstance(tool, dict):
+                fn = tool.get("function")
+                names.append(str((fn or {}).get("name") if isinstance(fn, dict) else tool.get("name")))
+        return names
+
+    @property
+    def is_build_call(self) -> bool:
+        """An Instance AI agent step (it offers ``build-workflow``) or a claude build step (MCP tools)."""
+        names = self.tool_names
+        return "build-workflow" in names or any(n.startswith("mcp__") for n in names)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -76,7 +125,7 @@ def stream_events(reply: Reply, request: dict[str, Any]) -> list[bytes]:
     frames = [_sse("message_start", {"type": "message_start", "message": message}), _sse("ping", {"type": "ping"})]
     for index, block in enumerate(reply.blocks):
         if isinstance(block, TextBlock):
-            start = {"type": "text", "text": ""}
+            start: dict[str, Any] = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": part} for part in _chunks(block.text)]
         else:
             start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
@@ -136,8 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self, body: Any) -> RecordedRequest:
         parts = urlsplit(self.path)
+        route, path = split_route(parts.path)
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in _CREDENTIAL_HEADERS}
-        rec = RecordedRequest(self.command, parts.path, parts.query, headers, body, time.time())
+        rec = RecordedRequest(self.command, path, parts.query, headers, body, time.time(), route)
         self.server.owner._record(rec)
         return rec
 
@@ -168,6 +218,9 @@ class _Handler(BaseHTTPRequestHandler):
         if rec.path == "/v1/messages/count_tokens":
             self._send_json(200, {"input_tokens": _count_tokens(body)})
             return
+        if rec.is_chat_completions:
+            self._chat_completions(body)
+            return
         if rec.path != "/v1/messages":
             self._send_json(200, {})
             return
@@ -181,6 +234,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(500, HttpError(500, message=f"scripted model error: {exc!r}").body())
             return
         self._answer(action, body)
+
+    def _chat_completions(self, body: Any) -> None:
+        if not isinstance(body, dict):
+            self._send_json(400, openai_compat.error_json(HttpError(400, message="request body is not a JSON object")))
+            return
+        request = openai_compat.to_anthropic(body)
+        model = str(body.get("model") or "scripted")
+        try:
+            action = self.server.owner.script(request)
+        except Exception as exc:
+            self.server.owner._script_errors.append(exc)
+            self._send_json(500, openai_compat.error_json(HttpError(500, message=f"scripted model error: {exc!r}")))
+            return
+        if isinstance(action, HttpError):
+            self._send_json(action.status, openai_compat.error_json(action), action.headers)
+        elif isinstance(action, Reply):
+            if body.get("stream"):
+                self._write_stream(openai_compat.completion_chunks(action, request, model))
+            else:
+                self._send_json(200, openai_compat.completion_json(action, request, model))
+        else:
+            self._answer(action, request)
 
     def _answer(self, action: Action, body: dict[str, Any]) -> None:
         if isinstance(action, HttpError):
@@ -204,6 +279,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise TypeError(f"script returned {type(action).__name__}, expected Reply/HttpError/Hang/Malformed")
 
     def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+        self._write_stream(stream_events(reply, body))
+
+    def _write_stream(self, frames: list[bytes]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -211,7 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", _next_id("req"))
         self.end_headers()
         self.close_connection = True
-        for frame in stream_events(reply, body):
+        for frame in frames:
             self.wfile.write(frame)
             self.wfile.flush()
 
@@ -287,6 +365,19 @@ class ScriptedModelServer:
     @property
     def message_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.is_messages]
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """Every model call, Anthropic or OpenAI-compatible."""
+        return [r for r in self.requests if r.is_model_call]
+
+    def models_by_route(self, *, build_only: bool = True) -> dict[str, set[str]]:
+        """Route tag → the models its (build) requests asked for: which arm's lanes asked for what."""
+        out: dict[str, set[str]] = {}
+        for r in self.model_requests:
+            if (not build_only or r.is_build_call) and r.model:
+                out.setdefault(r.route, set()).add(r.model)
+        return out
 
     @property
     def request_count(self) -> int:

@@ -222,6 +222,22 @@ SCENARIO_SYSTEM = (
 )
 
 
+PROCESS_SYSTEM = (
+    "You grade how an AI builder for n8n worked with its user. You get the build conversation "
+    "(user turns, the assistant's replies, its tool calls and results, the questions it asked and the "
+    "answers it got), the workflow it ended with, and numbered expectations about the process. For each "
+    "expectation decide from the conversation whether it holds. Answer ONLY with JSON: "
+    '{"verdicts": [{"index": 0, "pass": true, "reason": "one line"}, ...]} covering every index.'
+)
+
+
+def process_prompt(transcript_text: str, workflow: dict[str, Any] | None, expectations: list[str]) -> str:
+    listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
+    body = json.dumps(workflow, indent=1)[:30000] if workflow else "(no workflow built)"
+    return (f"## Build conversation\n{transcript_text}\n\n## Final workflow JSON\n{body}\n\n"
+            f"## Expectations\n{listing}\n")
+
+
 def expectation_prompt(workflow: dict[str, Any] | None, expectations: list[str]) -> str:
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
     body = json.dumps(workflow, indent=1)[:60000] if workflow else "(no workflow built)"

@@ -1,19 +1,24 @@
 """Verification of one built workflow, on the lane that built it.
 
-Three independent signals: the 28 workflow checks of the workflow JSON (``workflow_checks``); each execution
+Four independent signals: the 28 workflow checks of the workflow JSON (``workflow_checks``); each execution
 scenario run with mocks and judged against its success criteria; the case's outcome expectations
-judged against the workflow JSON. Process expectations need the build transcript, which an MCP
-build does not have (claude drives the lane's tools directly), so they are reported
-``incomplete`` — not judged, excluded from scoring — exactly as the reference harness skips them
-in prebuilt/MCP runs.
+judged against the workflow JSON; the process expectations judged against the unit's build
+transcript (:mod:`orchestrator.transcript`), for every builder — the reference harness skips
+them for MCP builds, we do not. A unit without a transcript (or one in which the agent neither said
+nor did anything) leaves its process expectations ``incomplete``: not judged, excluded from scoring.
+
+A build-only case (no execution scenarios) whose build saved no workflow is still graded: its
+expectations are judged with "(no workflow built)" in place of the workflow.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
@@ -29,9 +34,11 @@ from orchestrator.results.model import (
 from orchestrator.results.usage import usage_meter
 from orchestrator.verify.judge import (
     EXPECTATION_SYSTEM,
+    PROCESS_SYSTEM,
     SCENARIO_SYSTEM,
     Judge,
     expectation_prompt,
+    process_prompt,
     scenario_prompt,
 )
 from orchestrator.verify.scenarios import execute_scenario
@@ -41,7 +48,8 @@ from orchestrator.verify.workflow_checks import (
     run_workflow_checks,
 )
 
-PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, which MCP builds do not produce"
+PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, and this unit has none"
+PROCESS_NO_OUTPUT = "not judged: the build transcript holds no agent output to grade"
 
 
 @dataclass
@@ -54,9 +62,30 @@ class Verification:
     usage: list[UsageEntry] | None = None
 
 
-def _process_incomplete(case: EvalCase) -> list[ExpectationResult]:
-    return [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=PROCESS_NOT_JUDGED)
+def _process_incomplete(case: EvalCase, reason: str = PROCESS_NOT_JUDGED) -> list[ExpectationResult]:
+    return [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=reason)
             for t in case.process_expectations]
+
+
+async def judge_process_expectations(case: EvalCase, transcript_path: Path | None, judge: Judge,
+                                     workflow: dict[str, Any] | None = None) -> list[ExpectationResult]:
+    """The case's process expectations judged against the unit's transcript (any builder).
+
+    No transcript, or one with no agent output: ``incomplete`` (nothing to grade). Usable for a
+    failed build too (the reference judges them "even when the build fails").
+    """
+    if not case.process_expectations:
+        return []
+    if transcript_path is None or not transcript_path.is_file():
+        return _process_incomplete(case)
+    entries = read_transcript(transcript_path)
+    if not gradable(entries):
+        return _process_incomplete(case, PROCESS_NO_OUTPUT)
+    expectations = list(case.process_expectations)
+    verdicts = await judge.judge(PROCESS_SYSTEM, process_prompt(render_for_judge(entries), workflow, expectations),
+                                 len(expectations))
+    return [ExpectationResult(kind="process", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
+            for t, j in zip(expectations, verdicts)]
 
 
 def not_built(case: EvalCase, *, reason: str, attribution: Attribution, category: str) -> Verification:
@@ -109,21 +138,28 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
     )
 
 
-async def verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
+async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *, timeout_ms: int,
+                          transcript_path: Path | None = None) -> Verification:
+    """Verify what a build left. ``workflow_id`` None: a build-only case built no workflow (or only
+    an Agent): its expectations are judged without one; scenarios (if any) cannot run."""
     with usage_meter() as meter:
-        v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms)
+        v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms,
+                                   transcript_path=transcript_path)
     v.usage = meter.rows()
     return v
 
 
-async def _verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, judge: Judge, *, timeout_ms: int) -> Verification:
+async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *,
+                           timeout_ms: int, transcript_path: Path | None) -> Verification:
     v = Verification()
-    try:
-        workflow = await owner.get_workflow(workflow_id)
-    except N8nError as exc:
-        reason = redact(f"could not fetch workflow {workflow_id}: {exc}")
-        return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
-    v.workflow = workflow
+    workflow: dict[str, Any] | None = None
+    if workflow_id is not None:
+        try:
+            workflow = await owner.get_workflow(workflow_id)
+        except N8nError as exc:
+            reason = redact(f"could not fetch workflow {workflow_id}: {exc}")
+            return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
+        v.workflow = workflow
 
     async def outcomes() -> list[ExpectationResult]:
         if not case.outcome_expectations:
@@ -137,11 +173,17 @@ async def _verify_workflow(case: EvalCase, workflow_id: str, owner: N8nSession, 
                                   "texts": list(case.outcome_expectations)}
         return out
 
-    scenario_tasks = [_scenario(owner, judge, workflow, workflow_id, s, timeout_ms) for s in case.execution_scenarios]
+    async def one_scenario(scenario: Any) -> ScenarioResult:
+        if workflow is None or workflow_id is None:
+            return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
+                                  attribution=Attribution.verification_gap, reason="no workflow was built to execute")
+        return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms)
+
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
-    checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case), judge))
-    results = await asyncio.gather(outcomes(), *scenario_tasks)
-    v.expectations = list(results[0]) + _process_incomplete(case)
-    v.scenarios = list(results[1:])
-    v.structural = await checks
+    outcome_task = asyncio.ensure_future(outcomes())
+    process_task = asyncio.ensure_future(judge_process_expectations(case, transcript_path, judge, workflow))
+    checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case), judge)) if workflow else None
+    v.scenarios = list(await asyncio.gather(*(one_scenario(s) for s in case.execution_scenarios)))
+    v.expectations = list(await outcome_task) + list(await process_task)
+    v.structural = await checks if checks is not None else []
     return v

@@ -1,0 +1,588 @@
+"""The ``instance-ai`` builder: n8n's own Instance AI agent builds the workflow, driven through chat.
+
+Per unit (as n8n's reference harness does it):
+
+1. the build user's personal project holds the build; the lane **owner** drives the chat (a thread
+   needs ``project:read`` on its project, which the owner has on every project);
+2. a thread is created in that project (``source: evals``) and pinned to exactly the case's
+   declared credentials, which the user pool already created there;
+3. the event stream is opened **before** the first chat request and read until ``run-finish``
+   (reconnecting with ``Last-Event-ID`` when it drops); every user turn of the case is sent in
+   order, each once the previous run finished (no user proxy yet);
+4. every confirmation is answered (:func:`answer_confirmation`: approve, first option, …);
+5. the built workflow is the last ``build-workflow`` tool result with ``success: true``; an Agent
+   comes from ``agent-spawned`` (``targetResource.type == "agent"``);
+6. ``request.timeout_ms`` cancels the run (``/chat/:id/cancel``) → :attr:`BuildStatus.timeout`;
+7. provider outages in the run's error events (:func:`classify_run_error`) are retried after
+   ``settings.outage_waits_s`` on a fresh thread; the last one is reported as
+   :attr:`BuildStatus.provider_outage` with the ``PROVIDER_OUTAGE_ROOT_CAUSE`` marker;
+8. threads (and with them their sandboxes) are deleted when the build ends unless
+   ``keep_workflows``; built workflows and agents live in the member's project, which verification
+   still needs: the user pool deletes them with the member after verification.
+
+Everything the build creates is recorded in the ledger before it is used (threads before the
+create request; built workflows and agents as soon as their tool result arrives).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.build.builder import (
+    Builder,
+    BuildRequest,
+    BuildResult,
+    register_builder,
+)
+from orchestrator.build.lane import BuildLane
+from orchestrator.outage import (
+    OUTAGE_ERROR_TYPES,
+    OutageInfo,
+    classify_status,
+    retry_provider_outage,
+)
+from orchestrator.transcript import Transcript, transcript_path_for
+from orchestrator.build.users import BuildUser
+from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
+from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
+from orchestrator.redact import redact
+from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
+
+log = logging.getLogger(__name__)
+
+BUILD_TOOL = "build-workflow"
+#: After a cancel, how long to wait for the run's ``run-finish`` before giving up on it.
+CANCEL_GRACE_S = 15.0
+
+_STATUS_IN_TEXT = re.compile(r"\b(429|500|502|503|529)\b")
+_OUTAGE_WORDS = re.compile(r"\b(overloaded_error|rate_limit_error|overloaded|rate limit(?:ed)?|too many requests)\b", re.I)
+#: The AI SDK's flattened provider failure, seen on 2.41.1 against a scripted 529 storm:
+#: ``Failed after 3 attempts. Last error: AI_APICallError: Overloaded`` (no statusCode on the event).
+_API_CALL_ERROR = re.compile(r"\b(?:AI_APICallError|AI_RetryError)\b:?\s*(?P<rest>.*)", re.I | re.S)
+_SERVER_WORDS = {"internal server error": 500, "bad gateway": 502, "service unavailable": 503, "api_error": 500}
+_CONNECTION_WORDS = re.compile(r"cannot connect to api|fetch failed|econnrefused|econnreset|etimedout|socket hang up", re.I)
+
+
+# ------------------------------------------------------------------------------------------------
+# classification
+
+
+def classify_run_error(payload: dict[str, Any] | str | None) -> OutageInfo | None:
+    """A provider outage from one ``error`` event payload (or a run's flattened error text).
+
+    The structured ``statusCode`` wins; else the text: ``Agent error: …`` (n8n's flattened agent
+    failure) or a bare provider error naming 429/5xx/529 or ``overloaded_error`` /
+    ``rate_limit_error``. ``Tool errors: …`` is the built workflow's own (mocked) traffic — a
+    product signal, never an outage.
+    """
+    if payload is None:
+        return None
+    if isinstance(payload, str):
+        text, status, code = payload, None, None
+    else:
+        text = str(payload.get("content") or payload.get("message") or "")
+        raw = payload.get("statusCode")
+        status = int(raw) if isinstance(raw, (int, float)) or (isinstance(raw, str) and raw.isdigit()) else None
+        code = payload.get("code") if isinstance(payload.get("code"), str) else None
+        details = payload.get("technicalDetails")
+        if isinstance(details, str):
+            text = f"{text} {details}"
+    stripped = text.strip()
+    if stripped.lower().startswith("tool error"):
+        return None
+    if status is not None:
+        return classify_status(status, code, stripped, source="instance-ai")
+    if code in OUTAGE_ERROR_TYPES:
+        return classify_status(None, code, stripped, source="instance-ai")
+    body = stripped[len("agent error:"):] if stripped.lower().startswith("agent error:") else stripped
+    if "tool errors:" in body.lower()[:40]:
+        return None
+    match = _STATUS_IN_TEXT.search(body)
+    if match:
+        return classify_status(int(match.group(1)), None, stripped, source="instance-ai")
+    api = _API_CALL_ERROR.search(body)
+    if api:
+        rest = api.group("rest").lower()
+        for phrase, code in _SERVER_WORDS.items():
+            if phrase in rest:
+                return classify_status(code, None, stripped, source="instance-ai")
+        if _CONNECTION_WORDS.search(rest):
+            return OutageInfo("connection", None, redact(" ".join(stripped.split()))[:300], "instance-ai")
+    words = _OUTAGE_WORDS.search(body)
+    if words:
+        word = words.group(1).lower()
+        error_type = "overloaded_error" if word.startswith("overloaded") else "rate_limit_error"
+        return classify_status(None, error_type, stripped, source="instance-ai")
+    return None
+
+
+_SANDBOX_DOWN = re.compile(r"sandbox.{0,200}?(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|socket hang up|fetch failed|"
+                           r"connection (?:refused|reset)|service unavailable|502|503)", re.I | re.S)
+_NO_WORKSPACE = "Runtime workspace is required"
+
+
+def sandbox_fault(text: str | None) -> str | None:
+    """The harness's sandbox failing (not the agent): unreachable (seen when the service died
+    mid-build: ``Sandbox workspace setup failed during read-initialization-marker: connect
+    ECONNREFUSED …``) or not configured (``Runtime workspace is required …``)."""
+    if not text:
+        return None
+    if _NO_WORKSPACE in text:
+        return "the lane has no sandbox (Runtime workspace is required for workflow source files)"
+    match = _SANDBOX_DOWN.search(text)
+    if match:
+        return "the lane's sandbox is unreachable: " + " ".join(text[max(0, match.start()): match.end() + 60].split())
+    return None
+
+
+def answer_confirmation(payload: dict[str, Any], credential_ids: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """What the harness answers to a ``confirmation-request`` (single-prompt cases approve all).
+
+    - ``questions``: the first option of every question (a text question gets a neutral answer);
+    - a domain-access card: allow once; a gateway resource decision: allow once;
+    - credential requests: the case's own credential of each requested type when there is one;
+    - anything else (``approval``, ``plan-review``, ``text``, ``continue``, setup cards): approve.
+    """
+    credential_ids = credential_ids or {}
+    input_type = payload.get("inputType") or "approval"
+    if input_type == "questions" and payload.get("questions"):
+        answers = []
+        for q in payload.get("questions") or []:
+            if not isinstance(q, dict):
+                continue
+            options = [str(o) for o in q.get("options") or []]
+            answer: dict[str, Any] = {"questionId": str(q.get("id", "")), "selectedOptions": options[:1]}
+            if not options:
+                answer["customText"] = "Use your best judgement and sensible defaults."
+            answers.append(answer)
+        return {"kind": "questions", "answers": answers}
+    if payload.get("domainAccess"):
+        return {"kind": "domainAccessApprove", "domainAccessAction": "allow_once"}
+    if input_type == "resource-decision":
+        return {"kind": "resourceDecision", "resourceDecision": "allowOnce"}
+    requests = payload.get("credentialRequests")
+    if isinstance(requests, list) and requests:
+        chosen: dict[str, str] = {}
+        for req in requests:
+            ctype = req.get("credentialType") if isinstance(req, dict) else None
+            if isinstance(ctype, str) and credential_ids.get(ctype):
+                chosen[ctype] = credential_ids[ctype][0]
+        if chosen:
+            return {"kind": "credentialSelection", "credentials": chosen}
+    if input_type == "text":
+        return {"kind": "approval", "approved": True, "userInput": "Yes, go ahead."}
+    return {"kind": "approval", "approved": True}
+
+
+# ------------------------------------------------------------------------------------------------
+# one run (one user turn) read from the event stream
+
+
+@dataclass
+class RunState:
+    """What the event stream told about the build so far (across turns of one attempt)."""
+
+    tools: dict[str, str] = field(default_factory=dict)  # toolCallId → toolName
+    workflow_ids: list[str] = field(default_factory=list)  # successful build-workflow results, in order
+    main_workflow_id: str | None = None  # the last non-supporting one
+    agent_ids: list[str] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    outage: OutageInfo | None = None
+    sandbox_fault: str | None = None
+    last_status: str | None = None
+    last_reason: str | None = None
+    runs: int = 0
+    confirmations: int = 0
+    text_segments: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+
+
+class RunReader:
+    """Turns stream events into transcript entries and build facts; answers confirmations."""
+
+    def __init__(self, transcript: Transcript, state: RunState, *, on_workflow=None, on_agent=None) -> None:
+        self.transcript = transcript
+        self.state = state
+        self.on_workflow = on_workflow
+        self.on_agent = on_agent
+
+    # text arrives as ephemeral deltas; a stored ``text-block`` (replayed after a reconnect) is the
+    # whole segment. A segment closes when its agent does anything else.
+    def _segment(self, event: StreamEvent) -> tuple[str, str, str]:
+        return (event.run_id or "", event.agent_id or "", str(event.data.get("responseId") or ""))
+
+    def _close_segments(self, run_id: str | None, agent_id: str | None = None) -> None:
+        for key in [k for k in self.state.text_segments if k[0] == (run_id or "") and (agent_id is None or k[1] == agent_id)]:
+            text = "".join(self.state.text_segments.pop(key))
+            if text.strip():
+                self.transcript.add("assistant", text=text, agent=key[1] or None)
+
+    def forget_open_segments(self) -> None:
+        """After a reconnect n8n resends each open segment whole: drop the partial copies."""
+        self.state.text_segments.clear()
+
+    def feed(self, event: StreamEvent) -> None:
+        kind, payload, s = event.kind, event.payload, self.state
+        if kind == "text-delta":
+            s.text_segments.setdefault(self._segment(event), []).append(str(payload.get("text", "")))
+            return
+        if kind == "text-block":
+            s.text_segments[self._segment(event)] = [str(payload.get("text", ""))]
+            key = self._segment(event)
+            text = "".join(s.text_segments.pop(key))
+            if text.strip():
+                self.transcript.add("assistant", text=text, agent=key[1] or None)
+            return
+        if kind in ("reasoning-delta", "reasoning-block", "status", "tool-input-start", "run-sync", "tasks-update",
+                    "preferences-applied", "filesystem-request"):
+            return
+        self._close_segments(event.run_id, None if kind == "run-finish" else event.agent_id)
+        if kind == "run-start":
+            s.runs += 1
+        elif kind == "tool-call":
+            call_id, tool = str(payload.get("toolCallId", "")), str(payload.get("toolName", ""))
+            s.tools[call_id] = tool
+            self.transcript.add("tool_call", tool=tool, call_id=call_id, args=payload.get("args") or {},
+                                agent=event.agent_id)
+        elif kind == "tool-result":
+            call_id = str(payload.get("toolCallId", ""))
+            tool = s.tools.get(call_id, "")
+            result = payload.get("result")
+            self.transcript.add("tool_result", tool=tool or None, call_id=call_id, result=result, agent=event.agent_id)
+            if isinstance(result, dict) and result.get("success") is False:
+                errors = result.get("errors") or [result.get("error")]
+                s.sandbox_fault = s.sandbox_fault or sandbox_fault(" ".join(str(e) for e in errors if e))
+            if tool == BUILD_TOOL and isinstance(result, dict) and result.get("success") is True:
+                wf = result.get("workflowId")
+                if isinstance(wf, str) and wf:
+                    if wf not in s.workflow_ids:
+                        s.workflow_ids.append(wf)
+                        if self.on_workflow:
+                            self.on_workflow(wf)
+                    supporting = (s.tools.get(call_id) == BUILD_TOOL and result.get("isSupportingWorkflow") is True)
+                    if not supporting or s.main_workflow_id is None:
+                        s.main_workflow_id = wf
+        elif kind == "tool-error":
+            call_id = str(payload.get("toolCallId", ""))
+            self.transcript.add("tool_error", tool=s.tools.get(call_id) or None, call_id=call_id,
+                                error=payload.get("error"), agent=event.agent_id)
+            s.sandbox_fault = s.sandbox_fault or sandbox_fault(str(payload.get("error") or ""))
+        elif kind == "confirmation-request":
+            s.confirmations += 1
+            self.transcript.add("confirmation", request_id=payload.get("requestId"), tool=payload.get("toolName"),
+                                input_type=payload.get("inputType") or "approval", message=payload.get("message"),
+                                questions=payload.get("questions"), args=payload.get("args"), agent=event.agent_id)
+        elif kind == "agent-spawned":
+            raw_target = payload.get("targetResource")
+            target: dict[str, Any] = raw_target if isinstance(raw_target, dict) else {}
+            self.transcript.add("agent", role=payload.get("role"), agent_kind=payload.get("kind"),
+                                target=target or None, agent=event.agent_id)
+            if target.get("type") == "agent" and isinstance(target.get("id"), str) and target["id"] not in s.agent_ids:
+                s.agent_ids.append(target["id"])
+                if self.on_agent:
+                    self.on_agent(target["id"])
+        elif kind == "agent-completed":
+            if payload.get("error"):
+                self.transcript.add("tool_error", tool="agent", error=payload.get("error"), agent=event.agent_id)
+        elif kind == "error":
+            s.errors.append(payload)
+            self.transcript.add("error", message=payload.get("content"), status=payload.get("statusCode"),
+                                code=payload.get("code"), agent=event.agent_id)
+            s.outage = s.outage or classify_run_error(payload)
+        elif kind == "run-finish":
+            s.last_status = str(payload.get("status") or "")
+            s.last_reason = payload.get("reason") if isinstance(payload.get("reason"), str) else None
+            self.transcript.add("run", status=s.last_status, reason=s.last_reason, run_id=event.run_id)
+            if s.last_status == "error" and s.outage is None and s.last_reason:
+                s.outage = classify_run_error(s.last_reason)
+
+
+# ------------------------------------------------------------------------------------------------
+# the builder
+
+
+@dataclass
+class AttemptOutcome:
+    state: RunState
+    timed_out: bool = False
+    error: str | None = None
+    thread_id: str | None = None
+
+    @property
+    def outage(self) -> OutageInfo | None:
+        return None if self.timed_out or self.state.main_workflow_id else self.state.outage
+
+
+def user_turns(case: EvalCase) -> list[str]:
+    """The user turns to send, in order: the opening prompt verbatim, later ones without their
+    ``[director notes]`` (stage directions for a simulated user, never words the user says)."""
+    if not case.conversation:
+        return []
+    turns = [case.opening_prompt()]
+    for turn in case.conversation[1:]:
+        if turn.role == "user":
+            text = strip_director_notes(turn.text).strip()
+            if text:
+                turns.append(text)
+    return turns
+
+
+def unsupported_reason(case: EvalCase) -> str | None:
+    """Why this builder cannot drive the case yet (a harness limit, not the agent's), or None.
+
+    Seeds (restored history and workflows, ``/eval/restore-thread``) and editor hand-offs (an opening
+    turn that is only an attachment) belong to the conversations/seeds work; until then such a case
+    is a framework fault, never a builder failure."""
+    if not case.conversation:
+        return "the case has no user turn to send (replay seeds are not supported by the instance-ai builder yet)"
+    if not case.opening_prompt().strip():
+        return "the opening turn is an editor hand-off with no text (attachments are not supported by the instance-ai builder yet)"
+    return None
+
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+
+class BuildTimedOut(Exception):
+    pass
+
+
+@register_builder
+class InstanceAiBuilder(Builder):
+    """``settings.model`` is recorded as the build model: for this builder it must be the lanes'
+    ``N8N_INSTANCE_AI_MODEL`` (n8n's settings API exposes only whether a model is set, not which)."""
+
+    name = "instance-ai"
+    needs_mcp_key = False
+
+    async def prepare_lane(self, lane: BuildLane) -> None:
+        try:
+            settings = await lane.owner.get("/rest/instance-ai/settings")
+        except N8nError as exc:
+            log.warning("%s: cannot read Instance AI settings: %s", lane.lane.lane_id, exc)
+            return
+        if isinstance(settings, dict) and not settings.get("sandboxEnabled"):
+            log.warning("%s: Instance AI has no sandbox (sandboxEnabled false): build-workflow will refuse "
+                        "to build; start lanes with the sandbox env", lane.lane.lane_id)
+
+    async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        started = time.monotonic()
+        case = request.case
+        transcript_path = transcript_path_for(request, self.settings.run_dir)
+        transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration, attempt=request.attempt,
+                                model=self.settings.model, lane=lane.lane.lane_id)
+        total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
+        threads: list[str] = []
+        turns = user_turns(case)
+        unsupported = unsupported_reason(case)
+        if unsupported is not None:
+            transcript.add("error", message=unsupported)
+            transcript.close()
+            return BuildResult(BuildStatus.failed, error=unsupported, framework_fault=True, transcript_path=transcript_path)
+        deadline = _Deadline(request.timeout_ms / 1000)
+
+        async def one_attempt() -> AttemptOutcome:
+            if total.attempts:
+                self.events.outage_retry()
+                transcript.add("attempt", number=total.attempts + 1)
+            total.attempts += 1
+            return await self._attempt(lane, user, turns, transcript, deadline, threads)
+
+        try:
+            outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)  # type: ignore[arg-type]
+        finally:
+            transcript.close()
+            if not self.settings.keep_workflows:
+                await self._delete_threads(lane, threads)
+        total.turns = outcome.state.runs
+        total.duration_s = time.monotonic() - started
+        state = outcome.state
+        if outcome.timed_out:
+            total.status = BuildStatus.timeout
+            total.error = f"build timed out after {request.timeout_ms / 1000:.0f} s (run cancelled)"
+        elif outcome.outage is not None:
+            total.status = BuildStatus.provider_outage
+            total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {outcome.outage.describe()}")
+        elif state.main_workflow_id is not None:
+            total.status = BuildStatus.ok
+            total.workflow_id = state.main_workflow_id
+        elif outcome.error is not None:
+            total.error = redact(outcome.error)
+            total.framework_fault = True
+        elif state.sandbox_fault is not None:  # the harness's sandbox failed the build, not the agent
+            total.error = redact(f"no workflow built: {state.sandbox_fault}")
+            total.framework_fault = True
+        elif state.agent_ids or case.is_build_only:
+            total.status = BuildStatus.ok  # graded on its expectations (and the transcript)
+        else:
+            total.error = redact(self._failure_text(state))
+        return total
+
+    @staticmethod
+    def _failure_text(state: RunState) -> str:
+        if state.errors:
+            return f"no workflow built: {state.errors[-1].get('content') or 'run error'}"
+        if state.last_status and state.last_status != "completed":
+            return f"no workflow built: run {state.last_status}" + (f" ({state.last_reason})" if state.last_reason else "")
+        return "the agent finished without a successful build-workflow result"
+
+    async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
+                       deadline: _Deadline, threads: list[str]) -> AttemptOutcome:
+        lane_id = lane.lane.lane_id
+        chat = InstanceAiChat(lane.owner)
+        state = RunState()
+        credential_ids = await self._credentials_by_type(user)
+        reader = RunReader(
+            transcript, state,
+            on_workflow=lambda wf: lane.ledger.created("workflow", wf, lane=lane_id, user=user.user_id, source=self.name),
+            on_agent=lambda ag: lane.ledger.created("agent", ag, lane=lane_id, user=user.user_id, project=user.project_id),
+        )
+        thread_id = str(uuid.uuid4())
+        lane.ledger.created("thread", thread_id, lane=lane_id, user=user.user_id, project=user.project_id)
+        threads.append(thread_id)
+        outcome = AttemptOutcome(state, thread_id=thread_id)
+        try:
+            await chat.create_thread(user.project_id, thread_id)
+            await chat.pin_credentials(thread_id, user.credential_ids)
+        except N8nTransportError:
+            raise
+        except N8nError as exc:
+            outcome.error = f"could not open the build thread: {exc}"
+            return outcome
+        stream = chat.open_events(thread_id)
+        await stream.open(timeout_s=max(1.0, min(30.0, deadline.left())))
+        try:
+            for number, text in enumerate(turns):
+                if deadline.left() <= 0:
+                    raise BuildTimedOut
+                transcript.user(text, number)
+                try:
+                    run_id = await chat.send(thread_id, text)
+                except N8nTransportError:
+                    raise
+                except N8nHTTPError as exc:
+                    if exc.status is not None and exc.status >= 500:
+                        raise N8nTransportError("POST", exc.path, exc.message) from None  # the lane failed
+                    outcome.error = f"the lane refused the chat message: {exc}"
+                    transcript.add("error", message=outcome.error)
+                    break
+                await self._read_turn(chat, stream, thread_id, run_id, reader, credential_ids, deadline)
+                if state.last_status != "completed" or state.outage is not None:
+                    break
+        except BuildTimedOut:
+            outcome.timed_out = True
+            await self._cancel(chat, stream, thread_id, reader)
+        finally:
+            await stream.aclose()
+        return outcome
+
+    async def _credentials_by_type(self, user: BuildUser) -> dict[str, list[str]]:
+        if not user.credential_ids:
+            return {}
+        try:
+            rows = await user.session.list_credentials()
+        except N8nError:
+            return {}
+        by_type: dict[str, list[str]] = {}
+        mine = set(user.credential_ids)
+        for row in rows:
+            if str(row.get("id")) in mine:
+                by_type.setdefault(str(row.get("type")), []).append(str(row["id"]))
+        return by_type
+
+    async def _read_turn(self, chat: InstanceAiChat, stream: EventStream, thread_id: str, run_id: str, reader: RunReader,
+                         credential_ids: dict[str, list[str]], deadline: _Deadline) -> None:
+        """Read events until the turn's run finished and the thread is idle; answer confirmations."""
+        reconnects = stream.stats.reconnects
+        while True:
+            left = deadline.left()
+            if left <= 0:
+                raise BuildTimedOut
+            try:
+                event = await stream.next(timeout_s=left)
+            except asyncio.TimeoutError:
+                raise BuildTimedOut from None
+            if stream.stats.reconnects != reconnects:
+                reconnects = stream.stats.reconnects
+                reader.forget_open_segments()
+            reader.feed(event)
+            if event.kind == "confirmation-request":
+                await self._confirm(chat, event.payload, reader, credential_ids)
+            elif event.kind == "run-finish":
+                if await self._idle(chat, thread_id):
+                    return
+
+    async def _idle(self, chat: InstanceAiChat, thread_id: str) -> bool:
+        try:
+            status = await chat.thread_status(thread_id)
+        except N8nError:
+            return True
+        busy = status.get("hasActiveRun") or status.get("isSuspended") or any(
+            isinstance(t, dict) and t.get("status") == "running" for t in status.get("backgroundTasks") or [])
+        return not busy
+
+    async def _confirm(self, chat: InstanceAiChat, payload: dict[str, Any], reader: RunReader,
+                       credential_ids: dict[str, list[str]]) -> None:
+        request_id = str(payload.get("requestId") or "")
+        if not request_id:
+            return
+        answer = answer_confirmation(payload, credential_ids)
+        try:
+            await chat.confirm(request_id, answer)
+        except N8nHTTPError as exc:
+            if exc.status == 400 and answer.get("kind") != "approval":
+                answer = {"kind": "approval", "approved": True}
+                try:
+                    await chat.confirm(request_id, answer)
+                except N8nHTTPError as exc2:
+                    reader.transcript.add("error", message=f"confirmation {request_id} refused: {exc2.message}")
+                    return
+            else:
+                reader.transcript.add("error", message=f"confirmation {request_id} refused: {exc.message}")
+                return
+        reader.transcript.add("answer", request_id=request_id, answer=answer)
+
+    async def _cancel(self, chat: InstanceAiChat, stream: EventStream, thread_id: str, reader: RunReader) -> None:
+        try:
+            await chat.cancel(thread_id)
+        except N8nError as exc:
+            log.warning("cancel of thread %s failed: %s", thread_id[:8], exc)
+            return
+        end = time.monotonic() + CANCEL_GRACE_S
+        while time.monotonic() < end:
+            try:
+                event = await stream.next(timeout_s=max(0.1, end - time.monotonic()))
+            except (asyncio.TimeoutError, N8nError):
+                return
+            reader.feed(event)
+            if event.kind == "run-finish":
+                return
+
+    async def _delete_threads(self, lane: BuildLane, threads: list[str]) -> None:
+        chat = InstanceAiChat(lane.owner)
+        lane_id = lane.lane.lane_id
+        for thread_id in threads:
+            try:
+                await chat.delete_thread(thread_id)
+            except N8nError as exc:
+                msg = redact(f"{lane_id}: delete thread {thread_id}: {exc}")
+                lane.ledger.delete_failed("thread", thread_id, msg, lane=lane_id)
+                log.warning("%s", msg)
+                continue
+            lane.ledger.deleted("thread", thread_id, lane=lane_id)
+
+
+async def delete_thread_entry(owner_session, thread_id: str) -> bool:
+    """For ``orchestrator cleanup``: delete a ledgered ``thread`` (and its sandbox) as the owner."""
+    return await InstanceAiChat(owner_session).delete_thread(thread_id)

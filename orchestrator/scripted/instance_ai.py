@@ -1,0 +1,260 @@
+"""Scripts for the lane's own model calls on the Instance AI path (offline runs, no key).
+
+Three callers share a lane's model route (seen on n8n 2.41.1):
+
+- the **agent** ("orchestrator"): streamed, with the Instance AI tools (``build-workflow``,
+  ``load_skill``, ``workspace_write_file`` when a sandbox is attached, …). :func:`instance_ai_agent`
+  answers it statelessly from the conversation: load the ``workflow-builder`` skill once, write the
+  workflow as WorkflowJSON to ``src/workflows/<slug>.workflow.json`` in the sandbox workspace
+  (``workspace_write_file``; without it, inline ``sourceCode``), call ``build-workflow
+  {filePath, name}``, and finish with text naming the workflow. ``build-workflow`` compiles a
+  ``.json`` source by parsing it (``workflow-source-compiler.js``: ``name``, ``nodes`` and
+  ``connections`` required), so no TypeScript toolchain is needed in the sandbox. A later user turn
+  rebuilds the same file (an update of the bound workflow, which asks for approval);
+  When the current user turn says "ask me", the agent first asks one ``ask-user`` question (a
+  ``questions`` confirmation the harness answers) and mentions the answer in its final text;
+- the **thread-title generator** (no tools, "short descriptive title"): a title;
+- the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
+  triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
+
+The workflow is derived from the user's opening prompt deterministically: a Manual Trigger feeding
+one Set node (``n8n-nodes-base.set`` 3.4) whose fields come from the prompt when it spells them
+(``status, the string "ok"``), else a greeting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from orchestrator.scripted.replies import (
+    Action,
+    Reply,
+    Script,
+    TextBlock,
+    ToolUseBlock,
+    text_reply,
+)
+
+BUILD_TOOL = "build-workflow"
+ASK_USER = "ask-user"
+LOAD_SKILL = "load_skill"
+WRITE_FILE = "workspace_write_file"
+BUILDER_SKILL = "workflow-builder"
+MAX_BUILDS_PER_TURN = 2
+
+
+# ------------------------------------------------------------------------------------------------
+# reading the conversation
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def system_text(request: dict[str, Any]) -> str:
+    system = request.get("system")
+    if isinstance(system, list):
+        return " ".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    return system if isinstance(system, str) else ""
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    return [str(t.get("name", "")) for t in request.get("tools") or [] if isinstance(t, dict)]
+
+
+def user_texts(request: dict[str, Any]) -> list[tuple[int, str]]:
+    """(message index, text) of every user message that carries text (not only tool results)."""
+    out = []
+    for index, message in enumerate(request.get("messages") or []):
+        if message.get("role") != "user":
+            continue
+        texts = [str(b.get("text", "")) for b in _blocks(message) if b.get("type") == "text" and b.get("text")]
+        if texts and not any(b.get("type") == "tool_result" for b in _blocks(message)):
+            out.append((index, "\n".join(texts)))
+    return out
+
+
+def calls_since(request: dict[str, Any], start: int) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Every tool call after message ``start``, paired with its ``tool_result`` block (or None)."""
+    calls: list[dict[str, Any]] = []
+    results: dict[str, dict[str, Any]] = {}
+    for message in (request.get("messages") or [])[start:]:
+        for block in _blocks(message):
+            if message.get("role") == "assistant" and block.get("type") == "tool_use":
+                calls.append(block)
+            elif block.get("type") == "tool_result":
+                results[str(block.get("tool_use_id"))] = block
+    return [(c, results.get(str(c.get("id")))) for c in calls]
+
+
+def result_json(block: dict[str, Any] | None) -> dict[str, Any]:
+    """A tool result's JSON object ({} when it is not JSON)."""
+    if block is None:
+        return {}
+    content = block.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    if isinstance(content, dict):
+        return content
+    try:
+        value = json.loads(str(content or ""))
+    except ValueError:
+        match = re.search(r'"workflowId"\s*:\s*"([^"]+)"', str(content or ""))
+        ok = re.search(r'"success"\s*:\s*true', str(content or ""))
+        return {"workflowId": match.group(1), "success": bool(ok)} if match else {}
+    return value if isinstance(value, dict) else {}
+
+
+# ------------------------------------------------------------------------------------------------
+# the workflow derived from the prompt
+
+_FIELD = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_]*),\s*the\s+(?P<kind>string|number|boolean)\s+(?P<value>\"[^\"]*\"|[-\d.]+|true|false)",
+    re.I,
+)
+_CONTEXT_TAGS = re.compile(r"<([a-z-]+)>.*?</\1>", re.S)
+
+
+def clean_prompt(text: str) -> str:
+    """The user's words without the context blocks n8n wraps around a message."""
+    return " ".join(_CONTEXT_TAGS.sub(" ", text).split())
+
+
+def prompt_fields(prompt: str) -> list[dict[str, Any]]:
+    fields = []
+    for match in _FIELD.finditer(prompt):
+        kind, raw = match.group("kind").lower(), match.group("value")
+        value: Any
+        if kind == "string":
+            value = raw.strip('"')
+        elif kind == "number":
+            value = float(raw) if "." in raw else int(raw)
+        else:
+            value = raw.lower() == "true"
+        fields.append({"name": match.group("name"), "type": kind, "value": value})
+    return fields
+
+
+def slug_of(prompt: str) -> str:
+    words = re.findall(r"[a-z0-9]+", prompt.lower())
+    stop = {"a", "an", "the", "that", "build", "create", "make", "workflow", "with", "and", "me", "please", "i", "want"}
+    picked = [w for w in words if w not in stop][:4] or ["scripted"]
+    return "-".join(picked) + "-" + hashlib.sha1(prompt.encode()).hexdigest()[:6]
+
+
+def workflow_for(prompt: str, turns: int = 1) -> dict[str, Any]:
+    """WorkflowJSON for a prompt: Manual Trigger → Set (fields from the prompt, else a greeting)."""
+    fields = prompt_fields(prompt) or [
+        {"name": "greeting", "type": "string", "value": "hello from the scripted model"},
+    ]
+    if turns > 1:
+        fields.append({"name": "turns", "type": "number", "value": turns})
+    slug = slug_of(prompt)
+    name = "Scripted " + " ".join(slug.split("-")[:-1])
+    assignments = [{"id": f"f{i}", "name": f["name"], "value": f["value"], "type": f["type"]} for i, f in enumerate(fields)]
+    return {
+        "name": name[:100],
+        "nodes": [
+            {"id": "0f5532f9-36ba-4bef-86c7-30d607400b15", "name": "Start", "type": "n8n-nodes-base.manualTrigger",
+             "typeVersion": 1, "position": [0, 0], "parameters": {}},
+            {"id": "2b1cc2d2-1b2a-4c44-9a8e-6f3c7b1e0d21", "name": "Set Fields", "type": "n8n-nodes-base.set",
+             "typeVersion": 3.4, "position": [220, 0],
+             "parameters": {"mode": "manual", "includeOtherFields": False,
+                            "assignments": {"assignments": assignments}, "options": {}}},
+        ],
+        "connections": {"Start": {"main": [[{"node": "Set Fields", "type": "main", "index": 0}]]}},
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# the scripts
+
+
+def is_instance_ai_agent(request: dict[str, Any]) -> bool:
+    return BUILD_TOOL in tool_names(request)
+
+
+def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) -> Script:
+    """The Instance AI agent, stateless (the conversation carries the state); see the module doc."""
+
+    def script(request: dict[str, Any]) -> Action:
+        offered = set(tool_names(request))
+        texts = user_texts(request)
+        if not texts:
+            return text_reply("There is no request to work on.")
+        turn_start, turn_text = texts[-1]
+        opening = clean_prompt(texts[0][1])
+        everything = calls_since(request, 0)
+        this_turn = calls_since(request, turn_start)
+        if load_skill and LOAD_SKILL in offered and not any(c.get("name") == LOAD_SKILL for c, _ in everything):
+            return Reply([ToolUseBlock(LOAD_SKILL, {"skillId": BUILDER_SKILL})])
+        builds = [(c, r) for c, r in this_turn if c.get("name") == BUILD_TOOL]
+        pending = [c for c, r in this_turn if r is None]
+        if pending:  # a call without its result (should not happen): wait for it by saying so
+            return text_reply("Waiting for the previous tool call to finish.")
+        asked = [(c, r) for c, r in this_turn if c.get("name") == ASK_USER]
+        if ASK_USER in offered and "ask me" in clean_prompt(turn_text).lower() and not asked:
+            return Reply([ToolUseBlock(ASK_USER, {"introMessage": "One question before I build.", "questions": [
+                {"id": "style", "question": "Which output style do you want?", "type": "single",
+                 "options": ["Compact", "Detailed"]}]})])
+        answer = ""
+        if asked:
+            got = result_json(asked[-1][1])
+            picked = [o for a in got.get("answers") or [] if isinstance(a, dict) for o in a.get("selectedOptions") or []]
+            answer = f" You chose: {', '.join(picked) or 'no option'}."
+        if builds:
+            result = result_json(builds[-1][1])
+            if result.get("success") is True:
+                wf = result.get("workflowId", "")
+                name = result.get("workflowName") or workflow_for(opening)["name"]
+                return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Manual Trigger followed by a Set node. "
+                                  f"You can run it from the editor.{answer}")
+            if len(builds) >= MAX_BUILDS_PER_TURN:
+                errors = result.get("errors") or [result.get("error") or "unknown error"]
+                return text_reply(f"I could not build the workflow: {'; '.join(str(e) for e in errors)[:500]}")
+        workflow = workflow_for(opening, turns=len(texts))
+        path = f"src/workflows/{slug_of(opening)}.workflow.json"
+        source = json.dumps(workflow, indent=2)
+        writes = [c for c, _ in this_turn if c.get("name") == WRITE_FILE]
+        if use_workspace and WRITE_FILE in offered and not writes:
+            return Reply([TextBlock("I'll write the workflow file and build it."),
+                          ToolUseBlock(WRITE_FILE, {"path": path, "content": source})])
+        args: dict[str, Any] = {"filePath": path, "name": workflow["name"]}
+        if not (use_workspace and WRITE_FILE in offered) or builds:
+            args["sourceCode"] = source
+        return Reply([ToolUseBlock(BUILD_TOOL, args)])
+
+    return script
+
+
+def is_title_request(request: dict[str, Any]) -> bool:
+    return not request.get("tools") and "title" in system_text(request).lower() and "conversation" in system_text(request).lower()
+
+
+def title_reply(request: dict[str, Any]) -> Action:
+    texts = user_texts(request)
+    prompt = clean_prompt(texts[0][1]) if texts else ""
+    words = [w for w in re.findall(r"[A-Za-z0-9]+", prompt) if w.lower() not in {"build", "create", "make", "a", "the"}]
+    title = " ".join(words[:4]).capitalize() or "Scripted conversation"
+    if '"emoji"' in system_text(request):
+        return text_reply(json.dumps({"title": title, "emoji": "🤖"}))
+    return text_reply(title)
+
+
+def is_planner_request(request: dict[str, Any]) -> bool:
+    return not request.get("tools") and "test data planner" in system_text(request).lower()
+
+
+def planner_reply(request: dict[str, Any], trigger_content: Any = None) -> Action:
+    if "openingMessage" in system_text(request):
+        plan: dict[str, Any] = {"globalContext": "scripted scenario", "openingMessage": "Hello, please help me with my request.",
+                                "toolHints": {}}
+    else:
+        plan = {"globalContext": "scripted scenario", "nodeHints": {}, "triggerContent": trigger_content or {"n": 1}}
+    return text_reply(json.dumps(plan))

@@ -1,0 +1,375 @@
+"""The ``instance-ai`` builder end to end on a real n8n process lane with the embedded sandbox.
+
+The only stand-in is the model (the scripted server on loopback): the lane's real Instance AI agent
+loads the skill, writes the workflow into the real (bubblewrap) sandbox workspace and calls the real
+``build-workflow``; the builder drives the chat over the real event stream. Afterwards no thread,
+sandbox, workflow, member or credential is left on the lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _process_lanes import leftovers
+
+from orchestrator.build.builder import (
+    BuilderSettings,
+    BuildEvents,
+    BuildRequest,
+    get_builder,
+)
+from orchestrator.build.lane import BuildLane
+from orchestrator.transcript import read_transcript
+from orchestrator.cases import EvalCase, load_disk
+from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.lanes.pool import make_spec
+from orchestrator.lanes.process import ProcessBackend
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.rest import N8nClient
+from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, Verdict
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import run
+from orchestrator.scripted import instance_ai as ia
+from orchestrator.scripted.replies import Action, Hang, HttpError, Script
+from orchestrator.scripted.scripts import demo_script
+from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.verify.judge import Judge, JudgeConfig
+from orchestrator.verify.verifier import verify_workflow
+
+pytestmark = [pytest.mark.n8n]
+CASES = Path(__file__).resolve().parents[1] / "cases"
+RUN_ID = "ia-e2e-lane"
+FAKE_KEY = "sk-ant-ia-e2e-fake-key-0123456789"
+SERVER_URL = [""]
+
+
+class Switch:
+    """The module's one model server; a test may swap the script for its own duration."""
+
+    def __init__(self, default: Script) -> None:
+        self.default = default
+        self.override: Script | None = None
+
+    def __call__(self, request: dict[str, Any]) -> Action:
+        return (self.override or self.default)(request)
+
+
+SWITCH = Switch(demo_script())
+
+
+@pytest.fixture(scope="module")
+def model() -> ScriptedModelServer:
+    server = ScriptedModelServer(SWITCH).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def script_override():
+    yield SWITCH
+    SWITCH.override = None
+
+
+@pytest.fixture(scope="module")
+def sandbox_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
+    state = tmp_path_factory.mktemp("ia-lane-state")
+    ledger = Ledger.for_run(RUN_ID, state)
+    backend = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
+    owner = make_owner(RUN_ID)
+    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}/route/lane-a",
+                              "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
+
+    async def up():
+        try:
+            return (await bring_up(backend, 1, spec, owner)).lanes[0]
+        finally:
+            await backend.close()
+
+    async def down(lane):
+        again = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
+        try:
+            return await teardown_pool(again, [lane])
+        finally:
+            await again.close()
+
+    lane = asyncio.run(up())
+    SERVER_URL[0] = model.base_url
+    yield lane, ledger, state
+    assert asyncio.run(down(lane)) == []
+    assert leftovers(RUN_ID, state) == []
+    assert not list((state / "runs" / RUN_ID / "sandboxes").glob("*/*")) if (state / "runs" / RUN_ID / "sandboxes").exists() else True
+
+
+def _case(slug: str):
+    loaded, problems = load_disk([CASES])
+    assert not problems
+    return next(c for c in loaded if c.slug == slug)
+
+
+async def _build(lane, ledger: Ledger, tmp: Path, slug: str | EvalCase, *, builder_name: str = "instance-ai",
+                 events: BuildEvents | None = None, judge: Judge | None = None, timeout_ms: int = 240_000):
+    (tmp / "builds").mkdir(exist_ok=True)
+    ctx = await BuildLane.open(lane, ledger)
+    settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="claude-opus-4-8", outage_waits_s=(0.1, 0.1),
+                               claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key=FAKE_KEY,
+                               base_url=SERVER_URL[0], max_retries=0)
+    builder = get_builder(builder_name)(settings, events)
+    await builder.prepare_lane(ctx)
+    case = slug if isinstance(slug, EvalCase) else _case(slug).case
+    user = await ctx.users.acquire(case.credentials, mcp_key=builder.needs_mcp_key)
+    transcript = tmp / f"{builder_name}.0.jsonl"
+    verification = None
+    try:
+        result = await builder.build(BuildRequest(case, 0, 0, timeout_ms, transcript), ctx, user)
+        workflow = await ctx.owner.get_workflow(result.workflow_id) if result.workflow_id else None
+        threads = await ctx.owner.get("/rest/instance-ai/threads")
+        if judge is not None:
+            verification = await verify_workflow(case, result.workflow_id, ctx.owner, judge, timeout_ms=60_000,
+                                                 transcript_path=result.transcript_path)
+    finally:
+        failures = await ctx.users.release(user)
+        failures += await ctx.close()
+    return Built(result, workflow, threads, failures, transcript, verification)
+
+
+@dataclass
+class Built:
+    result: Any
+    workflow: dict[str, Any] | None
+    threads: Any
+    failures: list[str]
+    transcript: Path
+    verification: Any
+
+
+def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model: ScriptedModelServer, tmp_path: Path) -> None:
+    lane, ledger, state = sandbox_lane
+    built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields"))
+    result, workflow, threads, failures, transcript = built.result, built.workflow, built.threads, built.failures, built.transcript
+    assert failures == []
+    assert result.status == BuildStatus.ok, result.error
+    assert result.workflow_id and workflow is not None
+    types = sorted(n["type"] for n in workflow["nodes"])
+    assert types == ["n8n-nodes-base.manualTrigger", "n8n-nodes-base.set"]
+    fields = {a["name"]: a["value"] for a in workflow["nodes"][1]["parameters"]["assignments"]["assignments"]} \
+        if workflow["nodes"][1]["type"].endswith(".set") else \
+        {a["name"]: a["value"] for a in workflow["nodes"][0]["parameters"]["assignments"]["assignments"]}
+    assert fields == {"status": "ok", "version": 3}
+    # the thread (and its sandbox) is gone right after the build
+    listed = threads if isinstance(threads, list) else (threads or {}).get("threads", threads)
+    assert not listed, listed
+    # the transcript holds the chat: the user turn, the tool calls and the build result
+    entries = read_transcript(transcript)
+    kinds = [e["kind"] for e in entries]
+    assert kinds[0] == "meta" and "user" in kinds and "assistant" in kinds and kinds[-1] == "run"
+    assert entries[0]["lane"] == lane.lane_id
+    tools = [e["tool"] for e in entries if e["kind"] == "tool_call"]
+    assert tools[-1] == "build-workflow" and "load_skill" in tools
+    assert any(e["kind"] == "tool_result" and e.get("tool") == "build-workflow" and e["result"]["success"] for e in entries)
+    # the lane's build calls came through its route, asking for the lane's model
+    assert model.models_by_route().get("/route/lane-a") == {"claude-sonnet-4-6"}
+    # ledger: thread created and deleted; the built workflow recorded (the pool deleted it with the member)
+    records = [json.loads(line) for line in (state / "runs" / RUN_ID / "ledger.jsonl").read_text().splitlines()]
+    thread_ops = [r["op"] for r in records if r["kind"] == "thread"]
+    assert thread_ops == ["create", "delete"]
+    assert any(r["op"] == "create" and r["kind"] == "workflow" and r["id"] == result.workflow_id for r in records)
+
+
+PROCESS = ["The assistant told the user which workflow it built."]
+
+
+def _judge() -> Judge:
+    return Judge(JudgeConfig(api_key=FAKE_KEY, base_url=SERVER_URL[0], effort="low", backoff_s=0, attempts=1))
+
+
+def _with_process(slug: str) -> EvalCase:
+    return _case(slug).case.model_copy(update={"process_expectations": PROCESS})
+
+
+def test_both_builders_keep_a_transcript_that_process_expectations_are_judged_on(sandbox_lane, model, tmp_path: Path) -> None:
+    lane, ledger, _ = sandbox_lane
+    for name in ("instance-ai", "mcp"):
+        if name == "mcp" and not Toolchain(default_cache_dir()).claude_ready():
+            pytest.skip("claude CLI not installed")
+        built = asyncio.run(_build(lane, ledger, tmp_path, _with_process("smoke-manual-set-static-fields"),
+                                   builder_name=name, judge=_judge()))
+        assert built.result.status == BuildStatus.ok, (name, built.result.error)
+        assert built.result.transcript_path == built.transcript and built.failures == []
+        entries = read_transcript(built.transcript)
+        assert entries[0]["builder"] == name and any(e["kind"] == "tool_call" for e in entries)
+        assert FAKE_KEY not in built.transcript.read_text()
+        process = [e for e in built.verification.expectations if e.kind == "process"]
+        assert [e.verdict for e in process] == [Verdict.passed], (name, process)
+        judged = [r for r in model.message_requests if "## Build conversation" in json.dumps(r.body)]
+        assert judged and any("[tool call" in json.dumps(r.body) for r in judged)
+
+
+def test_every_user_turn_is_sent_and_the_update_approval_is_answered(sandbox_lane, model, tmp_path: Path) -> None:
+    lane, ledger, _ = sandbox_lane
+    case = EvalCase.model_validate({
+        "conversation": [
+            {"role": "user", "text": 'Build a workflow with a Manual Trigger and a Set node: status, the string "ok".'},
+            {"role": "assistant", "text": "Done."},
+            {"role": "user", "text": "Please also count the turns, and ask me about the style. [agree to whatever is asked]"},
+        ],
+        "complexity": "simple", "tags": ["t"], "outcomeExpectations": ["It has a Set node."],
+    })
+    built = asyncio.run(_build(lane, ledger, tmp_path, case))
+    assert built.result.status == BuildStatus.ok, built.result.error
+    entries = read_transcript(built.transcript)
+    users = [e["text"] for e in entries if e["kind"] == "user"]
+    assert users == [case.conversation[0].text, "Please also count the turns, and ask me about the style."]
+    assert [e["status"] for e in entries if e["kind"] == "run"] == ["completed", "completed"]
+    asked = [e for e in entries if e["kind"] == "confirmation"]
+    answered = [e for e in entries if e["kind"] == "answer"]
+    assert asked and [a["request_id"] for a in answered] == [c["request_id"] for c in asked]
+    assert asked[0]["tool"] == "ask-user" and asked[0]["input_type"] == "questions"
+    assert answered[0]["answer"] == {"kind": "questions", "answers": [{"questionId": "style", "selectedOptions": ["Compact"]}]}
+    assert "You chose: Compact." in [e["text"] for e in entries if e["kind"] == "assistant"][-1]
+    fields = {a["name"]: a["value"] for n in built.workflow["nodes"] if n["type"].endswith(".set")
+              for a in n["parameters"]["assignments"]["assignments"]}
+    assert fields == {"status": "ok", "turns": 2}  # the second turn updated the same workflow
+    assert built.result.turns == 2 and built.failures == []
+
+
+def test_a_provider_outage_is_retried_on_a_fresh_thread_then_reported(sandbox_lane, model, tmp_path: Path,
+                                                                      script_override: Switch) -> None:
+    lane, ledger, state = sandbox_lane
+    released = threading.Event()
+    agent = ia.instance_ai_agent()
+
+    def stormy(request: dict[str, Any]) -> Action:
+        if ia.is_instance_ai_agent(request) and not released.is_set():
+            return HttpError(529)
+        return SWITCH.default(request)
+
+    script_override.override = stormy
+    retries: list[int] = []
+    events = BuildEvents(on_outage_retry=lambda: (retries.append(1), released.set()))
+    built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields", events=events))
+    assert built.result.status == BuildStatus.ok and built.result.attempts == 2 and retries == [1], built.result.error
+    entries = read_transcript(built.transcript)
+    errors = [e for e in entries if e["kind"] == "error"]
+    assert errors and any(e.get("status") == 529 or "529" in str(e.get("message")) or "verloaded" in str(e.get("message"))
+                          for e in errors), errors
+    # a storm that never ends: provider_outage with the root-cause marker, after every wait
+    released.clear()
+    script_override.override = lambda request: HttpError(529) if ia.is_instance_ai_agent(request) else SWITCH.default(request)
+    built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields"))
+    assert built.result.status == BuildStatus.provider_outage and built.result.attempts == 3
+    assert built.result.root_cause.startswith(PROVIDER_OUTAGE_ROOT_CAUSE) and built.failures == []
+    del agent
+    records = [json.loads(line) for line in (state / "runs" / RUN_ID / "ledger.jsonl").read_text().splitlines()]
+    open_threads = {r["id"] for r in records if r["kind"] == "thread" and r["op"] == "create"} - \
+        {r["id"] for r in records if r["kind"] == "thread" and r["op"] == "delete"}
+    assert open_threads == set()
+
+
+def test_the_case_timeout_cancels_the_run_and_is_a_timeout(sandbox_lane, model, tmp_path: Path, script_override: Switch) -> None:
+    lane, ledger, _ = sandbox_lane
+    script_override.override = lambda request: (Hang(20) if ia.is_instance_ai_agent(request) else SWITCH.default(request))
+    t0 = time.monotonic()
+    built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields", timeout_ms=4_000))
+    assert built.result.status == BuildStatus.timeout, built.result.error
+    assert time.monotonic() - t0 < 40 and built.failures == []
+    assert not (built.threads if isinstance(built.threads, list) else [])
+
+
+async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list, Any]:
+    async with N8nClient(base_url) as client:
+        owner = await client.login(email, password)
+        users = {u["email"] for u in await owner.list_users()}
+        workflows = await owner.list_workflows()
+        credentials = await owner.list_credentials()
+        threads = await owner.get("/rest/instance-ai/threads")
+        await owner.aclose()
+    return users, workflows, credentials, threads
+
+
+async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole pipeline (``orchestrator run --builder instance-ai``) on the sandboxed lane used as a
+    static lane: every unit built through chat, verified, and nothing left on the lane or the host."""
+    lane, _, _ = sandbox_lane
+    owner = lane.owner
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    before = await _inventory(lane.base_url, owner.email, owner.password)
+    cfg = RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-set-static-fields,smoke-manual-filter-adults", iterations=1,
+        backend="static", base_url=lane.base_url, lanes=1, email=owner.email, password=owner.password,
+        model_server="real", state_dir=tmp_path / "state", output_dir=tmp_path / "out", run_id="ia-run",
+        builder="instance-ai",
+    )
+    outcome = await run(cfg)
+    assert outcome.ok, outcome.errors
+    assert outcome.cleanup_failures == []
+    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    assert len(data["units"]) == 2
+    for unit in data["units"]:
+        assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
+        assert all(s["verdict"] == "pass" for s in unit["scenarios"]), unit["scenarios"]
+    after = await _inventory(lane.base_url, owner.email, owner.password)
+    assert after == before
+    assert Ledger.for_run("ia-run", tmp_path / "state").open_entries() == []
+    assert leftovers("ia-run", tmp_path / "state") == []
+    async with N8nClient(lane.base_url) as client:  # a static lane is someone else's: it still runs
+        assert await client.ready()
+
+
+@pytest.fixture
+def crash_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
+    """A lane of its own: the crash test kills its sandbox service."""
+    run_id = "ia-e2e-crash"
+    state = tmp_path_factory.mktemp("ia-crash-state")
+    ledger = Ledger.for_run(run_id, state)
+    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}", "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
+
+    async def up():
+        backend = ProcessBackend(run_id, ledger, state, sandbox=True)
+        try:
+            return (await bring_up(backend, 1, spec, make_owner(run_id))).lanes[0]
+        finally:
+            await backend.close()
+
+    async def down(lane):
+        backend = ProcessBackend(run_id, ledger, state, sandbox=True)
+        try:
+            return await teardown_pool(backend, [lane])
+        finally:
+            await backend.close()
+
+    SERVER_URL[0] = model.base_url
+    lane = asyncio.run(up())
+    yield lane, ledger, state, run_id
+    assert asyncio.run(down(lane)) == []
+    assert leftovers(run_id, state) == []
+
+
+def test_a_sandbox_crash_mid_build_is_a_framework_fault(crash_lane, model, tmp_path: Path, script_override: Switch) -> None:
+    lane, ledger, state, run_id = crash_lane
+    records = [json.loads(line) for line in (state / "runs" / run_id / "ledger.jsonl").read_text().splitlines()]
+    (pid,) = [int(r["meta"]["pid"]) for r in records if r["kind"] == "sandbox" and r["op"] == "create"]
+    killed = threading.Event()
+
+    def crash_then_answer(request: dict[str, Any]) -> Action:
+        if ia.is_instance_ai_agent(request) and not killed.is_set():
+            os.killpg(pid, signal.SIGKILL)  # the service and every jail of it
+            killed.set()
+        return SWITCH.default(request)
+
+    script_override.override = crash_then_answer
+    built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields", timeout_ms=120_000))
+    assert killed.is_set()
+    assert built.result.status == BuildStatus.failed and built.result.framework_fault, built.result
+    assert "sandbox" in (built.result.error or "").lower() and built.failures == []
