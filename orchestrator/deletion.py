@@ -47,6 +47,8 @@ class Deleter(Protocol):
 
     async def delete_user(self, user_id: str, transfer_to_project_id: str | None = None) -> bool: ...
 
+    async def delete_thread(self, thread_id: str) -> bool: ...
+
 
 def _method(session: Deleter, kind: ResourceKind) -> Callable[[str], Awaitable[object]]:
     name = f"delete_{kind.value}"

@@ -48,6 +48,7 @@ class BuilderSettings:
     build_cwd: Path | None = None
     outage_waits_s: tuple[float, ...] = (30.0, 90.0)
     keep_workflows: bool = False
+    lane_env: Mapping[str, str] = field(default_factory=dict)  # the env every lane of the pool starts with
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -103,6 +104,10 @@ class Builder(abc.ABC):
     needs_mcp_key: ClassVar[bool] = False
     #: builds run the claude CLI (the toolchain installs it)
     needs_claude: ClassVar[bool] = False
+    #: the lanes' own agent needs an Instance AI sandbox (the run gives every lane one)
+    needs_sandbox: ClassVar[bool] = False
+    #: the lane env variable whose value is the model this builder builds with (None: ``settings.model``)
+    model_env: ClassVar[str | None] = None
 
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:
         self.settings = settings

@@ -365,6 +365,8 @@ class InstanceAiBuilder(Builder):
 
     name = "instance-ai"
     needs_mcp_key = False
+    needs_sandbox = True
+    model_env = "N8N_INSTANCE_AI_MODEL"
 
     async def prepare_lane(self, lane: BuildLane) -> None:
         try:

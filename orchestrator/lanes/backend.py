@@ -50,6 +50,8 @@ class LaneBackend(abc.ABC):
     owns_lanes: ClassVar[bool] = True
     #: lanes run this machine's n8n install (the toolchain must be installed first)
     needs_local_n8n: ClassVar[bool] = False
+    #: ``sandbox=True`` / ``sandbox_url=…`` options give every lane an Instance AI sandbox
+    supports_sandbox: ClassVar[bool] = False
 
     #: the backend's typed options (pydantic); ``None``: the backend reads its own (kubernetes: with env fallbacks)
     options_model: ClassVar[type[BackendOptions] | None] = None

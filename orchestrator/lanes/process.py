@@ -138,6 +138,7 @@ async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
 class ProcessBackend(LaneBackend):
     name = "process"
     needs_local_n8n = True
+    supports_sandbox = True
 
     def __init__(self, run_id, ledger, state_dir, **options):
         super().__init__(run_id, ledger, state_dir, **options)

@@ -278,8 +278,7 @@ class InstanceAiChat:
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete the thread (and its sandbox). False if it was already gone."""
-        done = await self.session._gone_ok(lambda: self.session.call("DELETE", f"{BASE}/threads/{thread_id}", safe=True))
-        return done is not None
+        return await self.session.delete_thread(thread_id)
 
     async def thread_status(self, thread_id: str) -> dict[str, Any]:
         data = await self.session.get(f"{BASE}/threads/{thread_id}/status")

@@ -663,6 +663,13 @@ class N8nSession:
     async def list_credentials(self) -> list[dict[str, Any]]:
         return await self._paged("/rest/credentials", "data")
 
+    # -- instance ai threads (the chat itself is orchestrator.n8n.instance_ai) ---------------------
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete an Instance AI thread (n8n deletes its sandbox with it). False if already gone."""
+        done = await self._gone_ok(lambda: self.call("DELETE", f"/rest/instance-ai/threads/{thread_id}", safe=True))
+        return done is not None
+
     # -- workflows ---------------------------------------------------------------------------------
 
     async def create_workflow(self, body: dict[str, Any]) -> str:

@@ -120,6 +120,9 @@ class RunConfig(BaseModel):
     delete_prebuilt_workflows: bool = False
     #: Build/execute/verify timing and events on the console (``run --verbose``).
     verbose: bool = False
+    #: An external n8n-sandbox (or Daytona) for every lane instead of the embedded one; its key comes
+    #: from N8N_SANDBOX_SERVICE_API_KEY.
+    sandbox_url: str | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -167,7 +170,15 @@ class RunConfig(BaseModel):
             if self.builder not in ("mcp", "prebuilt"):
                 raise ConfigError(f"--prebuilt-workflows: mutually exclusive with --builder {self.builder}")
             self.builder = "prebuilt"  # scoring workflows that exist is the prebuilt builder's job
-        get_builder(self.builder).check_config(self)  # the builder's own flags, e.g. the prebuilt manifest
+        builder_cls = get_builder(self.builder)
+        builder_cls.check_config(self)  # the builder's own flags, e.g. the prebuilt manifest
+        backend_cls = get_backend(self.backend)
+        if builder_cls.needs_sandbox and backend_cls.owns_lanes and not backend_cls.supports_sandbox:
+            raise ConfigError(f"--builder {self.builder}: needs an Instance AI sandbox on every lane, which "
+                              f"--backend {self.backend} cannot give yet: use --backend process (or static lanes "
+                              "that have one)")
+        if self.sandbox_url is not None and not self.sandbox_url.startswith(("http://", "https://")):
+            raise ConfigError(f"--sandbox-url: not an http(s) URL: {self.sandbox_url!r}")
         # Checked here, before anything starts, so a typo fails in a second with one line.
         resolve_env(self.profile, self.env)  # --profile and --env
         get_backend(self.backend).preflight(make_spec(self.profile, self.env))  # e.g. docker: the lane image

@@ -34,7 +34,7 @@ from orchestrator.errors import CleanupFailure, ConfigError
 from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, readiness_status
 from orchestrator.lanes.install import ensure_toolchain
 from orchestrator.lanes.labels import RUN_ENV
-from orchestrator.lanes.model import Lane
+from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact
@@ -43,7 +43,7 @@ from orchestrator.results.writer import ResultsWriteError
 from orchestrator.run.config import RunConfig
 from orchestrator.run.execute import execute, make_allocator
 from orchestrator.run.finalize import summarize_run, write_final
-from orchestrator.run.model_route import ModelRoute, open_route
+from orchestrator.run.model_route import open_route
 from orchestrator.run.observers import (
     HooksObserver,
     LaneStateObserver,
@@ -55,7 +55,7 @@ from orchestrator.run.observers import (
     call_hooks,
 )
 from orchestrator.run.plan import Plan, make_plan, plan_units, resumable_units
-from orchestrator.run.provision import Pool, Provisioner
+from orchestrator.run.provision import Pool, Provisioner, lane_spec
 from orchestrator.run.teardown import teardown
 from orchestrator.run.unit import UnitRunner, UnitSettings
 from orchestrator.verify.judge import Judge, JudgeConfig
@@ -169,27 +169,33 @@ class Run:
             console.print(f"metrics: {endpoint.url}")
         backend_cls = get_backend(cfg.backend)
         # lanes someone else runs are reached by URL and owner login; owned lanes need neither
-        options = {} if backend_cls.owns_lanes else {"base_url": cfg.base_url, "email": cfg.email, "password": cfg.password}
+        options: dict[str, object] = ({} if backend_cls.owns_lanes else
+                                      {"base_url": cfg.base_url, "email": cfg.email, "password": cfg.password})
+        if builder_cls.needs_sandbox and backend_cls.supports_sandbox:  # the lanes' agent builds in a sandbox
+            options.update({"sandbox_url": cfg.sandbox_url} if cfg.sandbox_url else {"sandbox": True})
         backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **options)
+        spec = lane_spec(cfg, route)
+        build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
+        plan.results.config["build_model"] = build_model
         judge_overrides: dict[str, object] = {"api_key": route.api_key, "base_url": route.base_url}
         if cfg.judge_attempt_timeout_s is not None:
             judge_overrides["attempt_timeout_s"] = cfg.judge_attempt_timeout_s
         judge = Judge(JudgeConfig.from_env(**judge_overrides))
         self.builder = builder_cls(
             BuilderSettings(
-                run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=cfg.build_model, api_key=route.api_key,
+                run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=route.api_key,
                 base_url=route.base_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
                 build_timeout_ms=cfg.build_timeout_ms, mcp_timeout_ms=cfg.build_mcp_timeout_ms,
                 max_retries=cfg.build_max_retries, mcp_server=cfg.mcp_server, build_cwd=cfg.build_cwd,
                 outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
                 # builds run in their own session: the run marker lets `cleanup` find what a SIGKILL orphaned
-                extra_env={RUN_ENV: plan.run_id},
+                extra_env={RUN_ENV: plan.run_id}, lane_env=dict(spec.env),
             ),
             BuildEvents(on_cost=self.observers.on_cost, on_outage_retry=self.metrics.outage_retry),
         )
         try:
             if plan.units and self.stop_reason is None:
-                await self._provision_and_execute(plan, backend, route, judge)
+                await self._provision_and_execute(plan, backend, spec, judge)
         except (LaneError, ResultsWriteError) as exc:
             self.errors.append(redact(str(exc)))
         except asyncio.CancelledError:
@@ -214,15 +220,16 @@ class Run:
         return RunOutcome(plan.run_id, plan.writer.results_path, plan.results, [str(f) for f in self.cleanup_failures],
                           self.errors)
 
-    async def _provision_and_execute(self, plan: Plan, backend: LaneBackend, route: ModelRoute, judge: Judge) -> None:
+    async def _provision_and_execute(self, plan: Plan, backend: LaneBackend, spec: LaneSpec, judge: Judge) -> None:
         cfg = self.cfg
         assert self.builder is not None
         (plan.run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, route, self.builder,
+        self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, spec, self.builder,
                                                      self.pool, self.observers, console)
         await provisioner.start(min(cfg.lanes, len(plan.units)))  # returns once the first lane has joined
         settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
-                                keep_workflows=cfg.keep_workflows)
+                                keep_workflows=cfg.keep_workflows, transcripts_dir=plan.run_dir / "transcripts")
+        settings.transcripts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
                             on_cleanup_failure=self.observers.on_cleanup_failure)
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)

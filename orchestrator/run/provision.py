@@ -32,7 +32,7 @@ from orchestrator.lanes.bringup import (
     safe_teardown,
     with_expected_env,
 )
-from orchestrator.lanes.model import Lane, LaneState
+from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import make_spec
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact
@@ -51,15 +51,21 @@ class Pool:
     contexts: dict[str, BuildLane] = field(default_factory=dict)
 
 
+def lane_spec(cfg: RunConfig, route: ModelRoute) -> LaneSpec:
+    """The spec every lane of the run starts from: the profile, ``--env``, and the model route."""
+    spec = make_spec(cfg.profile, cfg.env)
+    spec.env.update(route.lane_env())
+    for k, v in route.lane_secrets().items():
+        spec.secret_env.setdefault(k, v)
+    return spec
+
+
 class Provisioner:
-    def __init__(self, cfg: RunConfig, run_id: str, ledger: Ledger, backend: LaneBackend, route: ModelRoute,
+    def __init__(self, cfg: RunConfig, run_id: str, ledger: Ledger, backend: LaneBackend, spec: LaneSpec,
                  builder: Builder, pool: Pool, observer: RunObserver, console: Console) -> None:
         self.cfg, self.run_id, self.ledger, self.backend = cfg, run_id, ledger, backend
         self.builder, self.pool, self.observer, self.console = builder, pool, observer, console
-        self.spec = make_spec(cfg.profile, cfg.env)
-        self.spec.env.update(route.lane_env())
-        for k, v in route.lane_secrets().items():
-            self.spec.secret_env.setdefault(k, v)
+        self.spec = spec
         self.owner = make_owner(run_id, cfg.password if not backend.owns_lanes else None)
         self.events = PoolEvents(lane_ready=observer.on_lane_ready)
         self.allocator: Allocator | None = None

@@ -24,6 +24,7 @@ from orchestrator.errors import CleanupFailure
 from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
+from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import Attribution, BuildRecord, BuildStatus, UnitResult
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import Verification, not_built, verify_workflow
@@ -86,12 +87,14 @@ class UnitRunner:
 
     def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
                 workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
-                verify_s: float = 0.0) -> UnitResult:
+                verify_s: float = 0.0, transcript_path: Path | None = None) -> UnitResult:
         acc = self._attempts.pop(unit.key, Attempts())
         failure_category, attribution = None, None
         if status == BuildStatus.provider_outage:
             failure_category, attribution = "framework_issue", Attribution.framework_issue
-        elif status in (BuildStatus.failed, BuildStatus.timeout):
+        elif status == BuildStatus.timeout:  # neutral, as in the reference: not the builder's failure
+            failure_category, attribution = "timeout", None
+        elif status == BuildStatus.failed:
             failure_category, attribution = "build_failure", Attribution.builder_issue
         elif status == BuildStatus.lane_failure:
             failure_category, attribution = "framework_issue", Attribution.framework_issue
@@ -107,6 +110,8 @@ class UnitRunner:
                               turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause),
             scenarios=verification.scenarios, expectations=verification.expectations, structural=verification.structural,
             failure_category=failure_category, attribution=attribution, verify_duration_s=round(verify_s, 3),
+            **unit_extras(verification, builder=self.builder.name, base_url=self.lanes[lane_id].lane.base_url
+                          if lane_id in self.lanes else None, transcript_path=transcript_path),
         )
 
     def lane_failure_record(self, unit: WorkUnit, lane_id: str | None, reason: str) -> UnitResult:
@@ -166,7 +171,8 @@ class UnitRunner:
         lane_id = ctx.lane.lane_id
         transcripts = self.settings.transcripts_dir
         request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt, timeout_ms=self._timeout_ms(case),
-                               transcript_path=transcripts / f"{unit.case}.{unit.iteration}.jsonl" if transcripts else None)
+                               transcript_path=transcripts / f"{unit.case}.{unit.iteration}.{attempt}.jsonl"
+                               if transcripts else None)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
         # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
@@ -177,19 +183,21 @@ class UnitRunner:
             verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
                                                  timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
-                                              workflow_id=result.workflow_id, verify_s=time.monotonic() - t0)
+                                              workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
+                                              transcript_path=result.transcript_path)
         reason = result.error or "no workflow built"
+        kept = result.transcript_path
         if result.framework_fault:
             v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)
         if result.status == BuildStatus.provider_outage:
             v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
             return Outcome.done, self._record(unit, lane_id, BuildStatus.provider_outage, v, error=reason,
-                                              root_cause=result.root_cause or reason)
-        if result.status == BuildStatus.timeout:
-            v = not_built(case, reason=reason, attribution=Attribution.builder_issue, category="build_failure")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.timeout, v, error=reason)
+                                              root_cause=result.root_cause or reason, transcript_path=kept)
+        if result.status == BuildStatus.timeout:  # neutral: nothing graded, not charged to the builder
+            v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="timeout")
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.timeout, v, error=reason, transcript_path=kept)
         if result.retry_elsewhere and acc.attempts < self.settings.max_attempts:
             return Outcome.retry_elsewhere, reason
         v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
-        return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason)
+        return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)
