@@ -25,8 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from orchestrator.build.builder import BuilderSettings, BuildRequest, get_builder
 from orchestrator.build.lane import BuildLane

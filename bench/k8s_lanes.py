@@ -81,7 +81,7 @@ class RssSampler:
         while not self._stop.wait(0.02):
             self.peaks[self.phase] = max(self.peaks[self.phase], int(self.rss_mib()))
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 
@@ -138,7 +138,7 @@ async def one_run(lanes: int, units: int, concurrency: int, per_lane: int, pull_
                 await asyncio.gather(*(backend.health(lane) for lane in pool))
                 try:
                     await asyncio.wait_for(stop.wait(), 2.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
         cap = asyncio.Semaphore(concurrency)

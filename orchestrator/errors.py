@@ -63,7 +63,7 @@ class ResourceKind(str, enum.Enum):
     other = "other"
 
     @classmethod
-    def of(cls, value: str) -> "ResourceKind":
+    def of(cls, value: str) -> ResourceKind:
         try:
             return cls(value)
         except ValueError:

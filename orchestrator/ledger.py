@@ -21,11 +21,13 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from orchestrator.redact import redact_obj
+
 
 def _kind(kind: object) -> str:
     """A resource kind as stored: the enum's value (``ResourceKind.workflow`` → ``workflow``) or the string."""
@@ -61,7 +63,7 @@ class Ledger:
         self._offset = 0  # bytes of the file already folded into ``_open``
 
     @classmethod
-    def for_run(cls, run_id: str, state_dir: Path | None = None) -> "Ledger":
+    def for_run(cls, run_id: str, state_dir: Path | None = None) -> Ledger:
         run_dir = (state_dir or default_state_dir()) / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         return cls(run_dir)

@@ -23,11 +23,20 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Sequence, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import anthropic
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, retry_if_result, stop_after_attempt, wait_chain, wait_fixed
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    retry_if_result,
+    stop_after_attempt,
+    wait_chain,
+    wait_fixed,
+)
 
 from orchestrator.redact import redact
 

@@ -30,8 +30,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from orchestrator.redact import MASK, redact_obj
 
@@ -85,7 +86,7 @@ class Transcript:
             self._fh.close()
             self._fh = None
 
-    def __enter__(self) -> "Transcript":
+    def __enter__(self) -> Transcript:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -23,6 +23,9 @@ if [ ${#tier[@]} -eq 0 ]; then
     export DOCKER_HOST
   fi
 fi
+# the gates first: lint and types (seconds), then the tests
+.venv/bin/ruff check orchestrator tests bench
+.venv/bin/mypy orchestrator
 set +e
 .venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider "$@"
 rc=$?

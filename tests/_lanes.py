@@ -11,10 +11,10 @@ import asyncio
 import concurrent.futures
 import secrets
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 from _tools import free_port, require

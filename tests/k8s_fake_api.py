@@ -152,7 +152,7 @@ def pod_status(outcome: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    api: "FakeApiServer"  # set per server
+    api: FakeApiServer  # set per server
 
     def log_message(self, *args: Any) -> None:  # keep pytest output clean
         pass
@@ -210,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._collection(resource, ns, query, body)
         return self._item(resource, ns, name, sub)
 
-    do_GET = do_POST = do_DELETE = _handle  # noqa: N815
+    do_GET = do_POST = do_DELETE = _handle
 
     def _collection(self, resource: str, ns: str, query: dict[str, str], body: Any) -> None:
         api = self.api
@@ -318,7 +318,7 @@ class FakeApiServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._timers: list[threading.Timer] = []
 
-    def __enter__(self) -> "FakeApiServer":
+    def __enter__(self) -> FakeApiServer:
         self._thread.start()
         return self
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_langsmith_sync import API_KEY, FakeLangSmith, _serve
 
 from orchestrator.lanes.process import labelled_processes
-from test_langsmith_sync import API_KEY, FakeLangSmith, _serve
 
 REPO = Path(__file__).resolve().parents[1]
 FLAG = "118_instance_ai_setup_overhaul"

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from eval_results_factory import results, unit
+
 from orchestrator.experiments.ab_report import ArmData, compare_arms, write_ab_report
 from orchestrator.experiments.mcnemar import VerdictPair, mcnemar, mcnemar_exact, pair_verdicts
 from orchestrator.results.model import BuildStatus

@@ -184,7 +184,7 @@ def langtracer() -> Iterator[FakeLangTracer]:
     fake = FakeLangTracer()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server API
+        def do_GET(self) -> None:
             fake.requests.append((self.path, self.headers.get("Authorization")))
             queue = fake.routes.get(self.path)
             status, text = (queue.pop(0) if len(queue) > 1 else queue[0]) if queue else (404, '{"error":"not found"}')
@@ -195,7 +195,7 @@ def langtracer() -> Iterator[FakeLangTracer]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

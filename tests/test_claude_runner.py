@@ -9,10 +9,10 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from _lanes import SeededLane, seeded_lane
@@ -27,14 +27,14 @@ from orchestrator.build.claude_runner import (
     run_build_attempt,
     should_retry_attempt,
 )
+from orchestrator.build.trailer import last_workflow_id
+from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.outage import (
     OutageInfo,
     classify_cli_text,
     classify_result_event,
     retry_provider_outage,
 )
-from orchestrator.build.trailer import last_workflow_id
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.server import ScriptedModelServer
 

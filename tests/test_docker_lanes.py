@@ -22,8 +22,9 @@ from orchestrator.lanes.docker_lanes import INDEX_LABEL, MANAGED_BY, MANAGED_BY_
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import make_spec
 from orchestrator.ledger import Ledger
+
 pytest.register_assert_rewrite("_docker_fixtures")  # it is also a plugin (below)
-from _docker_fixtures import DOCKERD_SH, LANE_PORT_BASE, leftovers, remove_leftovers
+from _docker_fixtures import DOCKERD_SH, LANE_PORT_BASE, leftovers, remove_leftovers  # noqa: E402
 
 pytest_plugins = ["_docker_fixtures"]  # one session-wide dockerd and lane image for every docker test file
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -14,8 +14,9 @@ import docker
 import pytest
 
 from orchestrator.lanes.install import CLAUDE_VERSION
+
 pytest.register_assert_rewrite("_docker_fixtures")  # it is also a plugin (below)
-from _docker_fixtures import REPO, docker_env
+from _docker_fixtures import REPO, docker_env  # noqa: E402
 
 pytest_plugins = ["_docker_fixtures"]  # one session-wide dockerd and lane image for every docker test file
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from orchestrator.cases.sources import load_disk
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.profiles import parse_overrides, parse_profile
 from orchestrator.lanes.pool import parse_base_urls
+from orchestrator.lanes.profiles import parse_overrides, parse_profile
 from orchestrator.run.config import RunConfig
 
 FUZZ = settings(max_examples=150, deadline=timedelta(milliseconds=500), suppress_health_check=[HealthCheck.too_slow])

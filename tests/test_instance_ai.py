@@ -25,11 +25,11 @@ from orchestrator.build.instance_ai import (
     unsupported_reason,
     user_turns,
 )
-from orchestrator.transcript import Transcript
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, FrameParser, StreamEvent
 from orchestrator.n8n.rest import N8nClient, N8nSession
+from orchestrator.transcript import Transcript
 
 # ------------------------------------------------------------------------------------------------
 # frames
@@ -80,7 +80,7 @@ class _SseServer:
             def log_message(self, *args: Any) -> None:
                 return
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 outer.seen_last_ids.append(self.headers.get("Last-Event-ID"))
                 outer.seen_cookies.append(self.headers.get("cookie"))
                 index = len(outer.seen_last_ids) - 1

@@ -28,7 +28,6 @@ from orchestrator.build.builder import (
     get_builder,
 )
 from orchestrator.build.lane import BuildLane
-from orchestrator.transcript import read_transcript
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.install import Toolchain, default_cache_dir
@@ -43,6 +42,7 @@ from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, Hang, HttpError, Script
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.transcript import read_transcript
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import verify_workflow
 

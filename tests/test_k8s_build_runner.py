@@ -13,15 +13,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
 
-from orchestrator.build.claude_runner import AttemptResult
-from orchestrator.outage import OutageInfo
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.build.build_runner import (
     BuildRunnerServer,
     RemoteBuildRunner,
@@ -29,6 +26,9 @@ from orchestrator.build.build_runner import (
     result_from_json,
     result_to_json,
 )
+from orchestrator.build.claude_runner import AttemptResult
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.outage import OutageInfo
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang
 from orchestrator.scripted.server import ScriptedModelServer

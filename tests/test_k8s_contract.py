@@ -15,8 +15,8 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import kubernetes_validate
 import pytest
@@ -30,7 +30,7 @@ from orchestrator.lanes.model import LaneSpec
 from orchestrator.ledger import Ledger
 
 RecordingApiServer = FakeApiServer  # the name other test modules import
-__all__ = ["RecordingApiServer", "FakeApiServer", "Request", "rbac_of", "run_full_lifecycle"]
+__all__ = ["FakeApiServer", "RecordingApiServer", "Request", "rbac_of", "run_full_lifecycle"]
 
 K8S_VERSION = "1.30"
 NS = "evals"

@@ -9,8 +9,8 @@ Failed, OOMKilled) and the janitor — the real :class:`Janitor` through the rea
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from k8s_fake_api import FakeApiServer

@@ -21,8 +21,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-
 from eval_results_factory import unit
+
 from orchestrator.cases import LoadedCase
 from orchestrator.cases.model import EvalCase
 from orchestrator.experiments.langsmith_sync import (
@@ -43,7 +43,7 @@ TENANT = str(uuid.UUID(int=7))
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 class FakeLangSmith:
@@ -309,7 +309,7 @@ async def test_units_recorded_with_feedback_and_no_secrets(fake, tmp_path: Path)
 
 async def test_baseline_found_and_comparison_returned(fake, tmp_path: Path) -> None:
     store, url = fake
-    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3)
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
     stale = store.add_session("instance-ai-baseline-0000aaaa", old - dt.timedelta(days=1))
     newest = store.add_session("instance-ai-baseline-7abc1234", old)
     store.add_session("someone-else-1234", old + dt.timedelta(days=1))  # newer, but not a baseline
@@ -347,7 +347,7 @@ async def test_baseline_run_itself_and_no_baseline_skip(fake, tmp_path: Path) ->
     await hooks.on_cases("run-1", [_case("smoke-a")])
     assert await hooks.on_finish(_results("run-1", [unit("smoke-a", 0, {"happy-path": True})])) is None  # none yet
 
-    store.add_session("instance-ai-baseline-old00000", dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1))
+    store.add_session("instance-ai-baseline-old00000", dt.datetime.now(dt.UTC) - dt.timedelta(days=1))
     creating = _hooks(url, tmp_path, experiment_name="instance-ai-baseline")
     await creating.on_cases("run-2", [_case("smoke-a")])
     await creating.on_unit(unit("smoke-a", 0, {"happy-path": True}))

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -116,7 +117,7 @@ def test_own_registry_not_the_global_one() -> None:
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    requests: list[tuple[str, str, bytes]] = []
+    requests: ClassVar[list[tuple[str, str, bytes]]] = []
 
     def _record(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from _lanes import StartedLane, closed_port, process_lane
+from _mcp_client import LaneMcpClient, McpAuthError, McpToolError
 
 from orchestrator.lanes.fingerprint import fetch_fingerprint
-from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
-from _mcp_client import LaneMcpClient, McpAuthError, McpToolError
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.rest import INVITE_RATE_LIMIT, N8nClient, RetryPolicy
 from orchestrator.redact import MASK, register_secret
 from orchestrator.scripted.replies import Action, Reply, TextBlock, ToolUseBlock

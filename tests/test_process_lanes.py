@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _process_lanes import alive, lane_pids, leftovers
 
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import LaneState
@@ -24,7 +25,6 @@ from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
-from _process_lanes import alive, lane_pids, leftovers
 
 pytestmark = pytest.mark.n8n
 ORCH = [sys.executable, "-m", "orchestrator"]  # the CLI of whatever venv runs the tests

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from _process_lanes import leftovers
 
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.pool import make_spec
@@ -25,7 +26,6 @@ from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
-from _process_lanes import leftovers
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude]
 CASES = Path(__file__).resolve().parents[1] / "cases"

@@ -431,7 +431,7 @@ async def test_follow_after_a_dropped_stream_and_delete_of_a_running_execution(s
 
         body = {"command": f"sleep {marker} & sleep {marker}1; wait", "exec_id": "kill-me"}
         async with http.stream("POST", f"/sandboxes/{sid}/executions", json=body) as resp:
-            async for line in resp.aiter_lines():
+            async for _line in resp.aiter_lines():
                 break
         for _ in range(50):
             if len(procs_with(marker)) >= 2:

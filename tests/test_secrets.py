@@ -19,8 +19,8 @@ import socket
 import stat
 from pathlib import Path
 
-import httpx
 import _tools
+import httpx
 import pytest
 from faults.helpers import (
     FAKE_API_KEY,

@@ -7,6 +7,11 @@ import json
 import stat
 from pathlib import Path
 
+from orchestrator.cases import EvalCase
+from orchestrator.redact import register_secret
+from orchestrator.results.model import Verdict
+from orchestrator.scripted.scripts import judge, verdict_list
+from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import (
     MAX_STRING_CHARS,
     ClaudeStreamTranscript,
@@ -15,11 +20,6 @@ from orchestrator.transcript import (
     read_transcript,
     render_for_judge,
 )
-from orchestrator.cases import EvalCase
-from orchestrator.redact import register_secret
-from orchestrator.results.model import Verdict
-from orchestrator.scripted.scripts import judge, verdict_list
-from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import (
     PROCESS_NO_OUTPUT,

@@ -308,7 +308,7 @@ def _result_from(state: StreamState, exit_code: int | None, duration_s: float, t
         outage = classify_result_event(state.last_api_error_event) or classify_cli_text(text)
     if timed_out:
         is_error = True
-        error_text = f"claude timed out after {timeout_s:.0f}s and was killed"
+        error_text: str | None = f"claude timed out after {timeout_s:.0f}s and was killed"
     elif is_error:
         error_text = text or ("\n".join(stderr_tail) or None)
         if result is None:

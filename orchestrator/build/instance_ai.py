@@ -402,7 +402,7 @@ class InstanceAiBuilder(Builder):
             return await self._attempt(lane, user, turns, transcript, deadline, threads)
 
         try:
-            outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)  # type: ignore[arg-type]
+            outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
         finally:
             transcript.close()
             if not self.settings.keep_workflows:

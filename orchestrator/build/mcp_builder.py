@@ -102,7 +102,7 @@ class McpBuilder(Builder):
             return result
 
         try:
-            result: AttemptResult = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)  # type: ignore[arg-type]
+            result: AttemptResult = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
         finally:
             transcript.close()
         if result.outage is not None:

@@ -59,7 +59,6 @@ __all__ = [
     "Turn",
     "agent_slug",
     "director_notes",
-    "strip_director_notes",
     "load_cases",
     "load_disk",
     "load_langtracer",
@@ -68,4 +67,6 @@ __all__ = [
     "parse_case_text",
     "parse_export",
     "seed_slot",
+    "select_cases",
+    "strip_director_notes",
 ]

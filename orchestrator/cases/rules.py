@@ -8,8 +8,8 @@ the fields themselves in ``seed.py`` / ``credentials.py`` / ``model.py``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.cases.issues import Violation
 
@@ -76,13 +76,14 @@ def check_inline_seed(seed: InlineSeed) -> list[Violation]:
 
 
 def _artifact_ids(seed: InlineSeed) -> Iterator[tuple[str, tuple[str | int, ...]]]:
-    for kind, items in (
+    groups: tuple[tuple[str, Sequence[Any]], ...] = (
         ("workflows", seed.workflows),
         ("dataTables", seed.data_tables),
         ("agents", seed.agents),
         ("folders", seed.folders),
         ("projects", seed.projects),
-    ):
+    )
+    for kind, items in groups:
         for index, item in enumerate(items):
             yield item.id, (kind, index, "id")
 

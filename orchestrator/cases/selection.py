@@ -28,7 +28,7 @@ def _substrings(spec: str | None) -> list[str]:
 def select_cases(
     cases: Sequence[LoadedCase],
     *,
-    filter: str | None = None,  # noqa: A002 - mirrors the --filter flag
+    filter: str | None = None,
     exclude: str | None = None,
     tier: str | None = None,
 ) -> list[LoadedCase]:
@@ -70,7 +70,7 @@ async def load_selected(
     source: str = "disk",
     paths: Sequence[Path] | None = None,
     suite: str | None = None,
-    filter: str | None = None,  # noqa: A002
+    filter: str | None = None,
     exclude: str | None = None,
     tier: str | None = None,
 ) -> list[LoadedCase]:

@@ -8,10 +8,9 @@ import typer
 from rich.console import Console
 
 from orchestrator.cli.common import run_async
-from orchestrator.errors import ConfigError
+from orchestrator.cli.run_options import run_options
 from orchestrator.experiments.ab import Arm, check_mode, default_experiment, new_ab_id, parse_arms, run_arms
 from orchestrator.experiments.ab_report import ArmData, write_ab_report
-from orchestrator.cli.run_options import run_options
 from orchestrator.run.config import RunConfig
 
 console = Console(stderr=True)

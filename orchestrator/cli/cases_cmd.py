@@ -44,7 +44,7 @@ def _seed_label(loaded: LoadedCase) -> str:
 @app.command("list")
 def list_cases(
     paths: list[Path] = typer.Argument(None, help="Case files or directories (default: ./cases)."),
-    filter: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),  # noqa: A002
+    filter: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
     exclude: str | None = typer.Option(None, "--exclude", help=_EXCLUDE_HELP),
     tier: str | None = typer.Option(None, "--tier", help=_TIER_HELP),
     source: str = typer.Option("disk", "--source", help=_SOURCE_HELP),

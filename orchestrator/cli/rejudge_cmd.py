@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         if not config.api_key:
             raise UserError("--judge-model: ANTHROPIC_API_KEY is not set: the judge cannot be called")
 
-        async def go():  # type: ignore[no-untyped-def]
+        async def go():
             judge = Judge(config)
             try:
                 return await rejudge(results, inputs, judge)

@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         run_async(check_prebuilt_selection(cfg))
 
         class ConsoleLines(RunHooks):
-            async def on_unit(self, unit) -> None:  # type: ignore[no-untyped-def]
+            async def on_unit(self, unit) -> None:
                 console.print(unit_line(unit, verbose=verbose), markup=False, highlight=False)
 
         hooks = [ConsoleLines(), *default_hooks(cfg)]

@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from orchestrator.cases import LoadedCase
 from orchestrator.compare import compare, comparison_dict
 from orchestrator.redact import redact, redact_obj, register_secret
-from orchestrator.results.model import BuildStatus, EvalResults, UnitResult, Verdict
+from orchestrator.results.model import BuildStatus, EvalResults, ExpectationResult, ScenarioResult, UnitResult, Verdict
 from orchestrator.results.scoring import UnitOutcome, unit_outcome
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
@@ -199,17 +199,16 @@ def unit_feedback(unit: UnitResult) -> list[FeedbackSpec]:
     by_key = {f"evals.workflows.{c.dimension}.{c.name}": c for c in unit.structural if c.dimension}
     for key, score in feedback(unit.structural).items():
         out.append(FeedbackSpec(key, float(score), comment=_comment(by_key[key].detail) if key in by_key else None))
+    rows: list[ScenarioResult | ExpectationResult] = [*unit.scenarios, *unit.expectations]
     attribution = unit.attribution or next(
-        (r.attribution for r in (*unit.scenarios, *unit.expectations) if r.verdict is Verdict.failed and r.attribution),
-        None,
-    )
+        (r.attribution for r in rows if r.verdict is Verdict.failed and r.attribution), None)
     if attribution is not None:
         out.append(FeedbackSpec("attribution", value=attribution.value, comment=_comment(unit.failure_category)))
     return out
 
 
 def _ts(seconds: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
 
 def _experiment_metadata(cfg: RunConfig, run_id: str, git: GitInfo) -> dict[str, Any]:
@@ -263,7 +262,7 @@ class LangSmithHooks(RunHooks):
         self._git: GitInfo | None = None
 
     @classmethod
-    def from_env(cls, cfg: RunConfig, env: Mapping[str, str] | None = None, **kwargs: Any) -> "LangSmithHooks | None":
+    def from_env(cls, cfg: RunConfig, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangSmithHooks | None:
         env = os.environ if env is None else env
         key = env.get(API_KEY_ENV)
         if not key:

@@ -11,23 +11,22 @@ it with :func:`register_backend`, or expose it under the ``orchestrator.lane_bac
 from __future__ import annotations
 
 import abc
-from importlib import metadata
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import ClassVar
-
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.health import READINESS_PATH, answers_ready, readiness_status
-from orchestrator.lanes.model import Lane, LaneSpec
 
 __all__ = ["READINESS_PATH", "LaneBackend", "LaneError", "answers_ready", "get_backend", "readiness_status",
            "register_backend"]
 
-_REGISTRY: dict[str, type["LaneBackend"]] = {}
+_REGISTRY: dict[str, type[LaneBackend]] = {}
 
 BUILTIN_BACKENDS = ("process", "docker", "kubernetes", "static")
 

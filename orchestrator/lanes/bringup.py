@@ -13,8 +13,8 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from orchestrator.lanes.backend import LaneBackend, LaneError
 from orchestrator.lanes.fingerprint import fetch_fingerprint

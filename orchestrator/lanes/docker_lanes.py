@@ -45,9 +45,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from decimal import Decimal
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,9 @@ from docker.models.containers import Container
 from pydantic import Field
 
 from orchestrator.lanes.backend import BackendOptions, LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.labels import LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
-from orchestrator.lanes.labels import LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL
 from orchestrator.ledger import Ledger, all_runs
 from orchestrator.redact import redact, register_secret
 

@@ -128,7 +128,7 @@ class LanePod(_Camel):
         return [{"name": v} if isinstance(v, str) else v for v in value or []]
 
     @model_validator(mode="after")
-    def _memory_guaranteed(self) -> "LanePod":
+    def _memory_guaranteed(self) -> LanePod:
         res = self.resources or {}
         req, lim = (res.get("requests") or {}).get("memory"), (res.get("limits") or {}).get("memory")
         if req and lim and req != lim:

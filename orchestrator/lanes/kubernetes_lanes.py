@@ -255,7 +255,7 @@ class RunPodWatch:
                 self.error = f"HTTP {exc.status} {exc.reason}"
                 self._stop.wait(retry_after_s(exc, attempt) if exc.status == 429 else min(30.0, 0.5 * 2 ** attempt))
                 attempt += 1
-            except Exception as exc:  # noqa: BLE001 - an unreachable API must not kill the watch
+            except Exception as exc:
                 if self._stop.is_set():
                     break
                 self.error = f"{type(exc).__name__}: {exc}"

@@ -157,7 +157,7 @@ class RunMetrics:
         try:
             push_to_gateway(gateway_url, job=job, registry=self.registry,
                             grouping_key=dict(grouping_key or {}), timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - metrics must never fail the run
+        except Exception as exc:
             log.warning("metrics push to %s failed: %s", redact(gateway_url), redact(f"{type(exc).__name__}: {exc}"))
             return False
         return True

@@ -33,8 +33,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 
@@ -163,7 +164,7 @@ class EventStream:
     def path(self) -> str:
         return f"{BASE}/events/{self.thread_id}"
 
-    async def open(self, timeout_s: float = 30.0) -> "EventStream":
+    async def open(self, timeout_s: float = 30.0) -> EventStream:
         """Start reading; return once the first connection answered (headers received)."""
         self._task = asyncio.create_task(self._run(), name=f"instance-ai-events-{self.thread_id[:8]}")
         waiter = asyncio.create_task(self._connected.wait())
@@ -181,7 +182,7 @@ class EventStream:
             raise N8nTransportError("GET", self.path, f"event stream did not connect within {timeout_s:.0f} s")
         return self
 
-    async def __aenter__(self) -> "EventStream":
+    async def __aenter__(self) -> EventStream:
         return await self.open()
 
     async def __aexit__(self, *exc: object) -> None:

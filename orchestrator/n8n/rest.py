@@ -188,7 +188,7 @@ class MockExecutionResult(BaseModel):
     success: bool
     node_results: dict[str, NodeResult] = Field(default_factory=dict, alias="nodeResults")
     errors: list[str] = Field(default_factory=list)
-    hints: MockHints = Field(default_factory=MockHints)
+    hints: MockHints = Field(default_factory=lambda: MockHints.model_validate({}))
     mocked_credentials: list[Any] = Field(default_factory=list, alias="mockedCredentials")
     rewritten_credentials: list[Any] = Field(default_factory=list, alias="rewrittenCredentials")
 
@@ -607,7 +607,7 @@ class N8nSession:
                     "(SMTP configured or N8N_INVITE_LINKS_EMAIL_ONLY set); eval lanes must have neither",
                 )
             register_secret(token)
-            rows.append(Invitation(email=email, user_id=str(user.get("id", "")), token=token, accept_url=url))
+            rows.append(Invitation(email=email, user_id=str(user.get("id", "")), token=token, accept_url=str(url)))
         by_email = {r.email.lower(): r for r in rows}  # n8n answers in no particular order
         missing = [e for e in batch if e.lower() not in by_email]
         if missing:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
@@ -79,7 +79,7 @@ def _terminal_rates(n: int, c: int, k: int) -> tuple[float, float]:
 
 
 def _iso(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts or 0.0, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts or 0.0, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _usage_entry(u: UsageEntry) -> dict[str, Any]:

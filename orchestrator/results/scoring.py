@@ -34,7 +34,9 @@ from orchestrator.results.model import (
     BuildStatus,
     CaseSummary,
     EvalResults,
+    ExpectationResult,
     RunSummary,
+    ScenarioResult,
     ScoringUnitSummary,
     UnitResult,
     Verdict,
@@ -325,7 +327,8 @@ _BUILD_OUTCOMES = {
 def unit_outcome(unit: UnitResult) -> UnitOutcome:
     if unit.build.status in _BUILD_OUTCOMES:
         return _BUILD_OUTCOMES[unit.build.status]
-    verdicts = [r.verdict for r in (*unit.scenarios, *unit.expectations) if r.verdict is not Verdict.incomplete]
+    rows: list[ScenarioResult | ExpectationResult] = [*unit.scenarios, *unit.expectations]
+    verdicts = [r.verdict for r in rows if r.verdict is not Verdict.incomplete]
     if not verdicts:
         return UnitOutcome.incomplete
     return UnitOutcome.failed if Verdict.failed in verdicts else UnitOutcome.passed

@@ -92,5 +92,5 @@ def record_model_call(agent: str, model: str, usage: Any, *, effort: str | None 
         })
         with _lock, open(path, "a", encoding="utf-8") as fh:
             fh.write(redact(line) + "\n")
-    except Exception:  # noqa: BLE001 - accounting is best effort by contract
+    except Exception:
         return

@@ -25,9 +25,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Iterable
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.redact import redact, redact_obj

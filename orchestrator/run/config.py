@@ -140,7 +140,7 @@ class RunConfig(BaseModel):
                 raise ValueError("not an IP address") from None
         return value
 
-    def validate(self) -> "RunConfig":  # type: ignore[override]  # (pydantic's deprecated classmethod)
+    def validate(self) -> RunConfig:  # type: ignore[override]  # (pydantic's deprecated classmethod)
         """Check every field again (the CLI sets a few after construction), then what spans several
         fields or the plug-in registries. Returns ``self``; raises a one-line :class:`ConfigError`."""
         try:

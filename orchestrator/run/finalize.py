@@ -12,12 +12,12 @@ from pathlib import Path
 from orchestrator.compare import compare, comparison_dict, load_results
 from orchestrator.compare.pr_comment import render_pr_comment, write_pr_comment
 from orchestrator.errors import UserError
+from orchestrator.lanes.model import Lane
 from orchestrator.redact import redact
 from orchestrator.results.model import EvalResults, LaneRecord
 from orchestrator.results.report_html import write_report
 from orchestrator.results.scoring import summarize
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter
-from orchestrator.lanes.model import Lane
 
 
 def summarize_run(results: EvalResults, *, iterations: int, units_total: int, lanes: list[Lane],

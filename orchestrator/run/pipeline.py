@@ -29,7 +29,7 @@ from rich.console import Console
 
 from orchestrator.allocator import Allocator
 from orchestrator.allocator.durations import expected_for_run
-from orchestrator.build.builder import Builder, BuildEvents, BuilderSettings, get_builder
+from orchestrator.build.builder import Builder, BuilderSettings, BuildEvents, get_builder
 from orchestrator.errors import CleanupFailure, ConfigError
 from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, readiness_status
 from orchestrator.lanes.install import ensure_toolchain
@@ -82,7 +82,7 @@ class RunOutcome:
 class _SpendCap(RunObserver):
     """``--max-cost-usd``: once reached, no new build starts (running ones finish)."""
 
-    def __init__(self, run: "Run") -> None:
+    def __init__(self, run: Run) -> None:
         self.run = run
 
     def on_cost(self, usd: float) -> None:
@@ -227,9 +227,10 @@ class Run:
         self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, spec, self.builder,
                                                      self.pool, self.observers, console)
         await provisioner.start(min(cfg.lanes, len(plan.units)))  # returns once the first lane has joined
+        transcripts = plan.run_dir / "transcripts"
+        transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
         settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
-                                keep_workflows=cfg.keep_workflows, transcripts_dir=plan.run_dir / "transcripts")
-        settings.transcripts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+                                keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
                             on_cleanup_failure=self.observers.on_cleanup_failure)
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from orchestrator.allocator import Outcome, WorkUnit
 from orchestrator.build.builder import Builder, BuildRequest, BuildResult

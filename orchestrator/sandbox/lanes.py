@@ -17,8 +17,8 @@ import asyncio
 import os
 import shutil
 import signal
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from orchestrator.lanes.install import Toolchain
 from orchestrator.ledger import Ledger
@@ -41,7 +41,7 @@ class LaneSandboxes:
 
     @classmethod
     def from_options(cls, options: Mapping[str, object], ledger: Ledger, toolchain: Toolchain,
-                     folder: Path) -> "LaneSandboxes | None":
+                     folder: Path) -> LaneSandboxes | None:
         url = options.get("sandbox_url")
         if url:
             key = str(options.get("sandbox_api_key") or os.environ.get(KEY_ENV) or "") or None

@@ -37,10 +37,11 @@ import signal
 import stat as stat_mod
 import time
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -72,7 +73,7 @@ class HttpError(Exception):
 
 
 def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _flag(request: Request, name: str, default: bool = False) -> bool:
@@ -296,7 +297,7 @@ class SandboxServer:
             if ex.task is not None:
                 try:
                     await asyncio.wait_for(asyncio.shield(ex.task), 5)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
+                except (TimeoutError, asyncio.CancelledError):
                     ex.task.cancel()
         await asyncio.to_thread(sb.cgroup.remove)
         await asyncio.to_thread(shutil.rmtree, sb.folder, True)
@@ -358,7 +359,7 @@ class SandboxServer:
         ]
         try:
             await asyncio.wait_for(ex.proc.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ex.timed_out = True
             ex.kill_tree()
             await ex.proc.wait()
@@ -416,7 +417,7 @@ class SandboxServer:
             if ex.task is not None:
                 try:
                     await asyncio.wait_for(asyncio.shield(ex.task), 10)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         sb.executions.pop(exec_id, None)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from orchestrator.scripted.replies import (
     Action,
@@ -305,28 +306,28 @@ def mcp_builder(server_name: str = "n8n-local", code: str | None = None,
 __all__ = [
     "HELLO_WORKFLOW_CODE",
     "MINIMAL_WORKFLOW_CODE",
-    "created_workflow_id",
-    "mcp_builder",
     "Reply",
     "TextBlock",
     "ToolUseBlock",
+    "created_workflow_id",
+    "demo_script",
     "hang",
+    "is_judge_request",
     "judge",
     "judged_item_count",
-    "verdict_list",
+    "lane_mock",
     "last_user_text",
     "malformed",
+    "mcp_builder",
     "no_trailer",
     "route_by_tools",
-    "demo_script",
-    "is_judge_request",
-    "lane_mock",
     "sequence",
     "status_storm",
     "text_only",
     "tool_calls",
     "tool_names",
     "tool_result_text",
+    "verdict_list",
 ]
 
 

@@ -167,10 +167,10 @@ def _count_tokens(body: Any) -> int:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_LoopbackHTTPServer"
+    server: _LoopbackHTTPServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return  # recorded requests are the log; keep test output quiet
 
     def _read_body(self) -> Any:
@@ -202,17 +202,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         self._record(None)
         self._send_json(200, {})
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._record(None)
         self.send_response(200)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self._read_body()
         rec = self._record(body)
         if rec.path == "/v1/messages/count_tokens":
@@ -298,7 +298,7 @@ class _LoopbackHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, owner: "ScriptedModelServer") -> None:
+    def __init__(self, host: str, port: int, owner: ScriptedModelServer) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"scripted model server binds loopback only, not {host!r}")
         self.owner = owner
@@ -320,7 +320,7 @@ class ScriptedModelServer:
         self._thread: threading.Thread | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
-    def start(self) -> "ScriptedModelServer":
+    def start(self) -> ScriptedModelServer:
         self._httpd = _LoopbackHTTPServer(self._host, self._port, self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-model", daemon=True
@@ -337,7 +337,7 @@ class ScriptedModelServer:
             self._thread.join(timeout=5)
         self._httpd = None
 
-    def __enter__(self) -> "ScriptedModelServer":
+    def __enter__(self) -> ScriptedModelServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -424,8 +424,8 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "HttpError",
     "Hang",
+    "HttpError",
     "Malformed",
     "RecordedRequest",
     "Reply",

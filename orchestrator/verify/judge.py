@@ -49,7 +49,7 @@ class JudgeConfig:
     backoff_s: float = 2.0
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "JudgeConfig":
+    def from_env(cls, **overrides: Any) -> JudgeConfig:
         effort = os.environ.get("N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT", "high")
         if effort not in EFFORT_BUDGET:
             raise ConfigError(
@@ -122,7 +122,7 @@ class Judge:
             nonlocal outage, last_error
             try:
                 text = await self._ask(system, prompt)
-            except (asyncio.TimeoutError, anthropic.APIError) as exc:
+            except (TimeoutError, anthropic.APIError) as exc:
                 outage = outage or classify_exception(exc) is not None or isinstance(
                     exc, (asyncio.TimeoutError, anthropic.APITimeoutError))
                 last_error = redact(f"{type(exc).__name__}: {exc}")[:300]
@@ -148,7 +148,7 @@ class Judge:
             async for attempt in retrying:
                 with attempt:
                     return await once()
-        except (asyncio.TimeoutError, anthropic.APIError, _UnusableReply):
+        except (TimeoutError, anthropic.APIError, _UnusableReply):
             log.warning("judge gave up after %d attempt(s): %s", self.config.attempts, last_error)
         verdict = Verdict.incomplete if outage else Verdict.failed
         reason = f"not judged: {last_error}" if outage else f"judge failed: {last_error}"

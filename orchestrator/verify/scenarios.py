@@ -12,7 +12,13 @@ import logging
 from dataclasses import dataclass
 
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
-from orchestrator.n8n.rest import EVAL_SCENARIO_HINTS_MAX, EVAL_TIMEOUT_MS_MAX, EVAL_TIMEOUT_MS_MIN, MockExecutionResult, N8nSession
+from orchestrator.n8n.rest import (
+    EVAL_SCENARIO_HINTS_MAX,
+    EVAL_TIMEOUT_MS_MAX,
+    EVAL_TIMEOUT_MS_MIN,
+    MockExecutionResult,
+    N8nSession,
+)
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
@@ -32,6 +31,7 @@ from orchestrator.results.model import (
     Verdict,
 )
 from orchestrator.results.usage import usage_meter
+from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.judge import (
     EXPECTATION_SYSTEM,
     PROCESS_SYSTEM,

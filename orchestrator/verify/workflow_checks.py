@@ -33,8 +33,9 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.results.model import StructuralCheck, Verdict
 

@@ -13,7 +13,7 @@ Helpers (inventories, the build gate, run configs) are in :mod:`faults.helpers`.
 from __future__ import annotations
 
 import asyncio
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -16,16 +16,17 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from orchestrator.lanes.model import Lane
-from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.lanes.process import labelled_processes
 from orchestrator.ledger import Ledger
+from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.run.config import RunConfig
 from orchestrator.scripted.replies import Action, Script
@@ -233,7 +234,7 @@ class LedgerTimeline:
     events: list[tuple[int, str, str]] = field(default_factory=list)  # (index, op, lane id)
 
     @classmethod
-    def of(cls, run_id: str, state_dir: Path) -> "LedgerTimeline":
+    def of(cls, run_id: str, state_dir: Path) -> LedgerTimeline:
         index_of: dict[str, int] = {}
         events = []
         for rec in ledger_records(run_id, state_dir):

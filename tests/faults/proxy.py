@@ -96,7 +96,7 @@ class FaultProxy:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         ready = threading.Event()
 
         def serve() -> None:
@@ -130,7 +130,7 @@ class FaultProxy:
             self._thread.join(timeout=10)
         self._loop = None
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
