@@ -11,6 +11,14 @@ if ! command -v npm >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
     echo "setup: npm and g++ are needed (apt-get install nodejs npm g++ make)" >&2; exit 1
   fi
 fi
+# the Instance AI sandbox isolates commands with bubblewrap (and prlimit from util-linux)
+if ! command -v bwrap >/dev/null 2>&1 || ! command -v prlimit >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap util-linux >/dev/null
+  else
+    echo "setup: bubblewrap is needed for the Instance AI sandbox (apt-get install bubblewrap)" >&2
+  fi
+fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e ".[test]"
