@@ -41,6 +41,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from orchestrator.outage import OutageInfo, classify_cli_text, classify_result_event
 from orchestrator.build.trailer import last_workflow_id
+from orchestrator.procs import terminate_group
 from orchestrator.redact import redact, redact_obj, register_secret
 
 log = logging.getLogger(__name__)
@@ -264,23 +265,10 @@ async def _pump_stderr(stream: asyncio.StreamReader, tail: deque[str]) -> None:
         tail.append(line.decode(errors="replace").rstrip())
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 async def _terminate(proc: asyncio.subprocess.Process, grace_s: float) -> None:
-    """SIGTERM the process group, SIGKILL it after ``grace_s``; return once the leader is dead."""
-    pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    if proc.returncode is None:
-        _signal_group(pgid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=grace_s)
-        except asyncio.TimeoutError:
-            pass
-    _signal_group(pgid, signal.SIGKILL)  # whatever is left of the group (MCP children, leader)
+    """SIGTERM claude's process group (start_new_session: the leader's pid is the group id), SIGKILL
+    whatever is left of it after ``grace_s`` (MCP children too); return once the leader is reaped."""
+    await terminate_group(proc.pid, grace_s)
     await proc.wait()
 
 

@@ -21,9 +21,7 @@ import asyncio
 import logging
 import os
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -33,6 +31,7 @@ from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, re
 from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
+from orchestrator.procs import group_members, pid_alive, terminate_group
 from orchestrator.redact import redact
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
 
@@ -42,20 +41,6 @@ RUN_LABEL = RUN_ENV  # an environment marker, not an object label (see lanes.lab
 INDEX_LABEL = LANE_INDEX_ENV
 _KEEP_ENV = ("LANG", "LC_ALL", "TZ", "TMPDIR")
 STOP_GRACE_S = 10.0
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead for our purposes
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -86,52 +71,9 @@ def labelled_processes(run_id: str | None = None) -> list[int]:
     return sorted(pids)
 
 
-def _pgrp(pid: int) -> int | None:
-    """The process group of ``pid`` as /proc tells it (None once it is gone or a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else int(fields[2])
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of group ``pgid``: a lane's n8n and its task-runner child."""
-    return sorted(int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _pgrp(int(e.name)) == pgid)
-
-
 async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the lane's process group, SIGKILL after ``grace_s``, return once all of it is gone.
-
-    Lanes start in their own session, so the group id is the lane's pid: the group is signalled
-    even when the leader itself already died (a crashed or killed n8n leaves its task-runner
-    child behind in the group). A stopped group (SIGSTOP) is continued so it can act on SIGTERM.
-    """
-    try:
-        pgid = os.getpgid(pid)
-    except ProcessLookupError:
-        pgid = pid  # leader gone: its group may live on
-    if not group_members(pgid) and not pid_alive(pid):
-        return
-    for sig in (signal.SIGTERM, signal.SIGCONT):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if not group_members(pgid):
-            return
-        await asyncio.sleep(0.1)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    for _ in range(50):
-        if not group_members(pgid):
-            return
-        await asyncio.sleep(0.1)
+    """The lane's process group (n8n and its task runner) ended: see :func:`orchestrator.procs.terminate_group`."""
+    await terminate_group(pid, grace_s)
 
 
 @register_backend

@@ -16,15 +16,15 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.lanes.install import Toolchain
 from orchestrator.ledger import Ledger
+from orchestrator.procs import group_members, terminate_group
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.isolation import remove_stale_cgroups
-from orchestrator.sandbox.service import KEY_ENV, SandboxService, _group_alive, lane_env
+from orchestrator.sandbox.service import KEY_ENV, SandboxService, lane_env
 
 KIND = "sandbox"
 
@@ -127,16 +127,8 @@ async def sweep_recorded(run_dirs: list[Path]) -> list[str]:
 async def stop_recorded(meta: Mapping[str, object]) -> None:
     """Stop a sandbox service known only from its ledger entry (after an orchestrator crash)."""
     pid = int(str(meta.get("pid") or 0))
-    if pid and _group_alive(pid):
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                break
-            for _ in range(50):
-                if not _group_alive(pid):
-                    break
-                await asyncio.sleep(0.1)
+    if pid and group_members(pid):
+        await terminate_group(pid, grace_s=5.0)
     prefix = str(meta.get("cgroup_prefix") or "")
     if prefix:
         await asyncio.to_thread(remove_stale_cgroups, prefix)

@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 
 from orchestrator.lanes.install import Toolchain
+from orchestrator.procs import group_members
 from orchestrator.redact import register_secret
 from orchestrator.sandbox.isolation import remove_stale_cgroups
 from orchestrator.sandbox.template import SandboxTemplate, ensure_template
@@ -51,20 +52,6 @@ def lane_env(url: str, api_key: str | None = None) -> dict[str, str]:
     if api_key:
         env[KEY_ENV] = api_key
     return env
-
-
-def _group_alive(pgid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry.name))
-    return out
 
 
 class SandboxService:
@@ -170,19 +157,19 @@ class SandboxService:
                     proc.stdin.close()
                 except OSError:
                     pass
-            if _group_alive(pgid):
+            if group_members(pgid):
                 try:
                     os.killpg(pgid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             for _ in range(100):
-                if proc.poll() is not None and not _group_alive(pgid):
+                if proc.poll() is not None and not group_members(pgid):
                     break
                 await asyncio.sleep(0.05)
         await asyncio.to_thread(remove_stale_cgroups, self.cgroup_prefix)
         await asyncio.to_thread(shutil.rmtree, self.root, True)
         if proc is not None:
-            survivors = _group_alive(proc.pid)
+            survivors = group_members(proc.pid)
             if survivors:
                 raise SandboxServiceError(f"sandbox service process(es) {survivors} survived SIGKILL")
         if self.root.exists():
