@@ -24,7 +24,7 @@ LOWER = {
     "allocator": set(),
     "verify": {"n8n", "cases", "results"},
 }
-SHARED = {"errors", "redact", "ledger", "ids", "outage", "deletion", "transcript"}
+SHARED = {"errors", "redact", "ledger", "ids", "outage", "deletion", "transcript", "procs"}
 
 
 def imports_of(path: Path) -> list[str]:
