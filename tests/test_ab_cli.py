@@ -101,3 +101,14 @@ def test_secret_arm_env_is_registered_and_masked(tmp_path: Path) -> None:
     (arm_a, arm_v) = parse_arms(["a=m1", "v=m2"], [f"v=OPENAI_API_KEY={secret}"])
     assert arm_v.env == [f"OPENAI_API_KEY={secret}"]
     assert redact(", ".join(arm_v.env)) == "OPENAI_API_KEY=***"
+
+
+def test_a_non_anthropic_arm_needs_a_builder_it_can_drive() -> None:
+    from orchestrator.errors import ConfigError
+    from orchestrator.experiments.ab import check_arms_for_builder
+
+    arms = [Arm("control", "anthropic/claude-sonnet-4-6"), Arm("variant", "openai/gpt-5.5")]
+    with pytest.raises(ConfigError, match=r"^--arm variant=openai/gpt-5.5: the mcp builder builds with claude"):
+        check_arms_for_builder(arms, "mcp")
+    check_arms_for_builder(arms, "instance-ai")  # the lanes' own agent takes any provider's model
+    check_arms_for_builder(arms[:1], "mcp")

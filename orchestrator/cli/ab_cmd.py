@@ -9,7 +9,15 @@ from rich.console import Console
 
 from orchestrator.cli.common import run_async
 from orchestrator.cli.run_options import run_options
-from orchestrator.experiments.ab import Arm, check_mode, default_experiment, new_ab_id, parse_arms, run_arms
+from orchestrator.experiments.ab import (
+    Arm,
+    check_arms_for_builder,
+    check_mode,
+    default_experiment,
+    new_ab_id,
+    parse_arms,
+    run_arms,
+)
 from orchestrator.experiments.ab_report import ArmData, write_ab_report
 from orchestrator.run.config import RunConfig
 
@@ -38,6 +46,7 @@ def register(app: typer.Typer) -> None:
         run_id, output_dir = cfg.run_id, cfg.output_dir
         cfg.run_id = cfg.output_dir = None
         base = cfg.validate()
+        check_arms_for_builder(arms, base.builder)
         ab_id = run_id or new_ab_id()
         root = output_dir or Path("results") / ab_id
         experiment = default_experiment(base)

@@ -92,6 +92,17 @@ def parse_arms(arm_specs: list[str], arm_env_specs: list[str] | None = None) -> 
     return list(arms.values())
 
 
+def check_arms_for_builder(arms: list[Arm], builder: str) -> None:
+    """An arm's model must drive the builder that runs: the ``mcp`` builder is claude, so a
+    non-Anthropic arm would only change the lanes' mock layer — refused, naming the arm."""
+    if builder != "mcp":
+        return
+    for arm in arms:
+        if arm.build_model is None:
+            raise ConfigError(f"--arm {arm.name}={arm.model}: the mcp builder builds with claude (Anthropic models "
+                              "only); compare other providers with --builder instance-ai")
+
+
 def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ConfigError(f"--mode: must be separate or interleaved, got {mode!r}")
