@@ -23,7 +23,7 @@ from orchestrator.deletion import close_with_lane, delete_one, in_delete_order
 from orchestrator.lanes.backend import get_backend
 from orchestrator.lanes.bringup import safe_teardown
 from orchestrator.lanes.pool import lane_from_entry
-from orchestrator.ledger import Ledger, all_runs
+from orchestrator.ledger import Ledger, all_runs, run_is_live
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.redact import redact
@@ -37,6 +37,7 @@ SWEEP_BACKENDS = ("process", "docker", "kubernetes")
 class CleanupReport:
     removed: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # live runs, left alone
 
 
 def _close_static_lanes(ledger: Ledger, lane_urls: dict[str, str]) -> None:
@@ -85,6 +86,9 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
                   email: str | None = None, password: str | None = None) -> CleanupReport:
     report = CleanupReport()
     ledgers = [Ledger.for_run(run_id, state_dir)] if run_id else all_runs(state_dir)
+    live = {ledger.run_id for ledger in ledgers if run_is_live(ledger.run_dir)}  # never touch live work
+    report.skipped += [f"run {rid} is still going (its process holds the run lock): left alone" for rid in sorted(live)]
+    ledgers = [ledger for ledger in ledgers if ledger.run_id not in live]
     static_urls: dict[str, dict[str, str]] = {}
     for ledger in ledgers:
         lanes = [lane_from_entry(ledger.run_id, e) for e in ledger.open_entries("lane")]
@@ -106,21 +110,24 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
                 await backend.close()
         if ledger.run_id in static_urls:
             await _clean_static(ledger, static_urls[ledger.run_id], email, password, report)
-    for name in backends or SWEEP_BACKENDS:
-        try:
-            backend = get_backend(name)(run_id or "sweep", Ledger(state_dir / "runs" / (run_id or "sweep")), state_dir)
-        except Exception as exc:  # a backend whose client is unavailable here (no dockerd, no kubeconfig)
-            log.debug("sweep %s skipped: %s", name, exc)
-            continue
-        try:
-            report.removed += [f"{name}: {r}" for r in await backend.sweep(run_id)]
-        except Exception as exc:
-            if backends:  # asked for explicitly: a failure is a failure
-                report.failures.append(redact(f"sweep {name}: {exc}"))
-            else:
+    # by label, run by run: only the runs of this state dir that are not live (another state dir's
+    # runs, or a live one here, may be someone's work in progress)
+    for rid in [ledger.run_id for ledger in ledgers]:
+        for name in backends or SWEEP_BACKENDS:
+            try:
+                backend = get_backend(name)(rid, Ledger(state_dir / "runs" / rid), state_dir)
+            except Exception as exc:  # a backend whose client is unavailable here (no dockerd, no kubeconfig)
                 log.debug("sweep %s skipped: %s", name, exc)
-        finally:
-            await backend.close()
+                continue
+            try:
+                report.removed += [f"{name}: {r}" for r in await backend.sweep(rid)]
+            except Exception as exc:
+                if backends:  # asked for explicitly: a failure is a failure
+                    report.failures.append(redact(f"sweep {name}: {exc}"))
+                else:
+                    log.debug("sweep %s skipped: %s", name, exc)
+            finally:
+                await backend.close()
     for ledger in ledgers:  # staged claude dirs of builds a SIGKILL orphaned (their processes are gone now)
         builds = ledger.run_dir / "builds"
         for staged in sorted(builds.iterdir()) if builds.is_dir() else []:

@@ -17,6 +17,7 @@ never re-reads the whole ledger, and a ``cleanup`` beside a live run still sees 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -24,7 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from orchestrator.redact import redact_obj
 
@@ -138,6 +139,48 @@ class Ledger:
         with self._lock:
             self._catch_up()
             return [e for e in self._open.values() if kind is None or e.kind == _kind(kind)]
+
+
+LOCK_FILE = "run.lock"
+
+
+class RunLock:
+    """Held (an exclusive ``flock`` on ``runs/<id>/run.lock``) for as long as a run's process lives:
+    the kernel releases it when that process dies, however it dies. ``cleanup`` leaves a run whose
+    lock is held alone — it is live work."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK_FILE
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock; False when another process holds it (the run is live elsewhere)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = self.path.open("a")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            return False
+        self._fh = fh
+        return True
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def run_is_live(run_dir: Path) -> bool:
+    """True while some process holds the run's lock (that run is still going)."""
+    if not (run_dir / LOCK_FILE).exists():
+        return False
+    probe = RunLock(run_dir)
+    if probe.acquire():
+        probe.release()
+        return False
+    return True
 
 
 def all_runs(state_dir: Path | None = None) -> list[Ledger]:

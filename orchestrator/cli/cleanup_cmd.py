@@ -84,6 +84,8 @@ def register(app: typer.Typer) -> None:
         if run_id and not (state_dir / "runs" / run_id).is_dir():
             raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'} (a run in a cluster: add --kubernetes)")
         report = run_async(cleanup(state_dir, run_id, list(backend) or None, email=email, password=password))
+        for item in report.skipped:
+            console.print(f"[yellow]{item}[/yellow]")
         for item in report.removed:
             console.print(f"removed {item}")
         for failure in report.failures:

@@ -108,6 +108,7 @@ class Run:
         self.allocator: Allocator | None = None
         self.builder: Builder | None = None
         self.provisioner: Provisioner | None = None
+        self.plan: Plan | None = None
         self.pool = Pool()
         self._metrics_observer = MetricsObserver(self.metrics)
         self._hooks_observer = HooksObserver(self.hooks)
@@ -148,11 +149,13 @@ class Run:
             return await self._execute()
         finally:
             self._signals(install=False)
+            if self.plan is not None:
+                self.plan.lock.release()  # the run is over: `cleanup` may look at it now
 
     async def _execute(self) -> RunOutcome:
         cfg = self.cfg
         await preflight_static(cfg)
-        plan = await make_plan(cfg)
+        plan = self.plan = await make_plan(cfg)
         await call_hooks(self.hooks, "on_cases", plan.run_id, plan.cases)
         console.print(f"run [bold]{plan.run_id}[/bold]: {len(plan.cases)} case(s) × {cfg.iterations} = "
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))

@@ -14,7 +14,7 @@ from orchestrator.allocator import WorkUnit
 from orchestrator.cases import LoadedCase, load_selected
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.ids import new_run_id
-from orchestrator.ledger import Ledger
+from orchestrator.ledger import Ledger, RunLock
 from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
 from orchestrator.run.config import RunConfig
@@ -30,6 +30,7 @@ class Plan:
     units_total: int
     results: EvalResults
     writer: ResultsWriter
+    lock: RunLock  # held while this process runs it: `cleanup` leaves the run alone
 
     @property
     def output_dir(self) -> Path:
@@ -73,6 +74,17 @@ async def make_plan(cfg: RunConfig) -> Plan:
         resume_config(cfg)
     run_id = cfg.run_id = cfg.run_id or new_run_id()
     ledger = Ledger.for_run(run_id, cfg.state_dir)
+    lock = RunLock(ledger.run_dir)
+    if not lock.acquire():
+        raise UserError(f"--run-id {run_id}: that run is still going (another process holds {lock.path})")
+    try:
+        return await _plan(cfg, run_id, ledger, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock) -> Plan:
     cfg.output_dir = output_dir = cfg.output_dir or Path("results") / run_id
     directory = run_dir(cfg, run_id)
     (directory / "run.json").write_text(json.dumps(cfg.public(), indent=2, default=str))
@@ -88,4 +100,4 @@ async def make_plan(cfg: RunConfig) -> Plan:
     finished = resumable_units(read_units(writer.units_path)) if cfg.resume else []
     writer.preload(finished)
     units = plan_units(cases, cfg.iterations, finished)
-    return Plan(run_id, directory, ledger, cases, units, len(cases) * cfg.iterations, results, writer)
+    return Plan(run_id, directory, ledger, cases, units, len(cases) * cfg.iterations, results, writer, lock)
