@@ -57,7 +57,7 @@ def test_orchestrator_image_runs_the_cli(docker_host: str, orchestrator_image: t
     assert proc.returncode == 0, proc.stderr
     assert "Usage: orchestrator" in proc.stdout
     for command in ("run", "lanes", "cases", "compare", "cleanup"):
-        assert re.search(rf"│ {command}\s", proc.stdout), f"{command!r} missing from --help:\n{proc.stdout}"
+        assert re.search(rf"^\s*│?\s*{command}\s", proc.stdout, re.M), f"{command!r} missing from --help:\n{proc.stdout}"
 
 
 def test_orchestrator_image_has_the_pinned_claude_and_the_profiles(docker_host: str, orchestrator_image: tuple[str, str]) -> None:

@@ -314,7 +314,8 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
     outcome = await run(cfg)
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == []
-    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())
+    data = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]  # our own keys
+    assert data["config"]["builder"] == "instance-ai"
     assert len(data["units"]) == 2
     for unit in data["units"]:
         assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]

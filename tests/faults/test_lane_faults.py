@@ -55,8 +55,10 @@ async def _fault_mid_build(model: ModelDesk, tmp_path: Path, prefix: str, fault:
     try:
         await wait_until(lambda: gate.waiting >= len(SMOKE_CASES) or task.done(), 300, "every build in flight")
         assert not task.done(), task.result()
-        victim = _lane(run, 0)
-        assert run.allocator is not None and run.allocator.stats().lanes[victim.lane_id].active > 0
+        assert run.allocator is not None
+        active = {lane_id: s.active for lane_id, s in run.allocator.stats().lanes.items()}
+        victim = run.lanes[max(active, key=lambda lane_id: active[lane_id])]  # the lane with builds in flight
+        assert active[victim.lane_id] > 0
         victim_pgid = int(victim.handle)  # lanes run in their own session: group id = n8n's pid
         if whole_group:
             os.killpg(victim_pgid, fault)  # n8n and its task runner
@@ -78,7 +80,7 @@ async def _fault_mid_build(model: ModelDesk, tmp_path: Path, prefix: str, fault:
     assert outcome.ok and outcome.cleanup_failures == []
     units = units_of(cfg.output_dir)
     assert len(units) == len(SMOKE_CASES)  # none lost
-    victim_id = _lane(run, 0).lane_id
+    victim_id = victim.lane_id
     for unit in units:
         assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
         assert unit["lane"] != victim_id  # the drained lane's units finished on another one (the survivor or a replacement)
