@@ -47,7 +47,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 - {{ join "," .Values.staticBaseUrls | quote }}
 {{- end }}
 - --source
-- {{ $run.source | quote }}
+{{- /* a suite is a LangTracer suite: with one, cases come from LangTracer */}}
+- {{ ternary "langtracer" $run.source (not (empty $run.suite)) | quote }}
 {{- with $run.suite }}
 - --suite
 - {{ . | quote }}
