@@ -3,8 +3,8 @@
 
 - :func:`delete_one` deletes one recorded resource through an n8n session, closes its ledger entry
   or records the failure (never raises for an n8n error);
-- :func:`delete_open` deletes every open entry of a lane in dependency order (threads before the
-  workflows they built, workflows before their folders, credentials, then users);
+- :func:`in_delete_order` sorts open entries by dependency (threads before the workflows they
+  built, workflows before their folders, credentials, then users);
 - :func:`close_with_lane` closes the entries that went with a lane the orchestrator tore down
   (an owned lane's database held them).
 """
@@ -81,15 +81,6 @@ def _order(entry: Entry) -> int:
 
 def in_delete_order(entries: Iterable[Entry]) -> list[Entry]:
     return sorted((e for e in entries if ResourceKind.of(e.kind) in N8N_KINDS), key=_order)
-
-
-async def delete_open(ledger: Ledger, session: Deleter, lane: str) -> list[CleanupFailure]:
-    """Delete every open n8n resource the ledger has on ``lane``, in :data:`DELETE_ORDER`."""
-    failures: list[CleanupFailure] = []
-    for entry in in_delete_order(e for e in ledger.open_entries() if e.lane == lane):
-        if failure := await delete_one(ledger, session, entry.kind, entry.id, lane):
-            failures.append(failure)
-    return failures
 
 
 def close_with_lane(ledger: Ledger, lane: str) -> list[Entry]:

@@ -211,16 +211,3 @@ def fingerprint_mismatch(reference: dict[str, str], fp: dict[str, str]) -> str |
     if not diff:
         return None
     return ", ".join(f"{k}: {reference.get(k)!r} vs {fp.get(k)!r}" for k in sorted(diff))
-
-
-def check_fingerprints(lanes: list[Lane], spec: LaneSpec, *, env_applies: bool = True) -> dict[str, str]:
-    """All lanes must report the same configuration; return it, or raise naming the odd lane."""
-    reference: dict[str, str] | None = None
-    for lane in lanes:
-        fp = with_expected_env(lane, spec, env_applies=env_applies)
-        if reference is None:
-            reference = fp
-            continue
-        if detail := fingerprint_mismatch(reference, fp):
-            raise LaneError(f"{lane.describe()} is configured differently from {lanes[0].describe()}: {detail}")
-    return reference or {}

@@ -10,17 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.n8n.rest import LaneConfiguration, N8nClient, N8nSession
+from orchestrator.n8n.rest import N8nClient, N8nSession
 
 
 async def fetch_fingerprint(client: N8nClient, session: N8nSession | None = None) -> dict[str, str]:
     conf = await client.configuration(session)
     if not conf.authenticated:
         return {"settings_mode": str(conf.settings.get("settingsMode", "public"))}
-    return fingerprint_of(conf)
-
-
-def fingerprint_of(conf: LaneConfiguration) -> dict[str, str]:
     return lane_fingerprint(conf.settings, conf.modules, conf.instance_ai)
 
 

@@ -14,8 +14,8 @@ async def readiness_status(http: httpx.AsyncClient, base_url: str, timeout: floa
     ``/healthz`` turns 200 while migrations still run; readiness only once REST routes are mounted.
     """
     try:
-        resp = await (http.get(f"{base_url}{READINESS_PATH}", timeout=timeout) if timeout is not None
-                      else http.get(f"{base_url}{READINESS_PATH}"))
+        resp = await http.get(f"{base_url}{READINESS_PATH}",
+                              timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)
     except httpx.HTTPError as exc:
         return str(exc) or type(exc).__name__
     return resp.status_code

@@ -78,12 +78,10 @@ class Provisioner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._first = asyncio.Event()
         self._next_index = 0
-        self._size = 0
 
     # ------------------------------------------------------------------ bring-up
     async def start(self, count: int) -> None:
         """Start ``count`` lanes; return once the first has joined (``LaneError`` if none can)."""
-        self._size = count
         for _ in range(count):
             self._spawn()
         waiter = asyncio.create_task(self._first.wait())
@@ -116,14 +114,11 @@ class Provisioner:
         self.pool.lanes[lane.lane_id] = lane  # teardown sees it from here on
         try:
             await self._join(lane)
-        except (LaneError, OSError, RuntimeError) as exc:
+        except Exception as exc:  # fingerprint mismatch, an n8n error opening the owner session, …
             lane.state = LaneState.dead
             await safe_teardown(self.backend, lane)
-            self._refused(f"{lane.describe()} removed: {exc}")
-        except Exception as exc:  # e.g. an n8n error opening the owner session
-            lane.state = LaneState.dead
-            await safe_teardown(self.backend, lane)
-            self._refused(redact(f"{lane.describe()} removed: {type(exc).__name__}: {exc}"))
+            detail = str(exc) if isinstance(exc, LaneError) else f"{type(exc).__name__}: {exc}"
+            self._refused(f"{lane.describe()} removed: {detail}")
 
     def _refused(self, message: str) -> None:
         message = redact(message)

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ import pytest
 from orchestrator.lanes.backend import register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.process import ProcessBackend
-from orchestrator.run.pipeline import Run
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import Run, RunOutcome
 from orchestrator.scripted import scripts as ms
 
 from .helpers import (
@@ -62,6 +64,23 @@ class OddSecondLane(ProcessBackend):
         return await super().start_lane(index, spec)
 
 
+async def _run_holding_builds(cfg: RunConfig, gate: BuildGate,
+                              act: Callable[[Run, asyncio.Task[RunOutcome]], Awaitable[None]]) -> RunOutcome:
+    """Run ``cfg`` while ``gate`` holds its builds; ``act`` does the test's part meanwhile, then the
+    builds go on. The run never outlives the test."""
+    run = Run(cfg)
+    task = asyncio.create_task(run.execute())
+    try:
+        await act(run, task)
+        gate.open()
+        return await asyncio.wait_for(task, 300)
+    finally:
+        gate.open()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 def _lane_creates(run_id: str, state_dir: Path) -> dict[str, dict]:
     return {r["id"]: r for r in ledger_records(run_id, state_dir) if r.get("kind") == "lane" and r["op"] == "create"}
 
@@ -71,21 +90,16 @@ async def test_builds_start_while_another_lane_is_still_starting(model: ModelDes
     model.use(ms.demo_script(builder=gate))
     run_id = unique("nobarrier")
     cfg = run_config(tmp_path, run_id, backend=LateSecondLane.name, lanes=2, filter=",".join(SMOKE_CASES[:2]))
-    task = asyncio.create_task(Run(cfg).execute())
-    try:
+
+    async def act(run: Run, task: asyncio.Task[RunOutcome]) -> None:
         await wait_until(lambda: gate.waiting >= 1 or task.done(), 240, "a build in flight")
         assert not task.done(), task.result()
         # a build runs on lane 0 while lane 1 has not even been created yet
         assert [r["meta"]["index"] for r in _lane_creates(run_id, cfg.state_dir).values()] == [0]
         await wait_until(lambda: len(_lane_creates(run_id, cfg.state_dir)) == 2 or task.done(), LATE_S + 30,
                          "the late lane created")
-        gate.open()
-        outcome = await asyncio.wait_for(task, 300)
-    finally:
-        gate.open()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+
+    outcome = await _run_holding_builds(cfg, gate, act)
     assert outcome.ok and outcome.cleanup_failures == []
     units = units_of(cfg.output_dir)
     assert [u["build"]["status"] for u in units] == ["ok", "ok"]
@@ -117,26 +131,21 @@ async def test_a_lane_killed_mid_run_is_replaced_and_its_units_finish_elsewhere(
     run_id = unique("replace")
     cases = SMOKE_CASES[:2]
     cfg = run_config(tmp_path, run_id, lanes=1, filter=",".join(cases), per_lane_builds=4)
-    run = Run(cfg)
-    task = asyncio.create_task(run.execute())
-    victim: Lane | None = None
-    try:
+    victims: list[Lane] = []
+
+    async def act(run: Run, task: asyncio.Task[RunOutcome]) -> None:
         await wait_until(lambda: gate.waiting >= len(cases) or task.done(), 300, "both builds in flight")
         assert not task.done(), task.result()
         [victim] = run.lanes.values()
+        victims.append(victim)
         os.killpg(int(victim.handle), signal.SIGKILL)
         await wait_until(lambda: victim.state == LaneState.dead, 20, "the killed lane drained")
         await wait_until(lambda: len(run.lanes) >= 2 or task.done(), 60, "a replacement lane started")
         await wait_until(lambda: any(lane.state == LaneState.ready and lane is not victim
                                      for lane in run.lanes.values()) or task.done(), 240, "the replacement ready")
-        gate.open()
-        outcome = await asyncio.wait_for(task, 300)
-    finally:
-        gate.open()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    assert victim is not None
+
+    outcome = await _run_holding_builds(cfg, gate, act)
+    [victim] = victims
     assert outcome.ok and outcome.cleanup_failures == []
     units = units_of(cfg.output_dir)
     assert sorted(u["case"] for u in units) == sorted(cases)  # none lost
