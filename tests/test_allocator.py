@@ -815,3 +815,39 @@ def test_a_finished_iteration_corrects_the_estimate_of_its_waiting_siblings() ->
 
     run_virtual(main())
     assert [s.key for s in worker.starts][:3] == ["sneaky#0", "sneaky#1", "sneaky#2"]
+
+
+def test_with_history_the_longest_unit_starts_first_even_in_the_queue_of_a_lane_left_out() -> None:
+    """Longest first holds across the pool: the global cap gives the one slot to lane a, and the
+    long unit dealt to lane b's queue still starts before a's own short ones."""
+    worker = SimWorker()
+
+    async def main() -> None:
+        allocator = Allocator(["a", "b"], per_lane_cap=1, global_cap=1)
+        allocator.submit([WorkUnit(f"s{i}", 0) for i in range(3)], lane="a", expected_s={f"s{i}": 10.0 for i in range(3)})
+        allocator.submit([WorkUnit("long", 0)], lane="b", expected_s={"long": 100.0})
+        await allocator.run(worker)
+
+    run_virtual(main())
+    assert [s.key for s in worker.starts][0] == "long#0"
+    assert worker.starts[0].lane == "a"
+
+
+def test_with_history_and_a_choice_of_lanes_each_lane_starts_with_its_shortest_units() -> None:
+    """Under a global cap below lanes x per-lane cap, with a long queue, the first units on every
+    lane are speed probes (its shortest), so the long ones go to lanes whose speed is known."""
+    sizes = {f"c{i:02d}": 10.0 + 5 * i for i in range(40)}
+    worker = SimWorker(script=lambda lane, unit, attempt: (sizes[unit.case], Outcome.done, None))
+
+    async def main() -> None:
+        allocator = Allocator(["a", "b", "c", "d"], per_lane_cap=2, global_cap=4)
+        allocator.submit([WorkUnit(c, i) for c in sizes for i in range(3)], expected_s=sizes)
+        await allocator.run(worker)
+
+    run_virtual(main())
+    first = [s for s in worker.starts if s.time == 0.0]
+    assert len(first) == 4 and {s.lane for s in first} == {"a", "b", "c", "d"}
+    assert all(sizes[s.key.split("#")[0]] <= 30.0 for s in first), first
+    longest = next(s for s in worker.starts if s.key.startswith("c39#"))
+    assert longest.time < 100.0  # then longest first
+

@@ -8,15 +8,19 @@ loaded queue (quarantined lanes' queues first: nobody else drains them).
 Longest expected first: ``submit(units, expected_s=...)`` (seconds per case slug, or a function of
 the unit; see :mod:`orchestrator.allocator.durations`) sorts the shuffled units longest first
 before dealing them (ties keep the seeded shuffle, so iterations of one case still land on
-different lanes), and keeps every queue in that order. Then a thief steals the longest waiting
-unit (from the head of the queue whose head is longest) instead of the tail, and the allocator
-learns each lane's speed (expected / actual seconds of its finished units; a lane's second unit
-is the shortest of its queue, a probe) and gives free slots to the fastest lanes first -- under a
-global cap below lanes x per-lane cap, the fast lanes do more. Near the end of the queue a slower
-lane leaves a unit to the faster ones when they would clear the whole queue sooner than the time
-the unit would lose on it. Iterations of a case start a little apart (``ITERATION_SPREAD``), and
-each finished one corrects the estimate of its waiting siblings (history is per case, so is its
-error). ``bench/allocator.py`` measures all this against a lower bound.
+different lanes), and keeps every queue in that order. Then a lane with a free slot runs the
+longest waiting unit of the pool (its own queue's head, or a longer head elsewhere), a thief steals
+from the head instead of the tail, and the allocator learns each lane's speed (expected / actual
+seconds of its finished units; a lane's second unit is the shortest of its queue, a probe) and
+gives free slots to the fastest lanes first -- under a global cap below lanes x per-lane cap, the
+fast lanes do more. There, with a long queue, each lane's first two units are probes, and a lane
+that looks too slow for a place runs short units until it has finished ``EXPLORE_UNITS``; slots go
+by an optimistic speed (``SPEED_SIGMA``), so an unlucky first measure is not final. Near the end of
+the queue a slower lane leaves a unit to the faster ones when they would clear the whole queue
+sooner than the time the unit would lose on it. The first iteration of each case runs early
+(``SCOUT_SPREAD``), the others a little apart (``ITERATION_SPREAD``), and each finished one
+corrects the estimate of its waiting siblings (history is per case, so is its error).
+``bench/allocator.py`` measures all this against a lower bound.
 Without ``expected_s`` the schedule is exactly the plain one above. A lane may run a unit
 when it is not quarantined or dead, runs fewer than ``per_lane_cap`` builds ("n8n degrades above
 ~4 concurrent builds per lane"), is not already building the same case slug, and the global cap
@@ -85,10 +89,30 @@ SCAN_DEPTH = 64
 #: A lane's speed starts as if it had finished this many median units at speed 1.0.
 SPEED_PRIOR_UNITS = 2.0
 
+#: Sigma of log(actual / expected) of one unit on a lane of known speed (history's own error):
+#: free slots go to lanes by speed x exp(SPEED_SIGMA / sqrt(median units measured)), an optimistic
+#: estimate, so a fast lane that was unlucky in its first units is tried again.
+SPEED_SIGMA = 0.3
+
+#: When the global cap leaves a choice of lanes and the queue is long (each slot's share of it at
+#: least PROBE_FIRST_SLACK x the longest unit), a lane's first PROBE_UNITS units are its shortest:
+#: lane speeds show before the long units are committed to lanes.
+PROBE_UNITS = 2
+PROBE_FIRST_SLACK = 2.0
+
+#: A lane that looks too slow to get a place under the global cap runs its shortest units until
+#: it has finished this many: its speed is measured on short units, not by tying up a long one.
+EXPLORE_UNITS = 6
+
 #: With history, the k-th iteration of a case is ordered as if it took (1 - SPREAD x k) of its
 #: expected time: iterations of a case start a little apart, so the first to finish corrects the
 #: estimate of the ones still waiting (history is per case, and a case's error is shared).
 ITERATION_SPREAD = 0.03
+
+#: ... and its first iteration as if it took SCOUT_SPREAD x its expected time: it runs well before
+#: its siblings, so even the short cases at the end of the queue (whose iterations would otherwise
+#: all start together, too late to learn from each other) have their estimate corrected by then.
+SCOUT_SPREAD = 2.0
 
 
 @dataclass(eq=False)
@@ -128,7 +152,9 @@ class _Lane:
     expected_done: float = 0.0  # sum of expected seconds of units finished here
     actual_done: float = 0.0  # their measured seconds
     speed: float = 1.0  # cached estimate, see Allocator._refresh_speeds
-    probed: bool = False  # ran its speed probe (the shortest unit of its queue, beside a long one)
+    rank_speed: float = 1.0  # the estimate plus its uncertainty: the order free slots are filled in
+    probes: int = 0  # speed probes it ran (the shortest units of its queue)
+    timed: int = 0  # units with an expected time it finished
 
     @property
     def accepting(self) -> bool:
@@ -200,6 +226,8 @@ class Allocator:
         self._by_case: dict[str, list[_Entry]] = {}  # units with history, by case, until final
         self._case_log_sum: dict[str, tuple[float, int]] = {}  # sum of log seconds seen, count (history first)
         self._speed_summary: tuple[float, float, float] | None = None  # capacity rate, fastest, slowest
+        self._admit_speed = 0.0  # speed of the slowest lane the global cap has room for
+        self._probe_first = False
         self._faster: dict[str, float] = {}  # lane -> capacity of the lanes faster than it; "" -> fastest speed
 
         self._worker: Worker | None = None
@@ -245,7 +273,7 @@ class Allocator:
             for entry in sorted(entries, key=lambda e: e.unit.iteration):
                 rank = ranks.get(entry.unit.case, 0)
                 ranks[entry.unit.case] = rank + 1
-                entry.spread = max(1.0 - ITERATION_SPREAD * rank, 0.5)
+                entry.spread = SCOUT_SPREAD if rank == 0 else max(1.0 - ITERATION_SPREAD * rank, 0.5)
                 entry.key = entry.expected * entry.spread
                 self._by_case.setdefault(entry.unit.case, []).append(entry)
                 if entry.expected > 0:
@@ -467,6 +495,7 @@ class Allocator:
             return
         self._speeds_at = now
         prior = self._speed_prior_s
+        median = prior / SPEED_PRIOR_UNITS
         for lane in self._lanes.values():
             expected, actual = lane.expected_done + prior, lane.actual_done + prior
             for entry in lane.running:
@@ -475,6 +504,7 @@ class Allocator:
                     expected += entry.expected
                     actual += elapsed
             lane.speed = expected / actual
+            lane.rank_speed = lane.speed * math.exp(SPEED_SIGMA * math.sqrt(median / expected))
         ranked = sorted((lane for lane in self._lanes.values() if lane.accepting), key=lambda lane: -lane.speed)
         self._speed_summary = None
         self._faster = {}
@@ -485,6 +515,8 @@ class Allocator:
                 self._faster[lane.lane_id] = total
                 total += lane.speed * self.per_lane_cap
             self._faster[""] = ranked[0].speed
+            admitted = max(self.global_cap // self.per_lane_cap, 1)
+            self._admit_speed = ranked[admitted - 1].speed if admitted < len(ranked) else 0.0
 
     def _place(self, entry: _Entry, *, avoid: str | None, front: bool, reason: str) -> None:
         """Queue a unit that comes back: on the least-loaded live lane, accepting and not ``avoid`` first."""
@@ -530,6 +562,27 @@ class Allocator:
                 return entry
         return None
 
+    def _longer_elsewhere(self, lane: _Lane, own: _Entry | None) -> tuple[_Entry | None, _Lane | None]:
+        """With history, longest first across the pool: ``own`` (taken from ``lane``'s queue) goes
+        back when another queue's head is longer and ``lane`` may run it; returns what ``lane``
+        runs and the queue it came from when not its own. (Without this, long units dealt to lanes
+        that get no slot under the global cap waited until the others had emptied their queues.)"""
+        best: _Lane | None = None
+        for other in self._lanes.values():
+            if other is not lane and other.queue and (best is None or other.queue[0].key > best.queue[0].key):
+                best = other
+        if best is None or (own is not None and best.queue[0].key <= own.key):
+            return own, None
+        taken = self._take_from(best.queue, lane, from_tail=False)
+        if taken is None:
+            return own, None
+        if own is not None and taken.key <= own.key:
+            self._enqueue(best, taken)
+            return own, None
+        if own is not None:
+            self._enqueue(lane, own)
+        return taken, best
+
     def _steal_for(self, thief: _Lane) -> tuple[_Entry, _Lane] | None:
         victims = [lane for lane in self._lanes.values() if lane is not thief and lane.queue]
         key = _longest_head_first if self._prioritized else _most_loaded_first  # longest waiting unit first
@@ -564,6 +617,10 @@ class Allocator:
             key: Callable[[_Lane], tuple[Any, ...]]
             if self._prioritized:  # fastest lanes first: under a global cap they should do the most
                 self._refresh_speeds()
+                self._probe_first = (
+                    self.global_cap < self._accepting * cap
+                    and self._queued_expected >= PROBE_FIRST_SLACK * self._max_expected * self.global_cap
+                )
                 key = _fastest_first
                 faster = self._endgame()
             else:
@@ -572,13 +629,13 @@ class Allocator:
             for lane in _in_order(open_lanes, key, self.global_cap - self._running):
                 if self._running >= self.global_cap or not self._queued:
                     return
-                # With history, a lane's second unit is a probe: the shortest it has, so its speed
-                # shows within a short unit while the first (longest) one runs.
-                probe = self._prioritized and not lane.probed and bool(lane.running)
+                probe = self._prioritized and self._probes(lane)
                 entry = self._take_from(lane.queue, lane, from_tail=probe)
                 if probe and entry is not None:
-                    lane.probed = True
+                    lane.probes += 1
                 victim = None
+                if self._prioritized and self.steal and not probe:
+                    entry, victim = self._longer_elsewhere(lane, entry)
                 if entry is None and self.steal:
                     stolen = self._steal_for(lane)
                     if stolen is not None:
@@ -593,6 +650,16 @@ class Allocator:
                         return  # before the lazy order sorts lanes nobody will look at
             if not started:
                 return
+
+    def _probes(self, lane: _Lane) -> bool:
+        """Whether ``lane`` should take the shortest unit of its queue (a speed probe) rather than
+        the longest. Its second unit is one, so its speed shows within a short unit while the first
+        (longest) one runs; with a choice of lanes and a long queue its first two are
+        (``PROBE_UNITS``); and so are the units of a lane that looks too slow for a place under the
+        global cap until it has finished ``EXPLORE_UNITS`` (a bad first measure is not final)."""
+        if lane.probes < (PROBE_UNITS if self._probe_first else 1 if lane.running else 0):
+            return True
+        return lane.timed < EXPLORE_UNITS and lane.speed < self._admit_speed
 
     def _endgame(self) -> dict[str, float]:
         """Near the end of the queue: for each accepting lane, the capacity (expected seconds of
@@ -663,6 +730,7 @@ class Allocator:
             assert outcome is not None
             if outcome is Outcome.done and entry.expected > 0:
                 lane.expected_done += entry.expected
+                lane.timed += 1
                 lane.actual_done += max(_now() - started_at, 0.0)
                 self._learn_case(entry, (_now() - started_at) * lane.speed)
             self._settle(lane, entry, outcome, value)
@@ -912,7 +980,7 @@ def _remove(queue: deque[_Entry], entry: _Entry) -> bool:
 
 
 def _fastest_first(lane: _Lane) -> tuple[float, int, int]:
-    return (-lane.speed, len(lane.running), lane.index)
+    return (-lane.rank_speed, len(lane.running), lane.index)
 
 
 def _least_loaded_first(lane: _Lane) -> tuple[int, int]:
