@@ -7,12 +7,14 @@ processes used until it was ready (the figure that does not depend on what else 
 on 2 shared cores, wall times follow the load average, printed beside them).
 
 The template is built once per n8n version before timing (its one-off cost is printed). Variants:
-``fresh`` and ``template`` (the default path). Measured and dropped: ``N8N_DISABLE_UI=true`` saves
-~2.5 CPU-s a lane (n8n compiles its editor's static assets at every start) but 2.41.1 then answers
-``GET /rest/settings`` with 404, which bring-up's fingerprint needs; ``NODE_COMPILE_CACHE`` made
-no measurable difference.
+``fresh``, ``untuned`` (the template without the Node tuning: no shared compile cache, default young
+generation) and ``template`` (the default path: template + ``NODE_COMPILE_CACHE`` shared per n8n
+version + ``--max-semi-space-size``, see ``Toolchain.lane_node_env``). Measured and dropped:
+``N8N_DISABLE_UI=true`` saves ~2.5 CPU-s a lane (n8n compiles its editor's static assets at every
+start) but 2.41.1 then registers no FrontendService, so ``GET /rest/settings`` answers 404 and
+bring-up's fingerprint needs it.
 
-    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,template] [--repeat 1]
+    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,untuned,template] [--repeat 1]
 
 The last line is ``4 lanes: <seconds> s``, the template path with 4 lanes (mean over repeats).
 """
@@ -35,20 +37,22 @@ from orchestrator.ledger import Ledger
 
 
 def group_cpu_s(pgid: int) -> float:
-    """CPU seconds used so far by a lane's live processes (its n8n and task runner)."""
+    """CPU seconds used so far by a lane's processes (its n8n and task runner, and the children
+    they have already waited for)."""
     ticks = 0
     for pid in group_members(pgid):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])
+        ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
 async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[float], list[float]]:
     run_id = f"bench-{variant}-{count}-{int(time.time())}"
-    backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state, lane_template=variant != "fresh")
+    backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state, lane_template=variant != "fresh",
+                             node_tuning=variant == "template")
     per_lane: list[float] = []
     cpu: list[float] = []
 
@@ -69,7 +73,7 @@ async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[f
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,2,4")
-    parser.add_argument("--variants", default="fresh,template", help="fresh and/or template")
+    parser.add_argument("--variants", default="fresh,untuned,template", help="fresh, untuned and/or template")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]

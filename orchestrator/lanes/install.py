@@ -29,6 +29,8 @@ N8N_VERSION = "2.41.1"
 NODE_VERSION = "24.22.3"
 CLAUDE_VERSION = "2.1.328"
 NATIVE_MODULES = ("sqlite3", "isolated-vm")
+#: V8 young-generation semi-space for lane processes, MiB (see Toolchain.lane_node_env).
+SEMI_SPACE_MB = 32
 
 
 def default_cache_dir() -> Path:
@@ -84,6 +86,20 @@ class Toolchain:
 
     def claude_ready(self) -> bool:
         return (self.claude_prefix / ".installed").exists()
+
+    @property
+    def compile_cache(self) -> Path:
+        """Node's on-disk compile cache (``NODE_COMPILE_CACHE``) shared by every process lane of this
+        n8n: V8 code for n8n's modules, compiled once instead of at every lane start. Node keys
+        entries by its own version and each file's content, so a stale entry is never used."""
+        return self.n8n_prefix / "compile-cache"
+
+    def lane_node_env(self) -> dict[str, str]:
+        """Node settings for a process lane (and the template build, which warms the cache):
+        the shared compile cache, and a larger young generation (``--max-semi-space-size``,
+        MiB): n8n's start allocates a lot of short-lived objects, and with the 16 MiB default
+        scavenges took a large share of its CPU."""
+        return {"NODE_COMPILE_CACHE": str(self.compile_cache), "NODE_OPTIONS": f"--max-semi-space-size={SEMI_SPACE_MB}"}
 
     @property
     def lane_template(self) -> Path:
@@ -177,7 +193,7 @@ def _migrate_into(tc: Toolchain, folder: Path, env: dict[str, str]) -> Path:
     workflows found" -- the database is what we keep, checked below, so the exit code is not.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    run_env = dict(env, PATH=tc.node_path_env(), HOME=str(folder), N8N_USER_FOLDER=str(folder))
+    run_env = dict(env, PATH=tc.node_path_env(), HOME=str(folder), N8N_USER_FOLDER=str(folder), **tc.lane_node_env())
     log = folder / "migrate.log"
     with log.open("wb") as out:
         subprocess.run(

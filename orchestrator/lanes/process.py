@@ -13,6 +13,11 @@ migrations a fresh folder runs. Only the database is copied: each lane's n8n wri
 ``config`` (a fresh encryption key) and its own instance id and signing keys, and bring-up seeds
 a fresh owner with the e2e reset as before. ``lane_template=False`` (backend option) starts
 from an empty folder; a template that cannot be built is logged and the lane starts fresh.
+
+Node itself is tuned for the start (:meth:`~orchestrator.lanes.install.Toolchain.lane_node_env`):
+a compile cache shared by every lane of this n8n version (written when a lane exits cleanly, and
+by the template build) and a larger young generation; measured in ``bench/lanes_up.py``
+(``node_tuning=False`` starts without both).
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ class ProcessBackend(LaneBackend):
         # options sandbox=True / sandbox_url=...: one Instance AI sandbox per lane (None: as before)
         self._sandboxes = LaneSandboxes.from_options(options, ledger, self.toolchain, self.sandboxes_dir())
         self.use_template = bool(options.get("lane_template", True))
+        # node_tuning=False: no shared compile cache, Node's default young generation (bench: the "before")
+        self.node_tuning = bool(options.get("node_tuning", True))
 
     def lanes_dir(self) -> Path:
         return self.state_dir / "runs" / self.run_id / "lanes"
@@ -101,6 +108,11 @@ class ProcessBackend(LaneBackend):
     def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
         env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
         env.update(spec.env)
+        if self.node_tuning:
+            tuned = self.toolchain.lane_node_env()
+            if env.get("NODE_OPTIONS"):  # the profile's own Node options come after ours: they win
+                tuned["NODE_OPTIONS"] += f" {env['NODE_OPTIONS']}"
+            env.update(tuned)
         env.update(spec.secret_env)
         env.update(
             PATH=self.toolchain.node_path_env(),
