@@ -226,6 +226,8 @@ class Allocator:
         self._by_case: dict[str, list[_Entry]] = {}  # units with history, by case, until final
         self._case_log_sum: dict[str, tuple[float, int]] = {}  # sum of log seconds seen, count (history first)
         self._speed_summary: tuple[float, float, float] | None = None  # capacity rate, fastest, slowest
+        self._heads: list[tuple[float, int, _Lane]] = []  # (-head key, seq, lane): queue heads, with history
+        self._head_seq = 0
         self._admit_speed = 0.0  # speed of the slowest lane the global cap has room for
         self._probe_first = False
         self._faster: dict[str, float] = {}  # lane -> capacity of the lanes faster than it; "" -> fastest speed
@@ -459,6 +461,15 @@ class Allocator:
         entry.queued_on = lane
         self._queued += 1
         self._queued_expected += entry.expected
+        if lane is not None and queue[0] is entry:
+            self._note_head(lane)
+
+    def _note_head(self, lane: _Lane) -> None:
+        """With history, ``lane``'s queue has a new head: remember it in the heap of heads (stale
+        entries are dropped when they surface, see :meth:`_longer_elsewhere`)."""
+        if self._prioritized and lane.queue:
+            self._head_seq += 1
+            heapq.heappush(self._heads, (-lane.queue[0].key, self._head_seq, lane))
 
     def _learn_case(self, done: _Entry, seconds: float) -> None:
         """A unit of a case took ``seconds`` (at speed 1.0): its waiting siblings now expect the
@@ -484,6 +495,7 @@ class Allocator:
             self._queued_expected -= entry.expected
             entry.expected, entry.key = estimate, estimate * entry.spread
             self._enqueue(lane, entry)
+            self._note_head(lane)
 
     def _refresh_speeds(self) -> None:
         """Estimate every lane's speed: expected / actual seconds over the units it finished, plus
@@ -556,7 +568,9 @@ class Allocator:
             entry = queue[index]
             if self._may_run(lane, entry):
                 del queue[index]
-                entry.queued_on = None
+                owner, entry.queued_on = entry.queued_on, None
+                if index == 0 and owner is not None:
+                    self._note_head(owner)
                 self._queued -= 1
                 self._queued_expected = max(self._queued_expected - entry.expected, 0.0)
                 return entry
@@ -567,11 +581,15 @@ class Allocator:
         back when another queue's head is longer and ``lane`` may run it; returns what ``lane``
         runs and the queue it came from when not its own. (Without this, long units dealt to lanes
         that get no slot under the global cap waited until the others had emptied their queues.)"""
-        best: _Lane | None = None
-        for other in self._lanes.values():
-            if other is not lane and other.queue and (best is None or other.queue[0].key > best.queue[0].key):
-                best = other
-        if best is None or (own is not None and best.queue[0].key <= own.key):
+        heads = self._heads
+        while heads:
+            neg_key, _seq, best = heads[0]
+            if best.queue and best.queue[0].key == -neg_key:
+                break
+            heapq.heappop(heads)  # stale: that queue's head has changed since
+        else:
+            return own, None
+        if best is lane or (own is not None and -neg_key <= own.key):
             return own, None
         taken = self._take_from(best.queue, lane, from_tail=False)
         if taken is None:
