@@ -331,7 +331,7 @@ def _scenarios(scenarios: list[ScenarioResult]) -> str:
     out = ["<h4>Scenarios</h4>"]
     for s in scenarios:
         status = _verdict_status(s.verdict)
-        tags = " · ".join(x for x in (s.failure_category, s.attribution.value if s.attribution else None) if x)
+        tags = " · ".join(dict.fromkeys(x for x in (s.failure_category, s.attribution.value if s.attribution else None) if x))
         out.append(
             f'<div class="verdict" data-verdict="{status}"><b>{esc(s.name)}</b> {_chip(status, s.verdict.value)}'
             + (f' <span class="muted">[{esc(tags)}]</span>' if tags and s.verdict is not Verdict.passed else "")
