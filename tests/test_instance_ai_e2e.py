@@ -143,6 +143,9 @@ def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model: 
         if workflow["nodes"][1]["type"].endswith(".set") else \
         {a["name"]: a["value"] for a in workflow["nodes"][0]["parameters"]["assignments"]["assignments"]}
     assert fields == {"status": "ok", "version": 3}
+    # the narration (for the communication check) is the agent's reply to the last turn, naming what it built
+    assert result.narration and result.narration.endswith("You can run it from the editor.")
+    assert f'I built the workflow "{workflow["name"]}" (id {result.workflow_id})' in result.narration
     # the thread (and its sandbox) is gone right after the build
     listed = threads if isinstance(threads, list) else (threads or {}).get("threads", threads)
     assert not listed, listed
@@ -298,6 +301,9 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
     for unit in data["units"]:
         assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
         assert all(s["verdict"] == "pass" for s in unit["scenarios"]), unit["scenarios"]
+        # the chat's reply reached the communication check: graded, not N/A for want of a narration
+        [comm] = [c for c in unit["structural"] if c["name"] == "response_describes_changes_accurately"]
+        assert comm["passed"] is True, comm
     after = await _inventory(lane.base_url, owner.email, owner.password)
     assert after == before
     assert Ledger.for_run("ia-run", tmp_path / "state").open_entries() == []
