@@ -166,6 +166,7 @@ async def test_a_real_runs_failing_unit_is_one_click_from_the_top(static_lane, m
 
     # the PR comment and the report carry the workflow-check table
     comment = (tmp_path / "out" / "eval-pr-comment.md").read_text()
+    assert "### Workflow checks" in comment and f"28 checks over {2 * ITERATIONS} build(s)" in comment
     assert "fulfills_user_request" in comment and "has_trigger" in comment
     report = (tmp_path / "out" / "report.html").read_text()
     table = report[report.index('id="workflow-checks"'):report.index("<h2>Units</h2>")]
