@@ -79,5 +79,6 @@ def started_static_lane(run_id: str, state: Path, model_url: str, *, sandbox: bo
         yield StaticLane(lane, owner, ledger, state)
     finally:
         failures = asyncio.run(down(lane))
-    assert failures == []
-    assert leftovers(run_id, state) == []
+    assert failures == [], failures
+    left = leftovers(run_id, state)  # (a helper module: pytest does not rewrite these asserts, so say what)
+    assert left == [], f"left on the host after the lane's teardown: {left}"

@@ -147,8 +147,12 @@ async def test_a_real_runs_failing_unit_is_one_click_from_the_top(static_lane, m
     assert len(expectation_keys) == 2 and all("#expectation:" in k for k in expectation_keys)
     assert all(units_cmp[k]["verdict"] == "stable" for k in expectation_keys)
 
-    # our own record: every failing unit failed on its scenario with the judge's reason
-    units = {(u["case"], u["iteration"]): u for u in document["orchestrator"]["units"]}
+    # our own record, under its own key: builder, model route, lanes and fingerprints, the unit timeline;
+    # every failing unit failed on its scenario with the judge's reason
+    ours = document["orchestrator"]
+    assert ours["config"]["builder"] == "mcp" and ours["config"]["model_server"] == "real"
+    assert ours["lanes"][0]["fingerprint"] and all(u["finished_at"] >= u["started_at"] > 0 for u in ours["units"])
+    units = {(u["case"], u["iteration"]): u for u in ours["units"]}
     assert all(u["build"]["status"] == "ok" for u in units.values())
     assert all(s["verdict"] == "pass" for i in range(ITERATIONS) for s in units[PASSING, i]["scenarios"])
     for i in range(ITERATIONS):
