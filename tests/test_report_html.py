@@ -224,3 +224,27 @@ def test_failing_units_are_listed_at_the_top_with_what_failed(tmp_path: Path) ->
     assert '<details class="dim"><summary>structure' in section
     assert 'class="transcript-link" href="../state/transcripts/contact-form.1.0.jsonl"' in section
     assert 'id="failing"' not in render_report(results("all-good", [unit("c", 0, {"s": True})]))
+
+
+def test_our_transcript_entries_render_by_kind(tmp_path: Path) -> None:
+    from orchestrator.transcript import Transcript
+
+    path = tmp_path / "t.jsonl"
+    with Transcript(path, builder="instance-ai", model="m1", lane="lane-0") as t:
+        t.user("Build a greeter", 0)
+        t.add("tool_call", tool="build-workflow", call_id="c1", args={"filePath": "wf.ts"}, agent="orchestrator-1")
+        t.add("tool_result", tool="build-workflow", call_id="c1", result={"success": True, "workflowId": "W9"})
+        t.add("assistant", text="I built it.", agent="orchestrator-1")
+        t.add("run", status="completed", reason=None)
+    res = _run()
+    u = next(x for x in res.units if x.case == "contact-form" and x.iteration == 0)
+    u.transcript_path = str(path)
+    page = render_report(res)
+    section = page[page.index('id="unit-contact-form-0"'):page.index('id="unit-contact-form-1"')]
+    events = re.findall(r'<div class="event"><b>([^<]+)</b> <span class="reason">([^<]*)</span>', section)
+    assert [k for k, _ in events] == ["meta", "user", "tool_call", "tool_result", "assistant", "run"]
+    text = dict(events)
+    assert text["meta"] == "builder instance-ai · model m1 · lane lane-0"
+    assert text["tool_call"] == "→ build-workflow({&quot;filePath&quot;: &quot;wf.ts&quot;})"
+    assert text["tool_result"].startswith("← build-workflow: {&quot;success&quot;: true")
+    assert text["assistant"] == "I built it." and text["run"] == "completed"
