@@ -133,6 +133,23 @@ def gradable(entries: list[dict[str, Any]]) -> bool:
     return any(e.get("kind") in ("assistant", "tool_call", "confirmation") for e in entries)
 
 
+#: Instance AI's root agent: its event-stream agent ids start so (sub-agents have their own ids).
+ROOT_AGENT_PREFIX = "orchestrator"
+
+
+def final_narration(entries: list[dict[str, Any]]) -> str | None:
+    """What the builder told the user it did: the assistant text of its last turn (after the last
+    user turn), from the root agent when sub-agents spoke too. None when it said nothing.
+
+    For Instance AI this is the chat's reply; the ``mcp`` builder passes claude's final ``result``
+    text instead (the same words, without the stream's intermediate messages)."""
+    start = max((i for i, e in enumerate(entries) if e.get("kind") == "user"), default=-1) + 1
+    said = [e for e in entries[start:] if e.get("kind") == "assistant" and str(e.get("text") or "").strip()]
+    root = [e for e in said if str(e.get("agent") or "").startswith(ROOT_AGENT_PREFIX)]
+    texts = [str(e["text"]).strip() for e in (root or said)]
+    return "\n\n".join(texts) or None
+
+
 def _short(value: Any, limit: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[:limit] + " …"

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from _process_lanes import leftovers
+from _static_lane import started_static_lane
 
 from orchestrator.build.builder import (
     BuilderSettings,
@@ -29,10 +30,7 @@ from orchestrator.build.builder import (
 )
 from orchestrator.build.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.install import Toolchain, default_cache_dir
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, Verdict
@@ -83,31 +81,11 @@ def script_override():
 @pytest.fixture(scope="module")
 def sandbox_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
     state = tmp_path_factory.mktemp("ia-lane-state")
-    ledger = Ledger.for_run(RUN_ID, state)
-    backend = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
-    owner = make_owner(RUN_ID)
-    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}/route/lane-a",
-                              "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
-
-    async def up():
-        try:
-            return (await bring_up(backend, 1, spec, owner)).lanes[0]
-        finally:
-            await backend.close()
-
-    async def down(lane):
-        again = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
-        try:
-            return await teardown_pool(again, [lane])
-        finally:
-            await again.close()
-
-    lane = asyncio.run(up())
-    SERVER_URL[0] = model.base_url
-    yield lane, ledger, state
-    assert asyncio.run(down(lane)) == []
-    assert leftovers(RUN_ID, state) == []
-    assert not list((state / "runs" / RUN_ID / "sandboxes").glob("*/*")) if (state / "runs" / RUN_ID / "sandboxes").exists() else True
+    with started_static_lane(RUN_ID, state, f"{model.base_url}/route/lane-a", sandbox=True) as lane:
+        SERVER_URL[0] = model.base_url
+        yield lane.lane, lane.ledger, state
+    sandboxes = state / "runs" / RUN_ID / "sandboxes"
+    assert not (sandboxes.exists() and list(sandboxes.glob("*/*"))), "a sandbox of the lane was left behind"
 
 
 def _case(slug: str):
@@ -165,6 +143,9 @@ def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model: 
         if workflow["nodes"][1]["type"].endswith(".set") else \
         {a["name"]: a["value"] for a in workflow["nodes"][0]["parameters"]["assignments"]["assignments"]}
     assert fields == {"status": "ok", "version": 3}
+    # the narration (for the communication check) is the agent's reply to the last turn, naming what it built
+    assert result.narration and result.narration.endswith("You can run it from the editor.")
+    assert f'I built the workflow "{workflow["name"]}" (id {result.workflow_id})' in result.narration
     # the thread (and its sandbox) is gone right after the build
     listed = threads if isinstance(threads, list) else (threads or {}).get("threads", threads)
     assert not listed, listed
@@ -320,6 +301,9 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
     for unit in data["units"]:
         assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
         assert all(s["verdict"] == "pass" for s in unit["scenarios"]), unit["scenarios"]
+        # the chat's reply reached the communication check: graded, not N/A for want of a narration
+        [comm] = [c for c in unit["structural"] if c["name"] == "response_describes_changes_accurately"]
+        assert comm["passed"] is True, comm
     after = await _inventory(lane.base_url, owner.email, owner.password)
     assert after == before
     assert Ledger.for_run("ia-run", tmp_path / "state").open_entries() == []
@@ -332,29 +316,9 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
 def crash_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
     """A lane of its own: the crash test kills its sandbox service."""
     run_id = "ia-e2e-crash"
-    state = tmp_path_factory.mktemp("ia-crash-state")
-    ledger = Ledger.for_run(run_id, state)
-    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}", "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
-
-    async def up():
-        backend = ProcessBackend(run_id, ledger, state, sandbox=True)
-        try:
-            return (await bring_up(backend, 1, spec, make_owner(run_id))).lanes[0]
-        finally:
-            await backend.close()
-
-    async def down(lane):
-        backend = ProcessBackend(run_id, ledger, state, sandbox=True)
-        try:
-            return await teardown_pool(backend, [lane])
-        finally:
-            await backend.close()
-
     SERVER_URL[0] = model.base_url
-    lane = asyncio.run(up())
-    yield lane, ledger, state, run_id
-    assert asyncio.run(down(lane)) == []
-    assert leftovers(run_id, state) == []
+    with started_static_lane(run_id, tmp_path_factory.mktemp("ia-crash-state"), model.base_url, sandbox=True) as lane:
+        yield lane.lane, lane.ledger, lane.state, run_id
 
 
 def test_a_sandbox_crash_mid_build_is_a_framework_fault(crash_lane, model, tmp_path: Path, script_override: Switch) -> None:

@@ -7,18 +7,13 @@ The only stand-in is the model (the embedded scripted server): the lane's eval m
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
-from _process_lanes import leftovers
+from _static_lane import started_static_lane
 
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
-from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.contract import published_schema
 from orchestrator.run.config import RunConfig
@@ -59,29 +54,8 @@ def model() -> ScriptedModelServer:
 
 @pytest.fixture(scope="module")
 def static_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
-    state = tmp_path_factory.mktemp("lane-state")
-    ledger = Ledger.for_run("prebuilt-lane", state)
-    owner = make_owner("prebuilt-lane")
-    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}", "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
-
-    async def up():
-        backend = ProcessBackend("prebuilt-lane", ledger, state)
-        try:
-            return (await bring_up(backend, 1, spec, owner)).lanes[0]
-        finally:
-            await backend.close()
-
-    async def down(lane):
-        backend = ProcessBackend("prebuilt-lane", ledger, state)
-        try:
-            return await teardown_pool(backend, [lane])
-        finally:
-            await backend.close()
-
-    lane = asyncio.run(up())
-    yield lane, owner
-    assert asyncio.run(down(lane)) == []
-    assert leftovers("prebuilt-lane", state) == []
+    with started_static_lane("prebuilt-lane", tmp_path_factory.mktemp("lane-state"), model.base_url) as lane:
+        yield lane.lane, lane.owner
 
 
 async def _owner_call(base_url: str, email: str, password: str, fn):

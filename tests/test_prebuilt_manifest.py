@@ -40,3 +40,26 @@ def test_unknown_and_missing_slugs() -> None:
     with pytest.raises(ConfigError, match="'b' have no workflow"):
         check_manifest_slugs({"a": ["w"]}, ["a", "b"], ["a", "b"])
     check_manifest_slugs({"a": ["w"]}, ["a"], ["a", "b"])
+
+
+def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: Path) -> None:
+    """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (taken by the
+    builder's own ``options_from_config``): nothing is read back from the run's folder."""
+    from orchestrator.build.builder import BuilderSettings, get_builder
+    from orchestrator.run.config import RunConfig
+
+    manifest = tmp_path / "m.json"
+    manifest.write_text('{"smoke-manual-code-greetings": ["W1", "W2"]}')
+    cfg = RunConfig(cases_paths=[Path(__file__).resolve().parents[1] / "cases"], backend="static",
+                    base_url="http://127.0.0.1:9", lanes=1, prebuilt_workflows=manifest,
+                    delete_prebuilt_workflows=True).validate()
+    cls = get_builder(cfg.builder)
+    options = cls.options_from_config(cfg)
+    assert options == {"prebuilt_workflows": manifest, "delete_prebuilt_workflows": True}
+    run_dir = tmp_path / "run"  # empty: no run.json to fall back on
+    builder = cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m", options=options))
+    assert builder.manifest == {"smoke-manual-code-greetings": ["W1", "W2"]}  # type: ignore[attr-defined]
+    assert builder.delete_after is True  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="needs --prebuilt-workflows"):
+        cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m"))
+    assert get_builder("mcp").options_from_config(cfg) == {}

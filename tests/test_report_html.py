@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import struct
-import subprocess
 import time
-import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from _tools import require
+from _chromium import chromium, dark_pixels, decode_png, need_chromium, open_tab
 from eval_results_factory import results, unit
 
 from orchestrator.redact import MASK, register_secret
@@ -25,7 +22,6 @@ from orchestrator.results.report_html import (
 )
 from orchestrator.results.scoring import UnitOutcome
 
-CHROMIUM = Path("/usr/bin/chromium")
 SECRET = "n8n-api-key-7Hq2LmZpX0"
 
 
@@ -85,82 +81,24 @@ def test_lane_rows_in_natural_order() -> None:
     assert labels == ["lane-0", "lane-1", "lane-10"]
 
 
-def _decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
-    """Width, height and unfiltered RGB(A) rows of an 8-bit non-interlaced PNG."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, header = 8, b"", None
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        assert zlib.crc32(kind + body) == crc, f"bad CRC in {kind!r}"
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", body)
-        elif kind == b"IDAT":
-            idat += body
-        elif kind == b"IEND":
-            break
-        pos += 12 + length
-    assert header is not None
-    width, height, depth, colour, _, _, interlace = header
-    assert depth == 8 and colour in (2, 6) and interlace == 0, header
-    bpp = 3 if colour == 2 else 4
-    raw = zlib.decompress(idat)
-    stride = width * bpp
-    rows: list[bytes] = []
-    prev = bytearray(stride)
-    for y in range(height):
-        ftype = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b = prev[i]
-            c = prev[i - bpp] if i >= bpp else 0
-            if ftype == 1:
-                line[i] = (line[i] + a) & 0xFF
-            elif ftype == 2:
-                line[i] = (line[i] + b) & 0xFF
-            elif ftype == 3:
-                line[i] = (line[i] + ((a + b) >> 1)) & 0xFF
-            elif ftype == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        rows.append(bytes(line) if bpp == 3 else bytes(v for j, v in enumerate(line) if j % 4 != 3))
-        prev = line
-    return width, height, rows
-
-
-def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={user_data}", *args],
-        capture_output=True, text=True, timeout=180,
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.chromium
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    deadline = time.monotonic() + 300
-    while not CHROMIUM.exists() and time.monotonic() < deadline:  # it may still be being installed
-        time.sleep(5)
-    require("chromium", CHROMIUM.exists, "apt-get install -y chromium")
+    need_chromium()
     page = write_report(tmp_path, _run())
     assert page.name == FILENAME
     url = page.resolve().as_uri()
 
-    dom = _chromium("--dump-dom", url, user_data=tmp_path / "profile-dom")
+    dom = chromium("--dump-dom", url, user_data=tmp_path / "profile-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-ready="1"' in dom.stdout  # the inline script ran to the end
     assert len(re.findall(r'<tr class="case-row"', dom.stdout)) == 4
     assert dom.stdout.count('class="unit-bar"') == 9
 
     shot = tmp_path / "report.png"
-    proc = _chromium(f"--screenshot={shot}", "--window-size=1280,1600", url, user_data=tmp_path / "profile-shot")
+    proc = chromium(f"--screenshot={shot}", "--window-size=1280,1600", url, user_data=tmp_path / "profile-shot")
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
-    width, height, rows = _decode_png(shot.read_bytes())
+    width, height, rows = decode_png(shot.read_bytes())
     assert (width, height) == (1280, 1600)
     pixels = {row[i:i + 3] for row in rows[::8] for i in range(0, len(row), 24)}
     assert len(pixels) > 20, f"screenshot looks blank ({len(pixels)} colours)"
@@ -172,92 +110,35 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "profile-shot", ignore_errors=True)
 
 
-class _Page:
-    """One Chromium tab over the DevTools protocol (loopback websocket), for a real click."""
-
-    def __init__(self, ws_url: str) -> None:
-        import websocket  # websocket-client (installed with the kubernetes client)
-
-        self.ws = websocket.create_connection(ws_url, timeout=30)
-        self._id = 0
-
-    def call(self, method: str, **params: object) -> dict:
-        import json as _json
-
-        self._id += 1
-        self.ws.send(_json.dumps({"id": self._id, "method": method, "params": params}))
-        while True:
-            msg = _json.loads(self.ws.recv())
-            if msg.get("id") == self._id:
-                assert "error" not in msg, msg
-                return msg.get("result", {})
-
-    def js(self, expression: str) -> object:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return result["result"].get("value")
-
-    def close(self) -> None:
-        self.ws.close()
-
-
 @pytest.mark.slow
+@pytest.mark.chromium
 def test_failing_unit_reason_is_visible_after_one_click(tmp_path: Path) -> None:
-    import base64
-    import json as _json
-
-    import httpx
-
-    if not CHROMIUM.exists():
-        pytest.skip("chromium is not installed")
+    """From the top of the page (no scrolling): one real click on the failing unit's link opens it
+    with the judge's reason on screen."""
+    need_chromium()
     res = _run()
     failing = next(u for u in res.units if u.case == "contact-form" and u.iteration == 1)
     failing.scenarios[0].reason = "The Slack message lists no signups: the Code node drops every item."
     page = write_report(tmp_path, res)
-    profile = tmp_path / "profile-click"
-    proc = subprocess.Popen(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", "--remote-debugging-address=127.0.0.1",
-         "--remote-debugging-port=0", "--window-size=1280,1000", f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        port = int(port_file.read_text().split()[0])
-        targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
-        tab = _Page(next(t for t in targets if t["type"] == "page")["webSocketDebuggerUrl"])
-        try:
-            tab.call("Page.navigate", url=page.resolve().as_uri())
-            deadline = time.monotonic() + 30
-            while tab.js("document.body && document.body.getAttribute('data-ready')") != "1":
-                assert time.monotonic() < deadline, "report did not finish loading"
-                time.sleep(0.2)
-            anchor = "unit-contact-form-1"
-            reason_js = f"document.querySelector('#{anchor} .judge-reason')"
-            assert tab.js(f"{reason_js}.checkVisibility()") is False  # closed until clicked
-            box = _json.loads(str(tab.js(
-                f"(function(){{var s=document.querySelector('#{anchor} > summary');s.scrollIntoView({{block:'center'}});"
-                "var r=s.getBoundingClientRect();return JSON.stringify([r.x+20,r.y+r.height/2]);})()")))
-            for kind in ("mousePressed", "mouseReleased"):  # one real click on the unit's summary
-                tab.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
-            assert tab.js(f"document.getElementById('{anchor}').open") is True
-            assert tab.js(f"{reason_js}.checkVisibility()") is True
-            assert "drops every item" in str(tab.js(f"{reason_js}.innerText"))
-            rect = _json.loads(str(tab.js(f"JSON.stringify({reason_js}.getBoundingClientRect())")))
-            assert 0 <= rect["top"] < 1000 and rect["height"] > 0  # on screen
-            shot = base64.b64decode(tab.call("Page.captureScreenshot", format="png")["data"])
-            (tmp_path / "clicked.png").write_bytes(shot)
-            width, height, rows = _decode_png(shot)
-            band = rows[int(rect["top"]):int(rect["top"] + rect["height"])]
-            dark = sum(1 for row in band for i in range(0, len(row), 3) if sum(row[i:i + 3]) < 200)
-            assert dark > 50, "the judge's reason is not drawn where the page says it is"
-        finally:
-            tab.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        shutil.rmtree(profile, ignore_errors=True)
+    with open_tab(page.resolve().as_uri(), tmp_path / "profile-click") as tab:
+        anchor = "unit-contact-form-1"
+        reason_js = f"document.querySelector('#{anchor} .judge-reason')"
+        assert tab.js(f"{reason_js}.checkVisibility()") is False  # closed until clicked
+        link_js = f"document.querySelector('#failing a[href=\"#{anchor}\"]')"
+        link = tab.box(link_js)
+        assert tab.js("window.scrollY") == 0 and 0 <= link["top"] < 1000  # on screen at the top
+        tab.click(link["x"] + 5, link["y"] + link["height"] / 2)
+        deadline = time.monotonic() + 10
+        while tab.js(f"document.getElementById('{anchor}').open") is not True:
+            assert time.monotonic() < deadline, "the click did not open the unit"
+            time.sleep(0.1)
+        assert tab.js(f"{reason_js}.checkVisibility()") is True
+        assert "drops every item" in str(tab.js(f"{reason_js}.innerText"))
+        rect = tab.box(reason_js)
+        assert 0 <= rect["top"] < 1000 and rect["height"] > 0  # on screen
+        shot = tab.screenshot()
+        (tmp_path / "clicked.png").write_bytes(shot)
+        assert dark_pixels(shot, rect["top"], rect["height"]) > 50, "the judge's reason is not drawn where the page says"
 
 
 def test_unit_sections_show_what_to_debug_from(tmp_path: Path) -> None:
@@ -319,3 +200,51 @@ def test_kept_workflow_links_into_its_lane() -> None:
     assert "view in n8n" not in render_report(res)
     res.config["keep_workflows"] = True
     assert 'href="http://127.0.0.1:5678/workflow/wf1"' in render_report(res)
+
+
+def test_failing_units_are_listed_at_the_top_with_what_failed(tmp_path: Path) -> None:
+    from orchestrator.results.model import StructuralCheck
+
+    res = _run()
+    u = next(x for x in res.units if x.case == "contact-form" and x.iteration == 1)
+    u.structural = [StructuralCheck(name="has_trigger", passed=True, dimension="structure"),
+                    StructuralCheck(name="no_hardcoded_credentials", passed=False, dimension="security",
+                                    detail="token in HTTP Request")]
+    u.transcript_path = str(tmp_path / "state" / "transcripts" / "contact-form.1.0.jsonl")
+    page = render_report(res, tmp_path / "out")
+    top = page[page.index('id="failing"'):page.index("<h2>Cases</h2>")]
+    links = re.findall(r'class="fail-link" href="#([^"]+)"', top)
+    # every unit that did not pass, in case order: 3 failed, a timeout, an outage
+    assert links == ["unit-contact-form-1", "unit-dedupe-trigger-1", "unit-dedupe-trigger-2", "unit-outage-0",
+                     "unit-slow-case-0"]
+    line = top[top.index("unit-contact-form-1"):top.index("unit-dedupe-trigger-1")]
+    assert "scenario happy" in line and "check no_hardcoded_credentials" in line
+    section = page[page.index('id="unit-contact-form-1"'):page.index('id="unit-contact-form-2"')]
+    assert '<details class="dim" open><summary>security' in section  # a failed check shows when the unit opens
+    assert '<details class="dim"><summary>structure' in section
+    assert 'class="transcript-link" href="../state/transcripts/contact-form.1.0.jsonl"' in section
+    assert 'id="failing"' not in render_report(results("all-good", [unit("c", 0, {"s": True})]))
+
+
+def test_our_transcript_entries_render_by_kind(tmp_path: Path) -> None:
+    from orchestrator.transcript import Transcript
+
+    path = tmp_path / "t.jsonl"
+    with Transcript(path, builder="instance-ai", model="m1", lane="lane-0") as t:
+        t.user("Build a greeter", 0)
+        t.add("tool_call", tool="build-workflow", call_id="c1", args={"filePath": "wf.ts"}, agent="orchestrator-1")
+        t.add("tool_result", tool="build-workflow", call_id="c1", result={"success": True, "workflowId": "W9"})
+        t.add("assistant", text="I built it.", agent="orchestrator-1")
+        t.add("run", status="completed", reason=None)
+    res = _run()
+    u = next(x for x in res.units if x.case == "contact-form" and x.iteration == 0)
+    u.transcript_path = str(path)
+    page = render_report(res)
+    section = page[page.index('id="unit-contact-form-0"'):page.index('id="unit-contact-form-1"')]
+    events = re.findall(r'<div class="event"><b>([^<]+)</b> <span class="reason">([^<]*)</span>', section)
+    assert [k for k, _ in events] == ["meta", "user", "tool_call", "tool_result", "assistant", "run"]
+    text = dict(events)
+    assert text["meta"] == "builder instance-ai · model m1 · lane lane-0"
+    assert text["tool_call"] == "→ build-workflow({&quot;filePath&quot;: &quot;wf.ts&quot;})"
+    assert text["tool_result"].startswith("← build-workflow: {&quot;success&quot;: true")
+    assert text["assistant"] == "I built it." and text["run"] == "completed"

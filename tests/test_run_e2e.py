@@ -8,17 +8,14 @@ so the test can look inside it afterwards: the run must leave no workflow, user 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
 from _process_lanes import leftovers
+from _static_lane import started_static_lane
 
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.contract import published_schema
@@ -41,29 +38,8 @@ def model() -> ScriptedModelServer:
 
 @pytest.fixture(scope="module")
 def static_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
-    state = tmp_path_factory.mktemp("lane-state")
-    ledger = Ledger.for_run("e2e-lane", state)
-    backend = ProcessBackend("e2e-lane", ledger, state)
-    owner = make_owner("e2e-lane")
-    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}", "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
-
-    async def up():
-        try:
-            return (await bring_up(backend, 1, spec, owner)).lanes[0]
-        finally:
-            await backend.close()
-
-    async def down(lane):
-        again = ProcessBackend("e2e-lane", ledger, state)  # a fresh client on this event loop
-        try:
-            return await teardown_pool(again, [lane])
-        finally:
-            await again.close()
-
-    lane = asyncio.run(up())
-    yield lane, owner
-    assert asyncio.run(down(lane)) == []
-    assert leftovers("e2e-lane", state) == []
+    with started_static_lane("e2e-lane", tmp_path_factory.mktemp("lane-state"), model.base_url) as lane:
+        yield lane.lane, lane.owner
 
 
 async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list]:

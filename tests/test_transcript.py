@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from orchestrator.cases import EvalCase
-from orchestrator.redact import register_secret
+from orchestrator.redact import MASK, register_secret
 from orchestrator.results.model import Verdict
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
@@ -162,3 +162,41 @@ def test_transcript_path_defaults_into_the_run_folder(tmp_path: Path) -> None:
     b = transcript_path_for(BuildRequest(CASE, 1, 1, 1000), tmp_path)
     assert a.parent == tmp_path / "transcripts" and a.name.endswith(".1.0.jsonl") and a != b
     assert a == transcript_path_for(BuildRequest(CASE, 1, 0, 1000), tmp_path)
+
+
+def test_final_narration_is_the_root_agents_last_turn(tmp_path: Path) -> None:
+    """The Instance AI builder's narration (the communication check grades it): the root agent's
+    text after the last user turn; a sub-agent's chatter and earlier turns are not part of it."""
+    from orchestrator.transcript import final_narration
+
+    path = tmp_path / "ia.jsonl"
+    root, sub = "orchestrator-run_abc", "builder-xyz"
+    register_secret(SECRET)
+    with Transcript(path, builder="instance-ai") as t:
+        t.user("Build a greeter", 0)
+        t.add("assistant", text="Which names?", agent=root)
+        t.user("Ana and Bruno", 1)
+        t.add("assistant", text="I'll write the workflow file.", agent=root)
+        t.add("assistant", text="sub-agent working notes", agent=sub)
+        t.add("tool_call", tool="build-workflow", call_id="c1", args={}, agent=root)
+        t.add("assistant", text=f"Built 'Greeter' (key {SECRET})", agent=root)
+    narration = final_narration(read_transcript(path))
+    assert narration == f"I'll write the workflow file.\n\nBuilt 'Greeter' (key {MASK})"  # redacted on write
+    # no root agent id (claude's stream): every assistant text of the last turn
+    assert final_narration([{"kind": "user", "text": "x"}, {"kind": "assistant", "text": "done", "agent": "claude"}]) == "done"
+    assert final_narration([{"kind": "user", "text": "x"}, {"kind": "tool_call", "tool": "t"}]) is None
+    assert final_narration([]) is None
+
+
+def test_mcp_narration_is_claudes_result_without_the_trailer() -> None:
+    from orchestrator.build.claude_runner import AttemptResult
+    from orchestrator.build.mcp_builder import narration_of
+
+    def attempt(text: str | None) -> AttemptResult:
+        return AttemptResult(workflow_id="W1", cost_usd=0, turns=1, duration_s=1, exit_code=0, timed_out=False,
+                             is_error=False, error_text=None, outage=None, raw_result_text=text)
+
+    assert narration_of(attempt("Created a Manual Trigger → Code workflow.\nWORKFLOW_ID=W1")) == \
+        "Created a Manual Trigger → Code workflow."
+    assert narration_of(attempt("WORKFLOW_ID=W1")) is None
+    assert narration_of(attempt(None)) is None

@@ -50,6 +50,8 @@ class BuilderSettings:
     keep_workflows: bool = False
     lane_env: Mapping[str, str] = field(default_factory=dict)  # the env every lane of the pool starts with
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    #: the builder's own options, as its :meth:`Builder.options_from_config` took them from the run's config
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class BuildRequest:
     attempt: int  # 0 for the first try of this unit; retries on other lanes count up
     timeout_ms: int  # the case's own timeout (``--timeout-ms``, complex × 1.5)
     transcript_path: Path | None = None  # where the builder writes the unit's redacted transcript
+    case_slug: str = ""  # the case's slug in this run ("" when the caller has none)
 
 
 @dataclass
@@ -94,6 +97,9 @@ class BuildResult:
     turns: int = 0
     duration_s: float = 0.0
     transcript_path: Path | None = None
+    #: what the builder told the user it did (redacted): the chat's last reply, claude's final result
+    #: text. The ``communication`` workflow check grades it against the built workflow.
+    narration: str | None = None
 
 
 class Builder(abc.ABC):
@@ -117,6 +123,12 @@ class Builder(abc.ABC):
     def check_config(cls, run_config: Any) -> None:
         """Before anything starts: this builder's own options on the run's config (one-line
         ``ConfigError`` naming the flag when wrong). The default has none to check."""
+
+    @classmethod
+    def options_from_config(cls, run_config: Any) -> dict[str, Any]:
+        """This builder's own options taken from the run's config (after :meth:`check_config`);
+        the run hands them over as ``BuilderSettings.options``. The default takes none."""
+        return {}
 
     async def prepare_lane(self, lane: BuildLane) -> None:
         """Once per lane after it is up and seeded (e.g. enable MCP access as the owner)."""

@@ -47,7 +47,7 @@ from orchestrator.outage import (
     classify_status,
     retry_provider_outage,
 )
-from orchestrator.transcript import Transcript, transcript_path_for
+from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
@@ -408,6 +408,7 @@ class InstanceAiBuilder(Builder):
             if not self.settings.keep_workflows:
                 await self._delete_threads(lane, threads)
         total.turns = outcome.state.runs
+        total.narration = final_narration(read_transcript(transcript_path))
         total.duration_s = time.monotonic() - started
         state = outcome.state
         if outcome.timed_out:

@@ -15,6 +15,7 @@ from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_bu
 from orchestrator.build.lane import BuildLane
 from orchestrator.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
+from orchestrator.build.trailer import TRAILER_PATTERN
 from orchestrator.transcript import (
     ClaudeStreamTranscript,
     Transcript,
@@ -27,6 +28,12 @@ from orchestrator.redact import redact
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 
 log = logging.getLogger(__name__)
+
+
+def narration_of(result: AttemptResult) -> str | None:
+    """claude's final ``result`` text (already redacted) without its ``WORKFLOW_ID=`` trailer line."""
+    text = TRAILER_PATTERN.sub("", result.raw_result_text or "").strip()
+    return text or None
 
 
 @register_builder
@@ -105,6 +112,7 @@ class McpBuilder(Builder):
             result: AttemptResult = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
         finally:
             transcript.close()
+        total.narration = narration_of(result)
         if result.outage is not None:
             total.status = BuildStatus.provider_outage
             total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")

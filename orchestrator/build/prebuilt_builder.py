@@ -116,9 +116,14 @@ class PrebuiltBuilder(Builder):
     def check_config(cls, run_config: Any) -> None:
         validate_prebuilt(run_config)  # --prebuilt-workflows / --delete-prebuilt-workflows
 
+    @classmethod
+    def options_from_config(cls, run_config: Any) -> dict[str, Any]:
+        return {"prebuilt_workflows": run_config.prebuilt_workflows,
+                "delete_prebuilt_workflows": bool(run_config.delete_prebuilt_workflows)}
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        options = self._options()
+        options = self.settings.options
         path = options.get("prebuilt_workflows")
         if not path:
             raise ConfigError(f"--builder prebuilt: needs {FLAG} manifest.json")
@@ -128,21 +133,9 @@ class PrebuiltBuilder(Builder):
         self.used: dict[str, BuildLane] = {}
         self.deleted: list[str] = []
         self.delete_failures: list[str] = []
-        self._bodies: list[tuple[str, dict[str, Any]]] | None = None
-
-    def _options(self) -> dict[str, Any]:
-        """The run's options: ``BuilderSettings.options`` when the run passes them, else the run's
-        recorded config (``<run dir>/run.json``, written before builders are made)."""
-        options = getattr(self.settings, "options", None)
-        if options:
-            return dict(options)
-        try:
-            return dict(json.loads((self.settings.run_dir / "run.json").read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            return {}
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
-        slug = self._slug(request)
+        slug = request.case_slug
         if slug not in self.manifest:
             return BuildResult(status=BuildStatus.failed, framework_fault=True, attempts=1,
                                error=f"{FLAG}: no workflow for case {slug!r} in the manifest")
@@ -161,21 +154,6 @@ class PrebuiltBuilder(Builder):
         self.used[source_id] = lane
         log.info("%s #%d: scoring prebuilt workflow %s as %s", slug, request.iteration, source_id, copy_id)
         return BuildResult(status=BuildStatus.ok, workflow_id=copy_id, attempts=1, root_cause=None)
-
-    def _slug(self, request: BuildRequest) -> str:
-        """The case slug of a request: ``BuildRequest.case_slug`` when the run passes it, else the
-        slug of the run's case whose body is this one (disk cases recorded in ``run.json``)."""
-        slug = getattr(request, "case_slug", None)
-        if isinstance(slug, str) and slug:
-            return slug
-        if self._bodies is None:
-            from orchestrator.cases import load_disk
-
-            paths = [Path(p) for p in self._options().get("cases_paths") or []]
-            loaded, _ = load_disk(paths) if paths else ([], [])
-            self._bodies = [(c.slug, c.case.to_json()) for c in loaded if c.slug in self.manifest]
-        body = request.case.to_json()
-        return next((s for s, b in self._bodies if b == body), "")
 
     async def aclose(self) -> None:
         """``--delete-prebuilt-workflows``: delete each manifest workflow used successfully, once."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import typer
@@ -51,6 +50,8 @@ def list_cases(
     suite: str | None = typer.Option(None, "--suite", help=_SUITE_HELP),
 ) -> None:
     """Show the selected cases as a table."""
+    import asyncio  # only here: `cases validate` starts without it
+
     try:
         cases = asyncio.run(
             load_selected(source, paths or None, suite, filter=filter, exclude=exclude, tier=tier)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -89,6 +90,8 @@ details.unit>summary{cursor:pointer;padding:6px 10px;font-weight:600}
 font-size:12px;margin:4px 0} .muted{color:#777} ul.exp{list-style:none;padding-left:4px} ul.exp li{margin:3px 0}
 .ok{color:#2e7d32;font-weight:bold} .ko{color:#c62828;font-weight:bold}
 .event{border-bottom:1px dashed #e5e5e5;padding:3px 0} .event b{color:#37474f}
+#failing{background:#fff;border:1px solid #ddd;border-left:5px solid #c62828;border-radius:4px;padding:6px 12px;margin:10px 0}
+#failing li{margin:3px 0} #failing a{font-weight:600} .what{color:#b71c1c}
 """
 
 _JS = """
@@ -328,7 +331,7 @@ def _scenarios(scenarios: list[ScenarioResult]) -> str:
     out = ["<h4>Scenarios</h4>"]
     for s in scenarios:
         status = _verdict_status(s.verdict)
-        tags = " · ".join(x for x in (s.failure_category, s.attribution.value if s.attribution else None) if x)
+        tags = " · ".join(dict.fromkeys(x for x in (s.failure_category, s.attribution.value if s.attribution else None) if x))
         out.append(
             f'<div class="verdict" data-verdict="{status}"><b>{esc(s.name)}</b> {_chip(status, s.verdict.value)}'
             + (f' <span class="muted">[{esc(tags)}]</span>' if tags and s.verdict is not Verdict.passed else "")
@@ -365,7 +368,8 @@ def _checks(checks: list[StructuralCheck]) -> str:
         head = " ".join(_chip(st, f"{st} {n}") for st, n in counts.items() if n)
         rows = "".join(f"<tr><td>{esc(c.name)}{' (LLM)' if c.kind == 'llm' else ''}</td>"
                        f"<td>{_chip(c.status)}</td><td>{esc(c.detail)}</td></tr>" for c in group)
-        out.append(f'<details class="dim"><summary>{esc(dimension)} {head}</summary>'
+        opened = " open" if counts["fail"] else ""  # a failed check is visible as soon as the unit opens
+        out.append(f'<details class="dim"{opened}><summary>{esc(dimension)} {head}</summary>'
                    f"<table><tbody>{rows}</tbody></table></details>")
     return "".join(out)
 
@@ -399,8 +403,21 @@ def _workflow(u: UnitResult, keep_link: bool, lane_urls: dict[str, str] | None =
 
 
 def _event_text(event: dict[str, Any]) -> tuple[str, str]:
-    """(who/what, text) for one transcript event: claude stream-json or chat events."""
-    kind = str(event.get("type") or event.get("role") or event.get("event") or "event")
+    """(who/what, text) for one transcript event: our transcript entries (:mod:`orchestrator.transcript`),
+    claude stream-json or chat events."""
+    if isinstance(event.get("kind"), str) and "seq" in event:  # our own transcript file
+        entry = str(event["kind"])
+        tool = event.get("tool") or ""
+        if entry == "tool_call":
+            return entry, f"→ {tool}({json.dumps(event.get('args'), default=str)[:600]})"
+        if entry in ("tool_result", "tool_error"):
+            value = event.get("result" if entry == "tool_result" else "error")
+            return entry, f"← {tool}: " + (value if isinstance(value, str) else json.dumps(value, default=str))[:600]
+        if entry == "run":
+            return entry, " ".join(str(event.get(k)) for k in ("status", "reason") if event.get(k))
+        if entry == "meta":
+            return entry, " · ".join(f"{k} {event[k]}" for k in ("builder", "model", "lane") if event.get(k))
+    kind = str(event.get("type") or event.get("role") or event.get("kind") or event.get("event") or "event")
     message = event.get("message") if isinstance(event.get("message"), dict) else None
     blocks = (message or {}).get("content") if message else event.get("content")
     if isinstance(blocks, list):
@@ -447,6 +464,56 @@ def _transcript(u: UnitResult) -> str:
             f'{"".join(events)}{more}</details>')
 
 
+def _what_failed(u: UnitResult) -> tuple[list[str], str]:
+    """(what failed — scenario, expectation and check names —, the first reason) of one unit."""
+    what: list[str] = []
+    reason = ""
+    for s in u.scenarios:
+        if s.verdict is Verdict.failed:
+            what.append(f"scenario {s.name}" + (f" [{s.failure_category}]" if s.failure_category else ""))
+            reason = reason or s.reason
+    for e in u.expectations:
+        if e.verdict is Verdict.failed:
+            what.append(f"{e.kind} expectation “{_short(e.text, 60)}”")
+            reason = reason or e.reason
+    if u.build.status.value != "ok":
+        what.insert(0, f"build {u.build.status.value}")
+        reason = u.build.error or reason
+    what += [f"check {c.name}" for c in u.structural if c.status == "fail"]
+    reason = reason or next((c.detail for c in u.structural if c.status == "fail"), "")
+    return what, reason
+
+
+def _failing(results: EvalResults) -> str:
+    """Every unit that did not pass, one link each (it opens the unit): the way in from the top."""
+    bad = [u for u in results.units if unit_outcome(u) not in (UnitOutcome.passed, UnitOutcome.skipped)]
+    if not bad:
+        return ""
+    items = []
+    for u in sorted(bad, key=lambda u: (_natural(u.case), u.iteration)):
+        what, reason = _what_failed(u)
+        items.append(f'<li><a class="fail-link" href="#{esc(unit_anchor(u))}">{esc(u.case)} #{u.iteration}</a> '
+                     f'<span class="muted">{esc(unit_outcome(u).value)}</span>'
+                     + (f' — <span class="what">{esc(", ".join(what))}</span>' if what else "")
+                     + (f'<div class="reason muted">{esc(_short(reason, 240))}</div>' if reason else "") + "</li>")
+    return (f'<div id="failing"><b>{len(bad)} unit(s) did not pass</b> — click one to open it'
+            f'<ul>{"".join(items)}</ul></div>')
+
+
+def _transcript_link(u: UnitResult, base_dir: Path | None) -> str:
+    if not u.transcript_path:
+        return ""
+    path = Path(u.transcript_path)
+    if base_dir is not None:
+        try:
+            href = Path(os.path.relpath(path.resolve(), base_dir.resolve())).as_posix()
+        except ValueError:  # another drive
+            href = path.resolve().as_uri()
+    else:
+        href = path.resolve().as_uri()
+    return f'<p><a class="transcript-link" href="{esc(href)}">build transcript ({esc(path.name)})</a></p>'
+
+
 def _build(u: UnitResult) -> str:
     b = u.build
     bits = [f"status {esc(b.status.value)}", f"{b.attempts} attempt(s)", f"{b.turns} turns",
@@ -460,7 +527,7 @@ def _build(u: UnitResult) -> str:
     return f"<h4>Build</h4><p>{' · '.join(bits)}</p>{extra}{cat}"
 
 
-def _units(results: EvalResults) -> str:
+def _units(results: EvalResults, base_dir: Path | None = None) -> str:
     keep_link = bool(results.config.get("keep_workflows"))
     lane_urls = {lane.lane: lane.base_url for lane in results.lanes}
     by_case: dict[str, list[UnitResult]] = defaultdict(list)
@@ -472,8 +539,8 @@ def _units(results: EvalResults) -> str:
     for case in sorted(by_case, key=_natural):
         blocks = []
         for u in sorted(by_case[case], key=lambda u: u.iteration):
-            body = (_scenarios(u.scenarios) + _expectations(u.expectations) + _checks(u.structural)
-                    + _workflow(u, keep_link, lane_urls) + _transcript(u) + _build(u))
+            body = (_transcript_link(u, base_dir) + _scenarios(u.scenarios) + _expectations(u.expectations)
+                    + _checks(u.structural) + _workflow(u, keep_link, lane_urls) + _transcript(u) + _build(u))
             blocks.append(f'<details class="unit" id="{esc(unit_anchor(u))}" data-outcome="{unit_outcome(u).value}">'
                           f"<summary>{_summary_line(u)}</summary><div class=\"unit-body\">{body}</div></details>")
         out.append(f'<section class="case-block" id="case-{esc(_anchor(case))}"><h3>{esc(case)}</h3>'
@@ -501,8 +568,8 @@ def _checks_table(results: EvalResults) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></details>")
 
 
-def render_report(results: EvalResults) -> str:
-    """The whole page as one string."""
+def render_report(results: EvalResults, base_dir: Path | None = None) -> str:
+    """The whole page as one string (``base_dir``: where it is written, for relative transcript links)."""
     summary, cases = summaries(results)
     title = results.experiment_name or results.run_id
     stopped = f'<p><b>Stopped early:</b> {esc(summary.stopped_reason)}</p>' if summary.stopped_reason else ""
@@ -514,12 +581,12 @@ def render_report(results: EvalResults) -> str:
         f"<h1>Instance AI eval — {esc(title)}</h1>"
         f'<div class="meta">run {esc(results.run_id)} · started {esc(_when(results.started_at))} · '
         f"finished {esc(_when(results.finished_at))}</div>"
-        f"{_stats(summary, results)}{stopped}"
+        f"{_stats(summary, results)}{stopped}{_failing(results)}"
         f"<h2>Cases</h2>{_case_table(cases, summary.k)}"
         f"<h2>Lane timeline</h2>{_timeline(results.units)}"
         f"<h2>Build cost per case</h2>{_cost_chart(cases)}"
         f"<h2>Workflow checks</h2>{_checks_table(results)}"
-        f"<h2>Units</h2>{_units(results)}"
+        f"<h2>Units</h2>{_units(results, base_dir)}"
         f"<script>{_JS}</script></body></html>\n"
     )
 
@@ -527,5 +594,5 @@ def render_report(results: EvalResults) -> str:
 def write_report(directory: Path, results: EvalResults) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / FILENAME
-    path.write_text(render_report(results), encoding="utf-8")
+    path.write_text(render_report(results, directory), encoding="utf-8")
     return path

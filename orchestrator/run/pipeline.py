@@ -193,6 +193,7 @@ class Run:
                 outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
                 # builds run in their own session: the run marker lets `cleanup` find what a SIGKILL orphaned
                 extra_env={RUN_ENV: plan.run_id}, lane_env=dict(spec.env),
+                options=builder_cls.options_from_config(cfg),
             ),
             BuildEvents(on_cost=self.observers.on_cost, on_outage_retry=self.metrics.outage_retry),
         )

@@ -172,7 +172,7 @@ class UnitRunner:
         transcripts = self.settings.transcripts_dir
         request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt, timeout_ms=self._timeout_ms(case),
                                transcript_path=transcripts / f"{unit.case}.{unit.iteration}.{attempt}.jsonl"
-                               if transcripts else None)
+                               if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
         # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
@@ -181,7 +181,8 @@ class UnitRunner:
                 ctx.ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
             t0 = time.monotonic()
             verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
-                                                 timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path)
+                                                 timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path,
+                                                 narration=result.narration)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
                                               transcript_path=result.transcript_path)

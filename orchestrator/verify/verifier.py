@@ -139,18 +139,19 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
 
 
 async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *, timeout_ms: int,
-                          transcript_path: Path | None = None) -> Verification:
+                          transcript_path: Path | None = None, narration: str | None = None) -> Verification:
     """Verify what a build left. ``workflow_id`` None: a build-only case built no workflow (or only
-    an Agent): its expectations are judged without one; scenarios (if any) cannot run."""
+    an Agent): its expectations are judged without one; scenarios (if any) cannot run. ``narration``
+    (the builder's account of what it did, :attr:`BuildResult.narration`) feeds the communication check."""
     with usage_meter() as meter:
         v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms,
-                                   transcript_path=transcript_path)
+                                   transcript_path=transcript_path, narration=narration)
     v.usage = meter.rows()
     return v
 
 
 async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *,
-                           timeout_ms: int, transcript_path: Path | None) -> Verification:
+                           timeout_ms: int, transcript_path: Path | None, narration: str | None) -> Verification:
     v = Verification()
     workflow: dict[str, Any] | None = None
     if workflow_id is not None:
@@ -182,7 +183,7 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
     outcome_task = asyncio.ensure_future(outcomes())
     process_task = asyncio.ensure_future(judge_process_expectations(case, transcript_path, judge, workflow))
-    checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case), judge)) if workflow else None
+    checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case, narration=narration), judge)) if workflow else None
     v.scenarios = list(await asyncio.gather(*(one_scenario(s) for s in case.execution_scenarios)))
     v.expectations = list(await outcome_task) + list(await process_task)
     v.structural = await checks if checks is not None else []

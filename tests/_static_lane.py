@@ -1,0 +1,84 @@
+"""One seeded n8n process lane for a test module to run ``--backend static`` against.
+
+The end-to-end modules (``test_run_e2e``, ``test_prebuilt_e2e``, ``test_instance_ai_e2e``,
+``test_report_real_run``) start one lane the way a run would (real process backend, e2e reset,
+owner), point its Instance AI model route at the module's scripted model server, and look inside
+it afterwards. :func:`started_static_lane` does that once::
+
+    @pytest.fixture(scope="module")
+    def static_lane(model, tmp_path_factory):
+        with started_static_lane("e2e-lane", tmp_path_factory.mktemp("lane-state"), model.base_url) as lane:
+            yield lane
+
+Leaving the block tears the lane down and asserts that nothing of it is left on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from _process_lanes import leftovers
+from _tools import require
+
+from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.lanes.model import Lane
+from orchestrator.lanes.pool import make_spec
+from orchestrator.lanes.process import ProcessBackend
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.owner import OwnerCredentials
+
+#: The lane's own model key for the scripted server (not a secret: the server accepts any key).
+SCRIPTED_LANE_KEY = "scripted-key-000"
+
+
+@dataclass(frozen=True)
+class StaticLane:
+    lane: Lane
+    owner: OwnerCredentials
+    ledger: Ledger
+    state: Path
+
+    @property
+    def base_url(self) -> str:
+        return self.lane.base_url
+
+
+@contextmanager
+def started_static_lane(run_id: str, state: Path, model_url: str, *, sandbox: bool = False) -> Iterator[StaticLane]:
+    """A ready, seeded lane whose Instance AI model route is ``model_url`` (``sandbox``: with the
+    embedded Instance AI sandbox). Torn down, and checked for leftovers, when the block ends."""
+    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
+    ledger = Ledger.for_run(run_id, state)
+    owner = make_owner(run_id)
+    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model_url}", f"N8N_INSTANCE_AI_MODEL_API_KEY={SCRIPTED_LANE_KEY}"])
+
+    def backend() -> ProcessBackend:  # a fresh client per event loop
+        return ProcessBackend(run_id, ledger, state, sandbox=sandbox)
+
+    async def up() -> Lane:
+        b = backend()
+        try:
+            return (await bring_up(b, 1, spec, owner)).lanes[0]
+        finally:
+            await b.close()
+
+    async def down(lane: Lane) -> list:
+        b = backend()
+        try:
+            return await teardown_pool(b, [lane])
+        finally:
+            await b.close()
+
+    lane = asyncio.run(up())
+    try:
+        yield StaticLane(lane, owner, ledger, state)
+    finally:
+        failures = asyncio.run(down(lane))
+    assert failures == [], failures
+    left = leftovers(run_id, state)  # (a helper module: pytest does not rewrite these asserts, so say what)
+    assert left == [], f"left on the host after the lane's teardown: {left}"
