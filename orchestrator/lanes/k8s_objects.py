@@ -547,16 +547,22 @@ def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0,
     }
 
 
+#: ``{local_port}`` of a lane's build runner: its n8n's local port plus this (a port-forward per lane).
+RUNNER_LOCAL_PORT_OFFSET = 100
+
+
 def lane_url(template: str, *, service: str, namespace: str, index: int, base_port: int,
-             cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> str:
+             cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, port: int = N8N_PORT) -> str:
     """Render ``url_template``: fields ``{service} {pod} {namespace} {index} {port} {local_port}
     {cluster_domain}``.
 
-    ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use.
+    ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use;
+    for the build runner (``port=8790``) it is that plus :data:`RUNNER_LOCAL_PORT_OFFSET`.
     """
+    local_port = base_port + index + (RUNNER_LOCAL_PORT_OFFSET if port == BUILD_RUNNER_PORT else 0)
     try:
         url = template.format(
-            service=service, pod=service, namespace=namespace, index=index, port=N8N_PORT, local_port=base_port + index,
+            service=service, pod=service, namespace=namespace, index=index, port=port, local_port=local_port,
             cluster_domain=cluster_domain,
         )
     except (KeyError, IndexError, ValueError) as exc:
