@@ -40,6 +40,7 @@ from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nTransportError
 from orchestrator.results.model import BuildStatus
+from orchestrator.run.config import RunConfig
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Action, Hang, Script
 from orchestrator.scripted.server import ScriptedModelServer
@@ -67,14 +68,13 @@ SWITCH = Switch(ms.mcp_builder())
 
 
 def test_remote_builder_needs_a_backend_with_runners() -> None:
-    class Cfg:
-        backend = "process"
-
-    with pytest.raises(ConfigError, match="--builder remote.*--backend kubernetes"):
-        RemoteBuilder.check_config(Cfg())
-    Cfg.backend = "kubernetes"
-    RemoteBuilder.check_config(Cfg())
+    for backend in ("process", "docker", "static"):
+        with pytest.raises(ConfigError, match="--builder remote.*--backend kubernetes"):
+            RunConfig(builder="remote", backend=backend, base_url="http://127.0.0.1:9",
+                      cases_paths=[CASES]).validate()
+    assert RunConfig(builder="remote", backend="kubernetes", cases_paths=[CASES]).validate().builder == "remote"
     assert get_builder("remote") is RemoteBuilder and not RemoteBuilder.needs_claude
+    assert RemoteBuilder.needs_build_runner and RemoteBuilder.needs_mcp_key
 
 
 @pytest.fixture(scope="module")
