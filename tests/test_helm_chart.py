@@ -55,7 +55,7 @@ AB_VALUES: dict[str, Any] = {
 
 #: Every new knob set: lane pod scheduling/sizing, egress, cluster domain, namespace, job owner.
 FULL_VALUES: dict[str, Any] = {
-    "namespace": {"create": True},
+    "namespace": {"create": True, "podSecurity": "privileged"},  # the sandbox's bwrap: not "restricted"
     "terminationGracePeriodSeconds": 600,
     "janitor": {"enabled": True, "schedule": "*/5 * * * *", "graceSeconds": 120},
     "lanes": {
@@ -622,10 +622,32 @@ def test_jobs_finish_within_an_hour_survive_disruptions_and_get_teardown_time(de
 
 
 def test_namespace_is_labelled_pod_security_restricted() -> None:
-    (ns,) = by_kind(render(FULL_VALUES), "Namespace")
+    (ns,) = by_kind(render({"namespace": {"create": True}}), "Namespace")
     assert ns["metadata"]["name"] == NAMESPACE
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert not by_kind(render(), "Namespace")
+    # lane pods with the sandbox (bwrap: seccomp Unconfined, unmasked /proc) are not "restricted"
+    (full,) = by_kind(render(FULL_VALUES), "Namespace")
+    assert full["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    with pytest.raises(Exception, match="namespace.podSecurity=privileged"):
+        render({"namespace": {"create": True}, "lanes": {"pod": {"sandbox": {"enabled": True}}}})
+
+
+def test_cluster_runs_build_next_to_their_lanes(defaults) -> None:
+    """The chart's runs use the remote builder (claude in the lane pods' build runners); the
+    orchestrator gets the runners' optional token from the lane Secret; static lanes cannot."""
+    for template in pod_specs(defaults):
+        c = container(template)
+        assert _arg(c["args"], "--builder") == "remote"
+        env = {e["name"]: e for e in c["env"]}
+        assert env["N8N_EVAL_RUNNER_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": "n8n-eval-keys", "key": "N8N_EVAL_RUNNER_TOKEN", "optional": True}
+    mcp = render({"run": {"builder": "mcp"}})
+    assert _arg(container(pod_specs(mcp)[0])["args"], "--builder") == "mcp"
+    static = {"backend": "static", "staticBaseUrls": ["http://lane.invalid:5678"]}
+    assert _arg(container(pod_specs(render(static))[0])["args"], "--builder") == "mcp"
+    with pytest.raises(Exception, match="run.builder=remote needs backend=kubernetes"):
+        render({**static, "run": {"builder": "remote"}})
 
 
 def test_metrics_listen_on_the_pod_ip(defaults) -> None:

@@ -9,10 +9,13 @@ as ``Authorization: Bearer …``):
 
 =======================  =======================================================================
 ``POST /builds``         ``{"build_id", "prompt", "mcp_api_key", "model"?, "timeout_ms"?,
-                         "mcp_timeout_ms"?, "server_name"?}`` → 202 ``{"build_id"}``; 200 if that id
+                         "mcp_timeout_ms"?, "server_name"?, "max_retries"?}`` (the MCP key is in
+                         the body, never in a URL or a log line) → 202 ``{"build_id"}``; 200 if that id
                          already runs or ran (an idempotent retry); 429 when every slot is busy
-``GET /builds/{id}``     ``?wait=S`` long-polls up to S s: ``{"state": "running"}`` or
-                         ``{"state": "done", "result": <AttemptResult>}``
+``GET /builds/{id}``     ``?wait=S&events=N`` long-polls up to S s (or until claude printed more
+                         than N events): ``{"state": "running"|"done", "events": [...from N],
+                         "next": M}``, ``"result": <AttemptResult>`` once done — the transcript
+                         streams back in pieces, redacted on the runner
 ``DELETE /builds/{id}``  cancels (claude's process group gets SIGTERM, then SIGKILL) and forgets it
 ``GET /healthz``         ``{"slots": n, "running": k}``
 =======================  =======================================================================
@@ -36,6 +39,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -52,7 +56,7 @@ from orchestrator.build.claude_runner import (
     run_build_attempt,
 )
 from orchestrator.outage import OutageInfo
-from orchestrator.redact import redact, register_secret
+from orchestrator.redact import redact, redact_obj, register_secret
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +74,31 @@ def result_from_json(data: dict[str, Any]) -> AttemptResult:
     return AttemptResult(**{**data, "outage": OutageInfo(**outage) if outage else None})
 
 
+#: Transcript events one build keeps for the orchestrator (claude's stream-json, redacted); past this
+#: many characters further events are dropped and one marker says so.
+MAX_EVENT_CHARS = 16 * 1024 * 1024
+
+
 @dataclass
 class _Build:
-    future: Future[AttemptResult]
+    future: Future[AttemptResult] | None = None
     started: float = field(default_factory=time.monotonic)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    chars: int = 0
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def add_event(self, event: dict[str, Any]) -> None:
+        """``on_event`` of the build (already redacted by ``run_build_attempt``): keep it, wake pollers."""
+        with self.changed:
+            if self.chars <= MAX_EVENT_CHARS:
+                self.chars += len(json.dumps(event, default=str))
+                self.events.append(event if self.chars <= MAX_EVENT_CHARS else
+                                   {"type": "system", "subtype": "transcript_truncated"})
+            self.changed.notify_all()
+
+    def wake(self, _: object = None) -> None:
+        with self.changed:
+            self.changed.notify_all()
 
 
 class BuildRunnerServer:
@@ -108,13 +133,14 @@ class BuildRunnerServer:
         self.httpd.server_close()
         with self.lock:
             for build in self.builds.values():
-                build.future.cancel()
+                if build.future is not None:
+                    build.future.cancel()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout=10)
 
     def running(self) -> int:
         with self.lock:
-            return sum(1 for b in self.builds.values() if not b.future.done())
+            return sum(1 for b in self.builds.values() if b.future is not None and not b.future.done())
 
     def submit(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         build_id = str(body.get("build_id") or "")
@@ -125,34 +151,47 @@ class BuildRunnerServer:
         with self.lock:
             if build_id in self.builds:
                 return 200, {"build_id": build_id}
-            if sum(1 for b in self.builds.values() if not b.future.done()) >= self.slots:
+            if sum(1 for b in self.builds.values() if b.future is not None and not b.future.done()) >= self.slots:
                 return 429, {"error": f"all {self.slots} build slots are busy"}
             overrides = {k: body[k] for k in ("model", "timeout_ms", "mcp_timeout_ms", "server_name") if body.get(k)}
+            if isinstance(body.get("max_retries"), int):
+                overrides["max_retries"] = body["max_retries"]
             config = dataclasses.replace(self.base_config, **overrides)
-            coro = run_build_attempt(body["prompt"], self.n8n_url, mcp_key, config)
-            self.builds[build_id] = _Build(asyncio.run_coroutine_threadsafe(coro, self.loop))
+            build = self.builds[build_id] = _Build()
+            coro = run_build_attempt(body["prompt"], self.n8n_url, mcp_key, config, on_event=build.add_event)
+            build.future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            build.future.add_done_callback(build.wake)
         log.info("build %s started", build_id)
         return 202, {"build_id": build_id}
 
-    def status(self, build_id: str, wait_s: float) -> tuple[int, dict[str, Any]]:
+    def status(self, build_id: str, wait_s: float, since: int = 0) -> tuple[int, dict[str, Any]]:
+        """Long-poll: return when the build is done, claude printed events past ``since``, or ``wait_s``."""
         with self.lock:
             build = self.builds.get(build_id)
-        if build is None:
+        if build is None or build.future is None:
             return 404, {"error": f"no build {build_id!r}"}
+        future = build.future
+        with build.changed:
+            build.changed.wait_for(lambda: future.done() or len(build.events) > since,
+                                   timeout=max(0.0, min(wait_s, 60.0)))
+            events = build.events[since:]
+        answer: dict[str, Any] = {"events": events, "next": since + len(events)}
         try:
-            result = build.future.result(timeout=max(0.0, min(wait_s, 60.0)))
+            result = future.result(timeout=0)
         except FutureTimeout:
-            return 200, {"state": "running", "seconds": round(time.monotonic() - build.started, 1)}
+            return 200, {"state": "running", "seconds": round(time.monotonic() - build.started, 1), **answer}
         except Exception as exc:  # noqa: BLE001 - a runner bug must reach the orchestrator, redacted
-            return 200, {"state": "failed", "error": redact(f"{type(exc).__name__}: {exc}")}
-        return 200, {"state": "done", "result": result_to_json(result)}
+            return 200, {"state": "failed", "error": redact(f"{type(exc).__name__}: {exc}"), **answer}
+        return 200, {"state": "done", "result": result_to_json(result), **answer}
 
     def cancel(self, build_id: str) -> tuple[int, dict[str, Any]]:
         with self.lock:
             build = self.builds.pop(build_id, None)
         if build is None:
             return 404, {"error": f"no build {build_id!r}"}
-        build.future.cancel()  # run_build_attempt's finally terminates claude's process group
+        if build.future is not None:  # done: just forgotten; running: run_build_attempt's finally
+            build.future.cancel()     # terminates claude's process group
+        build.wake()
         return 200, {"build_id": build_id, "cancelled": True}
 
 
@@ -194,12 +233,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(400, {"error": "body is not JSON"})
             return self._send(*self.runner.submit(body if isinstance(body, dict) else {}))
         if len(parts) == 2 and parts[0] == "builds" and self.command == "GET":
-            wait = parse_qs(split.query).get("wait", ["0"])[0]
+            query = parse_qs(split.query)
             try:
-                wait_s = float(wait)
+                wait_s = float(query.get("wait", ["0"])[0])
+                since = max(0, int(query.get("events", ["0"])[0]))
             except ValueError:
-                return self._send(400, {"error": "wait must be seconds"})
-            return self._send(*self.runner.status(parts[1], wait_s))
+                return self._send(400, {"error": "wait must be seconds, events a count"})
+            return self._send(*self.runner.status(parts[1], wait_s, since))
         if len(parts) == 2 and parts[0] == "builds" and self.command == "DELETE":
             return self._send(*self.runner.cancel(parts[1]))
         return self._send(404, {"error": "unknown path"})
@@ -208,43 +248,97 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class RunnerError(RuntimeError):
-    """The runner refused or lost a build (HTTP error, runner gone); the unit may retry elsewhere."""
+    """The runner refused or lost a build (HTTP error, bad answer); the unit may retry elsewhere."""
+
+
+class RunnerUnreachable(RunnerError):
+    """No HTTP answer from the runner (connection refused/reset, timeout): its lane pod is gone or
+    going. ``sent`` is False when the build provably never reached the runner."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+class RunnerDeadline(RunnerError):
+    """The runner did not finish the build by the client's deadline (the build was cancelled there)."""
 
 
 class RemoteBuildRunner:
-    """The orchestrator's side: one build attempt on a lane's runner, awaited by long-polling."""
+    """The orchestrator's side: one build attempt on a lane's runner, awaited by long-polling.
+
+    The transcript streams back with the polls (``on_event`` gets claude's redacted stream-json events
+    in order, as the local builder's does); once the result is in, the build is forgotten on the
+    runner (``DELETE``). ``deadline_s`` bounds the whole wait: a runner that neither finishes nor
+    dies (a wedged claude its own timeout missed) is cancelled and :class:`RunnerDeadline` raised.
+    """
 
     def __init__(self, base_url: str, token: str | None = None, *, poll_s: float = 30.0,
                  client: httpx.AsyncClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.poll_s = poll_s
+        register_secret(token)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = client or httpx.AsyncClient(timeout=poll_s + 30, trust_env=False, headers=headers)
+        # Lane pods are reached on the pod network (or loopback): never through an env proxy.
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(poll_s + 30, connect=10.0),
+                                                   trust_env=False, headers=headers)
 
-    async def run(self, build_id: str, prompt: str, mcp_api_key: str, **options: Any) -> AttemptResult:
+    async def run(self, build_id: str, prompt: str, mcp_api_key: str, *,
+                  on_event: Callable[[dict[str, Any]], None] | None = None, deadline_s: float | None = None,
+                  **options: Any) -> AttemptResult:
         register_secret(mcp_api_key)
-        body = {"build_id": build_id, "prompt": prompt, "mcp_api_key": mcp_api_key, **options}
+        body = {"build_id": build_id, "prompt": prompt, "mcp_api_key": mcp_api_key,
+                **{k: v for k, v in options.items() if v is not None}}
+        deadline = time.monotonic() + deadline_s if deadline_s else None
+        sent = False
         try:
             resp = await self._client.post(f"{self.base_url}/builds", json=body)
+            sent = True
             if resp.status_code not in (200, 202):
                 raise RunnerError(redact(f"runner {self.base_url}: POST /builds: HTTP {resp.status_code} {resp.text[:200]}"))
+            seen = 0
             while True:
-                resp = await self._client.get(f"{self.base_url}/builds/{build_id}", params={"wait": self.poll_s})
+                wait = self.poll_s if deadline is None else max(0.0, min(self.poll_s, deadline - time.monotonic()))
+                resp = await self._client.get(f"{self.base_url}/builds/{build_id}",
+                                              params={"wait": round(wait, 1), "events": seen})
                 if resp.status_code != 200:
                     raise RunnerError(redact(f"runner {self.base_url}: build {build_id}: HTTP {resp.status_code}"))
                 data = resp.json()
+                for event in data.get("events") or []:
+                    seen += 1
+                    if on_event is not None:
+                        try:
+                            on_event(redact_obj(event))
+                        except Exception:  # a broken observer must not break the build
+                            log.exception("on_event callback failed")
+                seen = max(seen, int(data.get("next") or 0))
                 if data["state"] == "done":
+                    await self._forget(build_id)
                     return result_from_json(data["result"])
                 if data["state"] == "failed":
+                    await self._forget(build_id)
                     raise RunnerError(redact(f"runner {self.base_url}: build {build_id}: {data.get('error')}"))
+                if deadline is not None and time.monotonic() >= deadline:
+                    await self._forget(build_id)  # stops claude on the lane
+                    raise RunnerDeadline(f"runner {self.base_url}: build {build_id} still running after "
+                                         f"{deadline_s:.0f} s: cancelled")
+        except httpx.TransportError as exc:
+            raise RunnerUnreachable(redact(f"runner {self.base_url}: {type(exc).__name__}: {exc}"), sent=sent) from None
         except httpx.HTTPError as exc:
             raise RunnerError(redact(f"runner {self.base_url}: {type(exc).__name__}: {exc}")) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RunnerError(redact(f"runner {self.base_url}: bad answer: {type(exc).__name__}: {exc}")) from None
         except asyncio.CancelledError:
-            try:  # the unit was cancelled: stop claude on the lane too
-                await asyncio.shield(self._client.delete(f"{self.base_url}/builds/{build_id}"))
-            except httpx.HTTPError:
-                pass
+            # the unit was cancelled: stop claude on the lane too
+            await asyncio.shield(self._forget(build_id))
             raise
+
+    async def _forget(self, build_id: str) -> None:
+        """``DELETE`` the build: cancels it if it still runs, frees its transcript on the runner."""
+        try:
+            await self._client.delete(f"{self.base_url}/builds/{build_id}", timeout=10.0)
+        except httpx.HTTPError:
+            pass
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -25,7 +25,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.errors import ConfigError
 from orchestrator.results.model import BuildStatus
 
-BUILTIN_BUILDERS = ("mcp", "instance-ai", "prebuilt")
+BUILTIN_BUILDERS = ("mcp", "instance-ai", "prebuilt", "remote")
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
 ENTRY_POINT_GROUP = "orchestrator.builders"
@@ -112,6 +112,8 @@ class Builder(abc.ABC):
     needs_claude: ClassVar[bool] = False
     #: the lanes' own agent needs an Instance AI sandbox (the run gives every lane one)
     needs_sandbox: ClassVar[bool] = False
+    #: builds run on a build runner next to each lane (the backend starts one per lane)
+    needs_build_runner: ClassVar[bool] = False
     #: the lane env variable whose value is the model this builder builds with (None: ``settings.model``)
     model_env: ClassVar[str | None] = None
 
@@ -156,6 +158,8 @@ def _load_builtin(name: str) -> None:
         from orchestrator.build import instance_ai  # noqa: F401
     elif name == "prebuilt":
         from orchestrator.build import prebuilt_builder  # noqa: F401
+    elif name == "remote":
+        from orchestrator.build import remote_builder  # noqa: F401
 
 
 def available_builders() -> list[str]:

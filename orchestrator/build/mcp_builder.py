@@ -11,7 +11,13 @@ from __future__ import annotations
 import logging
 
 from orchestrator.build.builder import Builder, BuildRequest, BuildResult, register_builder
-from orchestrator.build.claude_runner import AttemptResult, ClaudeConfig, run_build_attempt, should_retry_attempt
+from orchestrator.build.claude_runner import (
+    AttemptResult,
+    ClaudeConfig,
+    EventSink,
+    run_build_attempt,
+    should_retry_attempt,
+)
 from orchestrator.build.lane import BuildLane
 from orchestrator.outage import retry_provider_outage
 from orchestrator.build.prompt import build_prompt
@@ -74,6 +80,12 @@ class McpBuilder(Builder):
             id_map[wf.id] = await user.session.create_workflow(body)
         return id_map
 
+    async def run_attempt(self, prompt: str, lane: BuildLane, mcp_key: str, claude: ClaudeConfig,
+                          on_event: EventSink) -> AttemptResult:
+        """One claude attempt, here in this process (the ``remote`` builder runs it next to the lane)."""
+        return await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd,
+                                       on_event=on_event)
+
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
         case = request.case
         claude = self.claude
@@ -99,8 +111,7 @@ class McpBuilder(Builder):
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             transcript.user(prompt, 0)
-            result = await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd,
-                                             on_event=on_event)
+            result = await self.run_attempt(prompt, lane, mcp_key, claude, on_event)
             total.attempts += 1
             total.cost_usd += result.cost_usd
             total.turns += result.turns

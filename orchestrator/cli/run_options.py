@@ -37,7 +37,8 @@ SHARED: list[P] = [
     _opt("iterations", int, 1, "Fresh builds per case (pass@k / pass^k)."),
     _opt("backend", str, "process", "process, docker, kubernetes or static."),
     _opt("builder", str, "mcp", "mcp (claude -p over the lane's MCP server; build-via-mcp is an alias), "
-         "instance-ai (n8n's own agent over chat, with a sandbox per lane) or prebuilt."),
+         "instance-ai (n8n's own agent over chat, with a sandbox per lane), prebuilt, or remote (the mcp "
+         "builds with claude in each lane pod's build runner; --backend kubernetes)."),
     _opt("sandbox_url", Optional[str], None, "External n8n-sandbox for every lane (key: N8N_SANDBOX_SERVICE_API_KEY)."),
     _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
     _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),

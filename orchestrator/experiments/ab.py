@@ -95,7 +95,7 @@ def parse_arms(arm_specs: list[str], arm_env_specs: list[str] | None = None) -> 
 def check_arms_for_builder(arms: list[Arm], builder: str) -> None:
     """An arm's model must drive the builder that runs: the ``mcp`` builder is claude, so a
     non-Anthropic arm would only change the lanes' mock layer — refused, naming the arm."""
-    if builder != "mcp":
+    if builder not in ("mcp", "remote"):  # remote: the same claude, run next to the lane
         return
     for arm in arms:
         if arm.build_model is None:

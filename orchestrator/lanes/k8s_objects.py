@@ -96,6 +96,38 @@ class Sidecar(_Camel):
         default_factory=lambda: {"requests": {"cpu": "250m"}, "limits": {"cpu": "2", "memory": "1Gi"}})
 
 
+class SandboxSidecar(Sidecar):
+    """The sandbox container (``lanes.pod.sandbox``): what bubblewrap needs to build its jails.
+
+    bwrap runs unprivileged (no setuid, no capability, no privilege escalation) but needs, measured on
+    the build machine (tests/test_k8s_sandbox_privileges.py): user namespaces, which the container
+    runtime's default seccomp profile denies to a container without CAP_SYS_ADMIN, hence
+    ``seccompProfile`` (``Unconfined`` by default; a ``Localhost`` profile that allows
+    ``unshare``/``clone`` with namespace flags and ``mount`` is the tighter choice); a ``/proc`` it may
+    mount again, which the runtime's masked ``/proc`` forbids (``--proc /proc`` → EPERM), hence
+    ``procMount: Unmasked``, which Kubernetes allows only in a pod with its own user namespace
+    (``hostUsers: false``); and an unconfined AppArmor profile (the runtime default denies ``mount``).
+    """
+
+    seccomp_profile: dict[str, str] = Field(default_factory=lambda: {"type": "Unconfined"}, alias="seccompProfile")
+    #: ``hostUsers: false`` for the lane pod (the pod's own user namespace; needed for ``procMount: Unmasked``).
+    user_namespace: bool = Field(True, alias="userNamespace")
+
+    @field_validator("seccomp_profile")
+    @classmethod
+    def _seccomp(cls, value: dict[str, str]) -> dict[str, str]:
+        kind = value.get("type")
+        if kind not in ("Unconfined", "Localhost", "RuntimeDefault"):
+            raise ValueError(f"seccompProfile.type must be Unconfined, Localhost or RuntimeDefault, not {kind!r}")
+        if (kind == "Localhost") != bool(value.get("localhostProfile")):
+            raise ValueError("seccompProfile.localhostProfile is required with (and only with) type Localhost")
+        return value
+
+
+#: The AppArmor annotation (read by every supported version; 1.30+ also has a securityContext field).
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+
+
 class LanePod(_Camel):
     """How a lane Pod is scheduled and sized (``lanes.pod`` in the chart; env ORCHESTRATOR_K8S_LANE_POD as JSON).
 
@@ -119,7 +151,7 @@ class LanePod(_Camel):
     #: on the pod network (port 8790), talking to n8n's MCP server on 127.0.0.1 (docs/cluster.md).
     build_runner: Sidecar = Field(default_factory=lambda: Sidecar.model_validate({}), alias="buildRunner")
     #: Instance AI's sandbox service (``python -m orchestrator.sandbox serve``), for n8n on 127.0.0.1:8791.
-    sandbox: Sidecar = Field(default_factory=lambda: Sidecar.model_validate(
+    sandbox: SandboxSidecar = Field(default_factory=lambda: SandboxSidecar.model_validate(
         {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "512Mi"}}}))
 
     @field_validator("image_pull_secrets", mode="before")
@@ -438,6 +470,8 @@ def pod_object(
     }
     if pod.build_runner.enabled or pod.sandbox.enabled:
         _add_sidecars(body["spec"], pod, sidecar_image or image or spec.image, image_pull_policy)
+    if pod.sandbox.enabled:
+        body["metadata"]["annotations"][APPARMOR_ANNOTATION + SANDBOX_CONTAINER] = "unconfined"
     extra = {
         "imagePullSecrets": pod.image_pull_secrets,
         "nodeSelector": pod.node_selector,
@@ -504,10 +538,17 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
             BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
         volumes.append({"name": "builds", "emptyDir": {}})
     if pod.sandbox.enabled:
-        containers.append(_sidecar(
+        sandbox = _sidecar(
             SANDBOX_CONTAINER, pod.sandbox, image, pull_policy,
             ["python", "-m", "orchestrator.sandbox", "serve", "--port", str(SANDBOX_PORT), "--root", SANDBOX_ROOT],
-            SANDBOX_PORT, [{"name": "sandbox", "mountPath": SANDBOX_ROOT}], home))
+            SANDBOX_PORT, [{"name": "sandbox", "mountPath": SANDBOX_ROOT}], home)
+        # bubblewrap: user namespaces (seccomp), a /proc it may mount (Unmasked, in the pod's own user
+        # namespace); still non-root, no capability, no privilege escalation (SandboxSidecar)
+        sandbox["securityContext"]["seccompProfile"] = dict(pod.sandbox.seccomp_profile)
+        if pod.sandbox.user_namespace:
+            sandbox["securityContext"]["procMount"] = "Unmasked"
+            pod_spec["hostUsers"] = False
+        containers.append(sandbox)
         volumes.append({"name": "sandbox", "emptyDir": {}})
         containers[0]["env"].append({"name": "N8N_EVAL_SANDBOX_URL", "value": f"http://127.0.0.1:{SANDBOX_PORT}"})
 
@@ -547,16 +588,22 @@ def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0,
     }
 
 
+#: ``{local_port}`` of a lane's build runner: its n8n's local port plus this (a port-forward per lane).
+RUNNER_LOCAL_PORT_OFFSET = 100
+
+
 def lane_url(template: str, *, service: str, namespace: str, index: int, base_port: int,
-             cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> str:
+             cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, port: int = N8N_PORT) -> str:
     """Render ``url_template``: fields ``{service} {pod} {namespace} {index} {port} {local_port}
     {cluster_domain}``.
 
-    ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use.
+    ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use;
+    for the build runner (``port=8790``) it is that plus :data:`RUNNER_LOCAL_PORT_OFFSET`.
     """
+    local_port = base_port + index + (RUNNER_LOCAL_PORT_OFFSET if port == BUILD_RUNNER_PORT else 0)
     try:
         url = template.format(
-            service=service, pod=service, namespace=namespace, index=index, port=N8N_PORT, local_port=base_port + index,
+            service=service, pod=service, namespace=namespace, index=index, port=port, local_port=local_port,
             cluster_domain=cluster_domain,
         )
     except (KeyError, IndexError, ValueError) as exc:

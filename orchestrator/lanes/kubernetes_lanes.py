@@ -48,7 +48,11 @@ context                ORCHESTRATOR_K8S_CONTEXT            the kubeconfig's curr
 run_as_user            ORCHESTRATOR_K8S_RUN_AS_USER        1000
 pod                    ORCHESTRATOR_K8S_LANE_POD (JSON)    ``LanePod()``: scheduling, sizing
 egress                 ORCHESTRATOR_K8S_LANE_EGRESS (JSON) ``LaneEgress()``: default-deny
+build_runner           (set by ``--builder remote``)       ``pod.buildRunner.enabled``
 =====================  ==================================  ================================
+
+With a build runner in the lane pods, each lane's ``endpoints["build-runner"]`` is the same URL
+template rendered with port 8790 (``{local_port}``: the lane's plus 100).
 
 In-cluster, the downward-API env ``POD_NAME``, ``POD_NAMESPACE``, ``POD_UID`` (and ``JOB_NAME``,
 ``JOB_UID`` for ``owner_kind=job``) make every object owned by the orchestrator's Pod (or Job). The
@@ -135,6 +139,8 @@ class KubernetesOptions(BaseModel):
     egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}))
     #: Image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image).
     sidecar_image: str | None = None
+    #: Every lane pod runs a build runner (the ``remote`` builder asks for it), whatever ``pod`` says.
+    build_runner: bool = False
     #: How long ``health`` waits for the run's pod watch to list the pods once.
     health_watch_s: float = Field(5.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
@@ -290,6 +296,9 @@ class KubernetesBackend(LaneBackend):
         self._lock = asyncio.Lock()
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
         self._http = httpx.AsyncClient(timeout=5.0, trust_env=False)
+        if self.opts.build_runner and not self.opts.pod.build_runner.enabled:
+            runner = self.opts.pod.build_runner.model_copy(update={"enabled": True})
+            self.opts.pod = self.opts.pod.model_copy(update={"build_runner": runner})
         self.url_template = self.opts.url_template or objects.DEFAULT_URL_TEMPLATE
         try:
             objects.lane_url(self.url_template, service="probe", namespace="probe", index=0, base_port=0)
@@ -462,6 +471,10 @@ class KubernetesBackend(LaneBackend):
                                     cluster_domain=self.opts.cluster_domain)
         lane = Lane(lane_id=name, index=index, base_url=base_url, backend=self.name, run_id=self.run_id,
                     state=LaneState.starting, handle=name)
+        if self.opts.pod.build_runner.enabled:  # where the `remote` builder sends this lane's builds
+            lane.endpoints[objects.BUILD_RUNNER_CONTAINER] = objects.lane_url(
+                self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
+                cluster_domain=self.opts.cluster_domain, port=objects.BUILD_RUNNER_PORT)
         async with self._lock:
             await self._ensure_run_objects(spec)
             self.ledger.created("lane", name, lane=name, backend=self.name, index=index, pod=name, service=name,

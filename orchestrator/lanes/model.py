@@ -60,6 +60,9 @@ class Lane:
     handle: str = ""
     started_at: float = field(default_factory=time.time)
     fingerprint: dict[str, str] = field(default_factory=dict)
+    #: Other services of the lane, by name (``build-runner``: the lane pod's build runner, where
+    #: the ``remote`` builder sends its MCP builds). Set by the backend that runs them.
+    endpoints: dict[str, str] = field(default_factory=dict)
 
     @property
     def uptime_s(self) -> float:

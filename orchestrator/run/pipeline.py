@@ -176,6 +176,8 @@ class Run:
                                       {"base_url": cfg.base_url, "email": cfg.email, "password": cfg.password})
         if builder_cls.needs_sandbox and backend_cls.supports_sandbox:  # the lanes' agent builds in a sandbox
             options.update({"sandbox_url": cfg.sandbox_url} if cfg.sandbox_url else {"sandbox": True})
+        if builder_cls.needs_build_runner:  # builds run next to their lanes (check_config: a backend that can)
+            options["build_runner"] = True
         backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **options)
         spec = lane_spec(cfg, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model

@@ -42,6 +42,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $run := .Values.run -}}
 - --backend
 - {{ .Values.backend | quote }}
+{{- /* run.builder empty: remote on kubernetes (claude in the lane pods), mcp for static lanes */}}
+{{- $builder := $run.builder | default (ternary "remote" "mcp" (eq .Values.backend "kubernetes")) }}
+{{- if and (eq $builder "remote") (ne .Values.backend "kubernetes") }}
+{{- fail "run.builder=remote needs backend=kubernetes (lane pods with a build runner); use run.builder=mcp" }}
+{{- end }}
+- --builder
+- {{ $builder | quote }}
 {{- if eq .Values.backend "static" }}
 - --base-url
 - {{ join "," .Values.staticBaseUrls | quote }}
@@ -204,6 +211,13 @@ spec:
           value: {{ $v.laneImage.pullPolicy | quote }}
         - name: ORCHESTRATOR_K8S_LANE_SECRET
           value: {{ $v.lanes.existingSecret | quote }}
+        # optional: the lane pods' build runners then demand it (Authorization: Bearer)
+        - name: N8N_EVAL_RUNNER_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ $v.lanes.existingSecret | quote }}
+              key: N8N_EVAL_RUNNER_TOKEN
+              optional: true
         - name: ORCHESTRATOR_K8S_CLUSTER_DOMAIN
           value: {{ $v.lanes.clusterDomain | quote }}
         # lanes.pod and lanes.egress as JSON (orchestrator/lanes/k8s_objects.py: LanePod, LaneEgress)
