@@ -51,7 +51,6 @@ async def test_instance_ai_smoke_on_a_docker_lane_with_the_host_sandbox(
         data = json.loads((out / "eval-results.json").read_text())["orchestrator"]
         assert data["config"]["builder"] == "instance-ai" and data["config"]["backend"] == "docker"
         assert [lane["backend"] for lane in data["lanes"]] == ["docker"]
-        assert data["lanes"][0]["fingerprint"]["image"] == lane_image
         (unit,) = data["units"]
         assert unit["case"] == SMOKE_CASE
         assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
@@ -60,6 +59,7 @@ async def test_instance_ai_smoke_on_a_docker_lane_with_the_host_sandbox(
         records = [json.loads(line) for line in (state / "runs" / rid / "ledger.jsonl").read_text().splitlines()]
         sandbox_ops = [(r["op"], r["id"]) for r in records if r["kind"] == "sandbox"]
         lane_id = data["lanes"][0]["lane"]
+        assert [r["meta"]["image"] for r in records if r["kind"] == "lane" and r["op"] == "create"] == [lane_image]
         assert sandbox_ops == [("create", lane_id), ("delete", lane_id)], sandbox_ops
         assert any(r["kind"] == "thread" and r["op"] == "delete" for r in records)
         # teardown left nothing: no container or volume, no sandbox service or jail, no workspace
