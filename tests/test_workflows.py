@@ -24,7 +24,7 @@ _RUN_FLAGS = {
     "--tier", "--iterations", "--concurrency", "--per-lane-builds", "--timeout-ms", "--build-timeout-ms",
     "--build-max-attempts", "--build-mcp-timeout-ms", "--mcp-server", "--build-cwd", "--output-dir",
     "--keep-workflows", "--experiment-name", "--dataset", "--baseline", "--baseline-prefix", "--max-cost-usd",
-    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--run-id",
+    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--run-id", "--builder",
 }
 PLANNED_SURFACE: dict[str, set[str]] = {
     "lanes install": set(),
@@ -36,7 +36,7 @@ PLANNED_SURFACE: dict[str, set[str]] = {
     "cases validate": set(),
     "run": _RUN_FLAGS,
     "compare": {"--output-dir"},
-    "ab": {"--arm", "--arm-env"} | _RUN_FLAGS,
+    "ab": {"--arm", "--arm-env", "--arm-model-url", "--arm-model-key-env"} | _RUN_FLAGS,
 }
 GLOBAL_FLAGS = {"--verbose", "-v"}
 #: Paths other helpers are writing at the same time; referenced here before they land.
