@@ -112,3 +112,72 @@ def test_a_non_anthropic_arm_needs_a_builder_it_can_drive() -> None:
         check_arms_for_builder(arms, "mcp")
     check_arms_for_builder(arms, "instance-ai")  # the lanes' own agent takes any provider's model
     check_arms_for_builder(arms[:1], "mcp")
+
+
+@pytest.mark.parametrize(("args", "flag", "words"), [
+    (["--arm", "a=anthropic/m", "--arm", "v=custom/m"], "--arm v=custom/m", "--arm-model-url v=<"),
+    (["--arm", "a=m1", "--arm", "v=m2", "--arm-model-url", "w=http://127.0.0.1:1"], "--arm-model-url",
+     "names no declared arm"),
+    (["--arm", "a=m1", "--arm", "v=m2", "--arm-model-url", "v=ftp://127.0.0.1:1"], "--arm-model-url",
+     "not an http(s) URL"),
+    (["--arm", "a=m1", "--arm", "v=m2", "--arm-model-url", "v"], "--arm-model-url", "ARM=URL"),
+    (["--arm", "a=m1", "--arm", "v=m2", "--arm-model-url", "v=http://127.0.0.1:1", "--arm-model-url",
+      "v=http://127.0.0.1:2"], "--arm-model-url", "given twice"),
+    (["--arm", "a=m1", "--arm", "v=custom/m", "--arm-model-url", "v=http://127.0.0.1:1",
+      "--arm-model-key-env", "v=AB_TEST_UNSET_KEY_VAR"], "--arm-model-key-env", "AB_TEST_UNSET_KEY_VAR"),
+    (["--arm", "a=anthropic/m", "--arm", "v=anthropic/n", "--arm-model-url", "v=http://127.0.0.1:1",
+      "--builder", "mcp"], "--arm-model-url v=", "--builder instance-ai"),
+])
+def test_model_url_and_key_flag_errors(args: list[str], flag: str, words: str, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AB_TEST_UNSET_KEY_VAR", raising=False)
+    test_flag_errors(args, flag, words, tmp_path)
+
+
+def test_ab_builds_with_instance_ai_unless_told_otherwise() -> None:
+    from orchestrator.cli import run_cmd
+
+    def default_builder(register, name: str) -> object:
+        app = typer.Typer()
+
+        @app.callback()
+        def _root() -> None:
+            pass
+
+        register(app)
+        command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+        return next(p.default for p in command.params if p.name == "builder")
+
+    assert default_builder(ab_cmd.register, "ab") == "instance-ai"
+    assert default_builder(run_cmd.register, "run") == "mcp"  # `orchestrator run` keeps mcp
+
+
+def test_an_arms_model_url_and_model_win_over_the_scripted_routes_defaults(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.run.model_route import SCRIPTED_API_KEY, ModelRoute
+    from orchestrator.run.provision import lane_spec
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-arm-key-0123456789")
+    for var in ("N8N_INSTANCE_AI_MODEL", "N8N_INSTANCE_AI_MODEL_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    base = RunConfig(state_dir=tmp_path, builder="instance-ai")
+    control, variant, other = parse_arms(
+        ["control=anthropic/claude-sonnet-4-6", "variant=custom/local-1", "other=openai/gpt-5.5"],
+        model_url_specs=["variant=http://127.0.0.1:9/route/v"])
+    scripted = ModelRoute("scripted", "http://127.0.0.1:7", "scripted-key-0000")
+    real = ModelRoute("real", None, "sk-ant-real-0000000")
+
+    def spec(arm: Arm, route: ModelRoute):
+        return lane_spec(arm_config(base, arm, ab_id="ab-1", experiment_name="e", output_root=tmp_path), route)
+
+    c = spec(control, scripted)  # no URL of its own: the scripted server, under the arm's route tag
+    assert (c.env["N8N_INSTANCE_AI_MODEL"], c.env["N8N_INSTANCE_AI_MODEL_URL"]) == (
+        "anthropic/claude-sonnet-4-6", "http://127.0.0.1:7/route/control")
+    v = spec(variant, scripted)  # its own URL and model win over the route's defaults
+    assert (v.env["N8N_INSTANCE_AI_MODEL"], v.env["N8N_INSTANCE_AI_MODEL_URL"]) == (
+        "custom/local-1", "http://127.0.0.1:9/route/v")
+    assert v.secret_env["N8N_INSTANCE_AI_MODEL_API_KEY"] == SCRIPTED_API_KEY
+    o = spec(other, real)  # a real route: the provider's key from the orchestrator's env, by prefix
+    assert o.env["N8N_INSTANCE_AI_MODEL"] == "openai/gpt-5.5" and "N8N_INSTANCE_AI_MODEL_URL" not in o.env
+    assert o.secret_env["N8N_INSTANCE_AI_MODEL_API_KEY"] == "sk-openai-arm-key-0123456789"
+    assert "N8N_INSTANCE_AI_MODEL_API_KEY" not in spec(variant, real).secret_env  # custom/: no key unless named

@@ -37,6 +37,7 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
         "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=anthropic/claude-sonnet-4-6",
         "--arm-env", f'control=N8N_FEATURE_FLAG_OVERRIDES={{"{FLAG}":"control"}}',
         "--arm-env", f'variant=N8N_FEATURE_FLAG_OVERRIDES={{"{FLAG}":"variant"}}',
+        "--builder", "mcp",  # claude builds here (ab's default is instance-ai)
         "--model-server", "scripted", "--lanes", "1", "--tier", "smoke", "--filter", "greetings",
         "--run-id", ab_id, "--experiment-name", "e2e", "--state-dir", str(state), "--output-dir", str(out),
     ]

@@ -32,16 +32,22 @@ def _hooks_for(cfg: RunConfig) -> list:
 
 def register(app: typer.Typer) -> None:
     @app.command("ab")
-    @run_options
+    @run_options(builder="instance-ai")  # an arm's model drives n8n's own agent unless --builder says otherwise
     def ab_command(
         cfg: RunConfig,
         arm: list[str] = typer.Option([], "--arm", help="NAME=MODEL, e.g. control=anthropic/claude-sonnet-4-6 (≥ 2)."),
         arm_env: list[str] = typer.Option([], "--arm-env", help="ARM=KEY=VALUE lane env for one arm (repeatable)."),
+        arm_model_url: list[str] = typer.Option(
+            [], "--arm-model-url", help="ARM=URL: where that arm's lanes send model calls (N8N_INSTANCE_AI_MODEL_URL; "
+                                        "required for custom/… models)."),
+        arm_model_key_env: list[str] = typer.Option(
+            [], "--arm-model-key-env", help="ARM=VAR: the env var holding that arm's model key (default: by the "
+                                            "model's provider prefix, e.g. openai/ → OPENAI_API_KEY)."),
         mode: str = typer.Option("separate", help="separate (a lane pool per arm, arms in turn) or interleaved."),
     ) -> None:
         """Run the selection once per arm (own lanes, experiment and output folder), then write
         ab-report.md / ab-report.json: verdict pairs, exact McNemar per case and overall, pass rates, cost."""
-        arms: list[Arm] = parse_arms(list(arm), list(arm_env))
+        arms: list[Arm] = parse_arms(list(arm), list(arm_env), list(arm_model_url), list(arm_model_key_env))
         check_mode(mode)
         run_id, output_dir = cfg.run_id, cfg.output_dir
         cfg.run_id = cfg.output_dir = None
@@ -53,7 +59,10 @@ def register(app: typer.Typer) -> None:
 
         def announce(a: Arm, cfg: RunConfig) -> None:
             extra = f", env {', '.join(a.env)}" if a.env else ""
-            console.print(f"[bold]arm {a.name}[/bold]: model {a.model}{extra}, build model {cfg.build_model} → {cfg.output_dir}")
+            extra += f", model URL {a.model_url}" if a.model_url else ""
+            built_by = a.model if cfg.builder == "instance-ai" else cfg.build_model
+            console.print(f"[bold]arm {a.name}[/bold]: model {a.model}{extra}, builder {cfg.builder} "
+                          f"(build model {built_by}) → {cfg.output_dir}")
 
         done = run_async(run_arms(base, arms, ab_id=ab_id, experiment_name=experiment, output_root=root,
                                   hooks_for=_hooks_for, on_arm=announce))

@@ -7,6 +7,7 @@ receives them as one ``RunConfig`` (not yet validated) plus its own extra argume
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -88,9 +89,33 @@ def _config(values: dict[str, Any]) -> RunConfig:
     return RunConfig(cases_paths=list(cases) if cases else [Path("cases")], outage_waits_s=waits, **values)
 
 
-def run_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Give ``command(cfg, **own)`` the shared options; ``own`` are its other keyword parameters."""
+def run_options(command: Callable[..., None] | None = None, /, **defaults: Any) -> Any:
+    """Give ``command(cfg, **own)`` the shared options; ``own`` are its other keyword parameters.
+
+    ``@run_options(builder="instance-ai")`` changes a shared option's default for this command only
+    (``orchestrator ab`` builds with n8n's own agent unless ``--builder`` says otherwise)."""
+    if command is None:
+        return lambda cmd: _with_shared(cmd, defaults)
+    return _with_shared(command, defaults)
+
+
+def _shared(defaults: dict[str, Any]) -> list[P]:
+    unknown = set(defaults) - _NAMES
+    if unknown:
+        raise TypeError(f"run_options: no shared option(s) {sorted(unknown)}")
+    out = []
+    for p in SHARED:
+        if p.name in defaults:
+            info = copy.copy(p.default)
+            info.default = defaults[p.name]
+            p = p.replace(default=info)
+        out.append(p)
+    return out
+
+
+def _with_shared(command: Callable[..., None], defaults: dict[str, Any]) -> Callable[..., None]:
     own = [p.replace(kind=P.KEYWORD_ONLY) for name, p in inspect.signature(command).parameters.items() if name != "cfg"]
+    shared = _shared(defaults)
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> None:
@@ -98,7 +123,7 @@ def run_options(command: Callable[..., None]) -> Callable[..., None]:
         rest = {k: v for k, v in kwargs.items() if k not in _NAMES}
         command(_config(shared), **rest)
 
-    params = [SHARED[0], *own, *SHARED[1:]]  # the CASES argument first, then the command's own options
+    params = [shared[0], *own, *shared[1:]]  # the CASES argument first, then the command's own options
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     del wrapper.__wrapped__  # typer must read the signature above, not the command's
     return wrapper

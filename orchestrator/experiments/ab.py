@@ -1,13 +1,21 @@
 """``orchestrator ab``: the same selection run once per *arm*, each arm a full pipeline run with its
 own lane env, experiment and output folder; then the side-by-side report (``ab_report``).
 
-An arm is ``name=model`` plus optional ``--arm-env name=KEY=VALUE`` pairs. Its lanes get
-``N8N_INSTANCE_AI_MODEL=<model>`` and then the arm's pairs (which win over the model, and over the
-run-wide ``--env``). For ``anthropic/*`` arms the claude build model is the part after
-``anthropic/`` too (``ANTHROPIC_MODEL`` semantics). Other providers keep the default build model:
-the builder is the claude CLI, so there the arm model only changes the lane's Instance AI model.
-Note that with ``--model-server scripted`` the lanes' model is pinned to the scripted server, so
-arms then differ only in their ``--arm-env`` (e.g. feature flags).
+An arm is ``name=model`` plus optional ``--arm-env name=KEY=VALUE`` pairs, ``--arm-model-url
+name=URL`` and ``--arm-model-key-env name=VAR``. Its lanes get ``N8N_INSTANCE_AI_MODEL=<model>``,
+``N8N_INSTANCE_AI_MODEL_URL=<url>`` when given, and then the arm's pairs (which win over the model,
+and over the run-wide ``--env``); what the arm sets explicitly also wins over the model route's
+defaults (:func:`orchestrator.run.provision.lane_spec`). The lanes' model key comes from the
+orchestrator's environment by the model's provider prefix (``anthropic/`` → ``ANTHROPIC_API_KEY``,
+``openai/`` → ``OPENAI_API_KEY``, …, :data:`PROVIDER_KEY_ENV`); a ``custom/`` model needs a model
+URL and names its key variable with ``--arm-model-key-env`` (none: no key).
+
+Which builder the arm's model drives: ``instance-ai`` (the default of ``orchestrator ab``) builds
+with the lanes' own agent, i.e. with the arm's model. ``mcp`` builds with claude: an
+``anthropic/*`` arm pins claude's model to the part after ``anthropic/``; any other arm is refused
+(:func:`check_arms_for_builder`). Offline (``--model-server scripted``) every arm's lanes without
+a model URL of their own call the scripted server under their own route tag (``<base>/route/<arm>``),
+and each run records which models every route was asked for (``config.model_routes``).
 
 Mode ``separate``: each arm gets its own lane pool, and the arms run **one after another**. On a
 2-core machine two pools at once would have the arms compete for CPU (n8n boot, mock execution,
@@ -25,6 +33,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from orchestrator.errors import ConfigError
 from orchestrator.ids import new_run_id
@@ -39,9 +48,19 @@ log = logging.getLogger(__name__)
 MODES = ("separate", "interleaved")
 ARM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 MODEL_ENV = "N8N_INSTANCE_AI_MODEL"
+MODEL_URL_ENV = "N8N_INSTANCE_AI_MODEL_URL"
 ANTHROPIC_PREFIX = "anthropic/"
 #: Same rule as lane profiles: such a key's value is a secret (registered, masked in reports).
 SECRET_KEY = re.compile(r"(_KEY|_TOKEN|_PASSWORD|SECRET)$|(_KEY|_TOKEN|_PASSWORD|SECRET)_", re.I)
+
+
+#: The orchestrator env var holding the key of a model provider (n8n's own table, instance-ai-settings).
+PROVIDER_KEY_ENV = {
+    "anthropic": "ANTHROPIC_API_KEY", "cohere": "COHERE_API_KEY", "deepseek": "DEEPSEEK_API_KEY",
+    "google": "GOOGLE_GENERATIVE_AI_API_KEY", "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY",
+    "openai": "OPENAI_API_KEY", "openrouter": "OPENROUTER_API_KEY", "xai": "XAI_API_KEY",
+}
+CUSTOM_PREFIX = "custom/"
 
 
 @dataclass
@@ -49,6 +68,8 @@ class Arm:
     name: str
     model: str
     env: list[str] = field(default_factory=list)  # KEY=VALUE, this arm only
+    model_url: str | None = None  # --arm-model-url: where this arm's lanes send their model calls
+    key_env: str | None = None  # --arm-model-key-env: the orchestrator env var with this arm's model key
 
     @property
     def build_model(self) -> str | None:
@@ -57,12 +78,40 @@ class Arm:
             return self.model[len(ANTHROPIC_PREFIX):]
         return None
 
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0] if "/" in self.model else "custom"
+
+    @property
+    def model_key_env(self) -> str | None:
+        """The orchestrator env var whose value is this arm's lane model key (None: no key of its own)."""
+        return self.key_env or PROVIDER_KEY_ENV.get(self.provider)
+
     def lane_env(self) -> list[str]:
-        return [f"{MODEL_ENV}={self.model}", *self.env]
+        url = [f"{MODEL_URL_ENV}={self.model_url}"] if self.model_url else []
+        return [f"{MODEL_ENV}={self.model}", *url, *self.env]
 
 
-def parse_arms(arm_specs: list[str], arm_env_specs: list[str] | None = None) -> list[Arm]:
-    """``--arm name=model`` (≥ 2, unique names) and ``--arm-env name=KEY=VALUE`` (a declared arm)."""
+def _per_arm(specs: list[str], flag: str, example: str, arms: dict[str, Arm]) -> dict[str, str]:
+    """``ARM=VALUE`` pairs of a per-arm flag: each names a declared arm, at most once."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not value:
+            raise ConfigError(f"{flag}: expected ARM={example}, got {spec!r}")
+        if name not in arms:
+            raise ConfigError(f"{flag}: {name!r} names no declared arm (declared: {', '.join(arms)})")
+        if name in out:
+            raise ConfigError(f"{flag}: arm {name!r} is given twice")
+        out[name] = value
+    return out
+
+
+def parse_arms(arm_specs: list[str], arm_env_specs: list[str] | None = None, model_url_specs: list[str] | None = None,
+               key_env_specs: list[str] | None = None) -> list[Arm]:
+    """``--arm name=model`` (≥ 2, unique names), ``--arm-env name=KEY=VALUE``, ``--arm-model-url
+    name=URL`` and ``--arm-model-key-env name=VAR`` (each naming a declared arm)."""
     arms: dict[str, Arm] = {}
     for spec in arm_specs:
         name, sep, model = spec.partition("=")
@@ -89,6 +138,20 @@ def parse_arms(arm_specs: list[str], arm_env_specs: list[str] | None = None) -> 
         if SECRET_KEY.search(key):
             register_secret(value)
         arms[name].env.append(pair)
+    for name, url in _per_arm(model_url_specs or [], "--arm-model-url", "URL", arms).items():
+        parsed = urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ConfigError(f"--arm-model-url: model URL of arm {name!r} is not an http(s) URL: {url!r}")
+        arms[name].model_url = url.rstrip("/")
+    for name, var in _per_arm(key_env_specs or [], "--arm-model-key-env", "VAR", arms).items():
+        if not os.environ.get(var):
+            raise ConfigError(f"--arm-model-key-env: {var} (the model key of arm {name!r}) is not set in the "
+                              "orchestrator's environment")
+        arms[name].key_env = var
+    for arm in arms.values():
+        if arm.model.startswith(CUSTOM_PREFIX) and not arm.model_url:
+            raise ConfigError(f"--arm {arm.name}={arm.model}: a custom model needs its URL: "
+                              f"--arm-model-url {arm.name}=<OpenAI-compatible base URL>")
     return list(arms.values())
 
 
@@ -98,6 +161,9 @@ def check_arms_for_builder(arms: list[Arm], builder: str) -> None:
     if builder not in ("mcp", "remote"):  # remote: the same claude, run next to the lane
         return
     for arm in arms:
+        if arm.model_url:
+            raise ConfigError(f"--arm-model-url {arm.name}=…: the mcp builder builds with claude over the run's "
+                              "model route; a per-arm model URL needs --builder instance-ai")
         if arm.build_model is None:
             raise ConfigError(f"--arm {arm.name}={arm.model}: the mcp builder builds with claude (Anthropic models "
                               "only); compare other providers with --builder instance-ai")
@@ -125,6 +191,8 @@ def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, o
         experiment_name=f"{experiment_name}-{arm.name}",
         output_dir=output_root / arm.name,
         resume=None,
+        model_route_tag=arm.name,  # offline: this arm's lanes call the scripted server under /route/<arm>
+        lane_model_key_env=arm.model_key_env,
     ), deep=True)
     if arm.build_model:
         cfg.build_model = arm.build_model

@@ -34,6 +34,16 @@ class ArmData:
     results: EvalResults
     results_path: Path | None = None
 
+    @property
+    def builder(self) -> str:
+        """The builder the arm's run used, as its eval-results.json records it."""
+        return str(self.results.config.get("builder") or "—")
+
+    @property
+    def build_model(self) -> str:
+        """The model the arm's builds actually used (the lanes' model for instance-ai, claude's for mcp)."""
+        return str(self.results.config.get("build_model") or "—")
+
 
 @dataclass(frozen=True)
 class CaseTest:
@@ -85,7 +95,8 @@ def _arm_dict(arm: ArmData) -> dict[str, Any]:
     cost = sum(u.build.cost_usd for u in arm.results.units)
     finished = s.units_finished if s else len(arm.results.units)
     return {
-        "name": arm.name, "model": arm.model, "env": arm.env, "experiment_name": arm.experiment_name,
+        "name": arm.name, "model": arm.model, "builder": arm.builder, "build_model": arm.build_model,
+        "env": arm.env, "experiment_name": arm.experiment_name,
         "run_id": arm.results.run_id, "results": str(arm.results_path) if arm.results_path else None,
         "pass_rate": band.model_dump() if band else None, "passed_trials": passed, "trials": trials,
         "build_cost_usd": cost, "build_turns": sum(u.build.turns for u in arm.results.units),
@@ -128,13 +139,14 @@ def _mcnemar_line(c: ArmComparison) -> str:
 def render_markdown(ab_id: str, mode: str, arms: list[ArmData], comparisons: list[ArmComparison]) -> str:
     out = [f"# A/B report {code(ab_id)}", "",
            f"Mode `{mode}` · {len(arms)} arms · test: {TEST_NAME}.", "",
-           "| arm | model | arm env | run | pass rate (95% Wilson) | cost | turns | cost / unit |",
-           "|---|---|---|---|---|---:|---:|---:|"]
+           "| arm | model | builder (build model) | arm env | run | pass rate (95% Wilson) | cost | turns | cost / unit |",
+           "|---|---|---|---|---|---|---:|---:|---:|"]
     for arm in arms:
         d = _arm_dict(arm)
         band, passed, trials = arm_band(arm.results)
         per_unit = f"${d['cost_per_unit_usd']:.4f}" if d["cost_per_unit_usd"] is not None else "—"
-        out.append(f"| {code(arm.name)} | {code(arm.model)} | {cell(', '.join(arm.env) or '—')} | {code(arm.results.run_id)} "
+        out.append(f"| {code(arm.name)} | {code(arm.model)} | {code(arm.builder)} ({code(arm.build_model)}) "
+                   f"| {cell(', '.join(arm.env) or '—')} | {code(arm.results.run_id)} "
                    f"| {band_text(band, passed, trials)} | ${d['build_cost_usd']:.4f} | {d['build_turns']} | {per_unit} |")
     for arm in arms:
         if arm.results.summary and arm.results.summary.stopped_reason:

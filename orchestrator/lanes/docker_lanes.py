@@ -1,6 +1,7 @@
 """The ``docker`` backend: one n8n container per lane, on host networking.
 
-Containers run the lane image (``LaneSpec.image``, built by ``lanes/build-image.sh``) on the dockerd
+Containers run the lane image (``LaneSpec.image``, or ``ORCHESTRATOR_LANE_IMAGE`` when set; built by
+``lanes/build-image.sh``) on the dockerd
 at the ``docker_host`` option, else ``DOCKER_HOST``, else the private socket ``scripts/dockerd.sh``
 starts. That dockerd has no default bridge, so every lane uses **host networking**, binds n8n to
 127.0.0.1 and gets its own pair of loopback ports:
@@ -37,7 +38,17 @@ user_folder_volume    keep the user folder in a labelled named volume           
 apply_limits          map ``spec.resources`` limits to memory / CPU limits        True
 stop_timeout_s        SIGTERM grace before SIGKILL at teardown                    10
 api_timeout_s         read timeout of one Docker API call                         120
+sandbox               an embedded Instance AI sandbox service per lane            False
+sandbox_url           an external n8n-sandbox for every lane instead              None
+sandbox_api_key       its key (else ``N8N_SANDBOX_SERVICE_API_KEY``)              None
+cache                 the toolchain cache the embedded sandbox runs from          the default cache
 ====================  ==========================================================  ============
+
+Sandbox: with host networking the embedded sandbox service runs **on the host**, bound to
+127.0.0.1, and the lane's n8n reaches it at the same URL. Its lifecycle is the process backend's
+(:class:`orchestrator.sandbox.lanes.LaneSandboxes`): started (and recorded in the ledger as kind
+``sandbox``) before the container is created, stopped — every jail killed, every workspace removed —
+after the container is removed, and swept from the ledger after a crash.
 """
 
 from __future__ import annotations
@@ -58,11 +69,13 @@ from docker.models.containers import Container
 from pydantic import Field
 
 from orchestrator.lanes.backend import BackendOptions, LaneBackend, LaneError, answers_ready, register_backend
-from orchestrator.lanes.labels import LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.lanes.labels import LANE_INDEX_ENV, LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ENV, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.ledger import Ledger, all_runs
 from orchestrator.redact import redact, register_secret
+from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +83,15 @@ DEFAULT_DOCKER_HOST = "unix:///run/n8n-eval-docker.sock"
 INDEX_LABEL = LANE_INDEX_LABEL
 USER_FOLDER = "/home/n8n"
 _NAME_OK = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+
+
+#: The lane image to run instead of ``LaneSpec.image`` (the kubernetes backend reads the same variable).
+LANE_IMAGE_ENV = "ORCHESTRATOR_LANE_IMAGE"
+
+
+def lane_image(spec: LaneSpec) -> str:
+    """The image lanes of ``spec`` run: ``ORCHESTRATOR_LANE_IMAGE`` when set, else ``spec.image``."""
+    return os.environ.get(LANE_IMAGE_ENV) or spec.image
 
 
 def docker_host(option: object = None) -> str:
@@ -148,16 +170,21 @@ class DockerOptions(BackendOptions):
     apply_limits: bool = True
     stop_timeout_s: int = Field(10, ge=0)
     api_timeout_s: int = Field(120, ge=1)
+    sandbox: bool = False
+    sandbox_url: str | None = None
+    sandbox_api_key: str | None = Field(None, repr=False)
+    cache: str | None = None
 
 
 @register_backend
 class DockerBackend(LaneBackend):
     name = "docker"
     options_model = DockerOptions
+    supports_sandbox = True  # on the host, reached over host networking (see the module docstring)
 
     @classmethod
     def preflight(cls, spec: LaneSpec) -> None:
-        check_lane_image(spec.image)  # a missing image: one line naming the command that builds it
+        check_lane_image(lane_image(spec))  # a missing image: one line naming the command that builds it
 
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)
@@ -174,6 +201,16 @@ class DockerBackend(LaneBackend):
         self._client_lock = asyncio.Lock()
         self._ports: dict[str, LanePorts] = {}
         self._http = httpx.AsyncClient(timeout=5.0)
+        self.toolchain = Toolchain(Path(opts.cache) if opts.cache else default_cache_dir())
+        # options sandbox=True / sandbox_url=...: one Instance AI sandbox per lane (None: as before)
+        self._sandboxes = LaneSandboxes.from_options(opts.model_dump(), ledger, self.toolchain, self.sandboxes_dir())
+
+    def sandboxes_dir(self) -> Path:
+        return self.state_dir / "runs" / self.run_id / "sandboxes"
+
+    def _lane_sandboxes(self) -> LaneSandboxes:
+        """Ours, or one that stops a sandbox known only from the ledger (a crashed run's)."""
+        return self._sandboxes or LaneSandboxes(self.ledger, self.toolchain, self.sandboxes_dir())
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -199,7 +236,8 @@ class DockerBackend(LaneBackend):
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
         client = await self.client()
         name = container_name(self.run_id, index)
-        image = await self._image(client, spec.image)
+        image_ref = lane_image(spec)
+        image = await self._image(client, image_ref)
         limits = self._limits(spec.resources) if self.apply_limits else {}
         await self._remove_stale(client, name)
         for value in spec.secret_env.values():
@@ -216,11 +254,18 @@ class DockerBackend(LaneBackend):
             handle=name,
         )
         labels = lane_labels(self.run_id, index)
+        environment = lane_environment(spec, ports)
+        if self._sandboxes is not None:
+            try:
+                environment.update(await self._sandboxes.start(name, {RUN_ENV: self.run_id, LANE_INDEX_ENV: str(index)}))
+            except RuntimeError as exc:
+                release_ports([ports.http, ports.broker])
+                raise LaneError(f"{lane.describe()}: sandbox service: {exc}") from exc
         kwargs: dict[str, Any] = dict(
             image=image.id,
             name=name,
             labels=labels,
-            environment=lane_environment(spec, ports),
+            environment=environment,
             network_mode="host",
             init=True,  # tini as PID 1: signals reach n8n, the task-runner child is reaped
             detach=True,
@@ -237,19 +282,20 @@ class DockerBackend(LaneBackend):
             release_ports([ports.http, ports.broker])
             if volume:
                 await self._remove_volume(client, volume)
+            await self._lane_sandboxes().stop(name)
             raise LaneError(f"{lane.describe()}: docker could not create the container: {_explain(exc)}") from None
         self._ports[name] = ports
         self.ledger.created(
             "lane", name, lane=name, backend=self.name, index=index, container_id=container.id,
-            container_name=name, volume=volume, image=spec.image, image_id=image.id,
+            container_name=name, volume=volume, image=image_ref, image_id=image.id,
             docker_host=self.docker_host, port=ports.http, broker_port=ports.broker, base_url=lane.base_url,
         )
-        lane.fingerprint = {"image": spec.image, "image_id": image.id}
+        lane.fingerprint = {"image": image_ref, "image_id": image.id}
         try:
             await asyncio.to_thread(container.start)
         except APIError as exc:
             raise LaneError(f"{lane.describe()}: docker could not start the container: {_explain(exc)}") from None
-        log.info("%s: container %s started from %s", lane.describe(), container.short_id, spec.image)
+        log.info("%s: container %s started from %s", lane.describe(), container.short_id, image_ref)
         return lane
 
     async def _image(self, client: docker.DockerClient, ref: str) -> Any:
@@ -322,6 +368,7 @@ class DockerBackend(LaneBackend):
                 await self._remove_volume(client, lane.lane_id)
         except APIError as exc:
             raise LaneError(f"{lane.describe()}: docker could not remove container {ref}: {_explain(exc)}") from None
+        await self._lane_sandboxes().stop(lane.lane_id)  # the lane's sandbox, if it had one: no-op otherwise
         ports = self._ports.pop(lane.lane_id, None)
         if ports is not None:
             release_ports([ports.http, ports.broker])
@@ -385,6 +432,7 @@ class DockerBackend(LaneBackend):
         for v in volumes:
             if await self._remove_volume(client, v.name):
                 removed.append(f"volume {v.name}")
+        removed += await sweep_recorded([lg.run_dir for lg in self._ledgers(run_id)])  # sandboxes on the host
         return removed
 
     def _ledgers(self, run_id: str | None) -> list[Ledger]:

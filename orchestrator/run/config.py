@@ -31,7 +31,8 @@ DEFAULT_BASELINE_PREFIX = "instance-ai-baseline-"
 _FLAG_OF = {"cases_paths": "CASES", "outage_waits_s": "--outage-waits"}
 #: fields with no flag (set by tests, the A/B runner or a resumed run): named as they are
 _NO_FLAG = {"build_max_retries", "judge_attempt_timeout_s", "lane_retries", "health_interval_s",
-            "reprobe_interval_s", "abort_after_all_quarantined_s", "claude_bin"}
+            "reprobe_interval_s", "abort_after_all_quarantined_s", "claude_bin", "model_route_tag",
+            "lane_model_key_env"}
 
 
 def _flag(field_name: str) -> str:
@@ -123,6 +124,10 @@ class RunConfig(BaseModel):
     #: An external n8n-sandbox (or Daytona) for every lane instead of the embedded one; its key comes
     #: from N8N_SANDBOX_SERVICE_API_KEY.
     sandbox_url: str | None = None
+    #: Set by the A/B runner: the scripted model route's tag for this run's lanes (``<base>/route/<tag>``).
+    model_route_tag: str | None = None
+    #: Set by the A/B runner: the orchestrator env var whose value is the lanes' model key (real route only).
+    lane_model_key_env: str | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -175,8 +180,8 @@ class RunConfig(BaseModel):
         backend_cls = get_backend(self.backend)
         if builder_cls.needs_sandbox and backend_cls.owns_lanes and not backend_cls.supports_sandbox:
             raise ConfigError(f"--builder {self.builder}: needs an Instance AI sandbox on every lane, which "
-                              f"--backend {self.backend} cannot give yet: use --backend process (or static lanes "
-                              "that have one)")
+                              f"--backend {self.backend} cannot give yet: use --backend process or docker (or "
+                              "static lanes that have one)")
         if self.sandbox_url is not None and not self.sandbox_url.startswith(("http://", "https://")):
             raise ConfigError(f"--sandbox-url: not an http(s) URL: {self.sandbox_url!r}")
         # Checked here, before anything starts, so a typo fails in a second with one line.

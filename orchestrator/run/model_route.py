@@ -28,13 +28,23 @@ class ModelRoute:
     api_key: str | None = field(repr=False)
     server: object | None = None
 
-    def lane_env(self) -> dict[str, str]:
-        """Env for lanes so their server-side eval LLM (mock layer) uses the same route."""
+    def lane_env(self, tag: str | None = None) -> dict[str, str]:
+        """Env for lanes so their server-side eval LLM (mock layer) uses the same route; ``tag`` (an A/B
+        arm) makes the scripted server record their calls under ``/route/<tag>``. Defaults only: what
+        the run's ``--env`` sets explicitly wins (``run.provision.lane_spec``)."""
         if self.kind != "scripted" or not self.base_url:
             return {}
         # The lane appends /v1 itself; the URL is only used when the eval model is the lane's model.
-        return {"N8N_INSTANCE_AI_MODEL_URL": self.base_url,
+        url = f"{self.base_url}/route/{tag}" if tag else self.base_url
+        return {"N8N_INSTANCE_AI_MODEL_URL": url,
                 "N8N_INSTANCE_AI_MODEL": "anthropic/claude-sonnet-4-6"}
+
+    def models_by_route(self) -> dict[str, list[str]]:
+        """Scripted route: which models the build calls of each route tag asked for ("/" untagged)."""
+        if self.server is None:
+            return {}
+        seen = self.server.models_by_route()  # type: ignore[attr-defined]
+        return {route or "/": sorted(models) for route, models in sorted(seen.items())}
 
     def lane_secrets(self) -> dict[str, str]:
         if self.kind != "scripted":

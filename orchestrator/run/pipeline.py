@@ -161,7 +161,10 @@ class Run:
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))
 
         builder_cls = get_builder(cfg.builder)
-        tc = await asyncio.to_thread(ensure_toolchain, n8n=get_backend(cfg.backend).needs_local_n8n,
+        backend_cls = get_backend(cfg.backend)
+        embedded_sandbox = builder_cls.needs_sandbox and backend_cls.supports_sandbox and not cfg.sandbox_url
+        # the embedded sandbox runs this machine's Node and the npm template of its n8n install
+        tc = await asyncio.to_thread(ensure_toolchain, n8n=backend_cls.needs_local_n8n or embedded_sandbox,
                                      claude=builder_cls.needs_claude and cfg.claude_bin is None,
                                      log=lambda m: console.print(f"[dim]{m}[/dim]"))
         route = open_route(cfg.model_server, cfg.mcp_server)
@@ -170,7 +173,6 @@ class Run:
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
-        backend_cls = get_backend(cfg.backend)
         # lanes someone else runs are reached by URL and owner login; owned lanes need neither
         options: dict[str, object] = ({} if backend_cls.owns_lanes else
                                       {"base_url": cfg.base_url, "email": cfg.email, "password": cfg.password})
@@ -217,6 +219,8 @@ class Run:
             await backend.close()
             await self.builder.aclose()
             await judge.aclose()
+            if route.server is not None:  # offline: which models each route's build calls asked for
+                plan.results.config["model_routes"] = route.models_by_route()
             route.close()
             await self._finish(plan)
             if endpoint:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -34,8 +35,9 @@ from orchestrator.lanes.bringup import (
 )
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import make_spec
+from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.ledger import Ledger
-from orchestrator.redact import redact
+from orchestrator.redact import redact, register_secret
 from orchestrator.run.config import RunConfig
 from orchestrator.run.model_route import ModelRoute
 from orchestrator.run.observers import RunObserver
@@ -51,10 +53,19 @@ class Pool:
     contexts: dict[str, BuildLane] = field(default_factory=dict)
 
 
+MODEL_KEY_ENV = "N8N_INSTANCE_AI_MODEL_API_KEY"
+
+
 def lane_spec(cfg: RunConfig, route: ModelRoute) -> LaneSpec:
-    """The spec every lane of the run starts from: the profile, ``--env``, and the model route."""
+    """The spec every lane of the run starts from: the profile, the model route's defaults, ``--env``
+    (an A/B arm's model, URL and env are ``--env`` too: they win over the route's defaults)."""
     spec = make_spec(cfg.profile, cfg.env)
-    spec.env.update(route.lane_env())
+    explicit = set(parse_overrides(cfg.env))
+    spec.env.update({k: v for k, v in route.lane_env(cfg.model_route_tag).items() if k not in explicit})
+    key_var = cfg.lane_model_key_env
+    if route.kind != "scripted" and key_var and os.environ.get(key_var) and MODEL_KEY_ENV not in explicit:
+        register_secret(os.environ[key_var])
+        spec.secret_env[MODEL_KEY_ENV] = os.environ[key_var]
     for k, v in route.lane_secrets().items():
         spec.secret_env.setdefault(k, v)
     return spec

@@ -1,0 +1,95 @@
+"""The whole bundled corpus (``cases/``) through ``orchestrator run`` with each builder, offline: two
+real n8n process lanes, the embedded scripted model, and (``instance-ai``) the embedded sandbox.
+
+What is asserted is coverage, not quality: every case ends with at least one *scored* unit (a
+judged verdict, or a failed build charged to the builder) — in particular no case is left with
+every unit ``incomplete`` for lack of a transcript (process expectations are judged on the
+transcript for both builders) — ``eval-results.json`` names the builder, and nothing is left
+running. Each test prints the outcome of every case.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from _process_lanes import leftovers
+from _tools import require
+
+from orchestrator.cases import load_disk
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.ledger import Ledger
+from orchestrator.results.model import UnitResult
+from orchestrator.results.scoring import UnitOutcome, unit_outcome
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import run
+
+pytestmark = [pytest.mark.n8n, pytest.mark.slow]
+CASES = Path(__file__).resolve().parents[1] / "cases"
+#: A unit that counts in scoring: judged, or a build failure charged to the builder.
+SCORED = frozenset({UnitOutcome.passed, UnitOutcome.failed, UnitOutcome.build_failed})
+
+
+def _corpus() -> dict[str, bool]:
+    """Every bundled case's slug → whether it requires memory compaction."""
+    loaded, problems = load_disk([CASES])
+    assert not problems
+    return {c.slug: c.case.requires_memory_compaction for c in loaded}
+
+
+async def _run_corpus(builder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[UnitOutcome]]:
+    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    run_id = f"corpus-{builder}-{int(time.time()) % 100000}"
+    state, out = tmp_path / "state", tmp_path / "out"
+    cfg = RunConfig(cases_paths=[CASES], backend="process", lanes=2, builder=builder, model_server="scripted",
+                    state_dir=state, output_dir=out, run_id=run_id)
+    t0 = time.monotonic()
+    outcome = await run(cfg)
+    elapsed = time.monotonic() - t0
+    assert outcome.ok, outcome.errors
+    assert outcome.cleanup_failures == []
+    assert leftovers(run_id, state) == []
+    assert Ledger.for_run(run_id, state).open_entries() == []
+    data = json.loads((out / "eval-results.json").read_text())["orchestrator"]
+    assert data["config"]["builder"] == builder and data["config"]["model_server"] == "scripted"
+    by_case: dict[str, list[UnitOutcome]] = defaultdict(list)
+    for raw in data["units"]:
+        unit = UnitResult.model_validate(raw)
+        by_case[unit.case].append(unit_outcome(unit))
+        if unit_outcome(unit) not in SCORED or unit.build.status.value != "ok":
+            print(f"  {unit.case}: {unit_outcome(unit).value} (build {unit.build.status.value}: "
+                  f"{(unit.build.error or '')[:200]})")
+    print(f"corpus --builder {builder}: {len(data['units'])} units in {elapsed:.0f} s: "
+          + ", ".join(f"{case}={'/'.join(o.value for o in outs)}" for case, outs in sorted(by_case.items())))
+    return dict(by_case)
+
+
+@pytest.mark.claude
+async def test_the_mcp_builder_scores_every_bundled_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tc = Toolchain(default_cache_dir())
+    require("n8n", tc.n8n_ready, "run `orchestrator lanes install`")
+    require("claude", tc.claude_ready, "run `orchestrator lanes install`")
+    corpus = _corpus()
+    by_case = await _run_corpus("mcp", tmp_path, monkeypatch)
+    assert sorted(by_case) == sorted(corpus)
+    unscored = {case: [o.value for o in outs] for case, outs in by_case.items() if not SCORED & set(outs)}
+    assert unscored == {}
+
+
+async def test_the_instance_ai_builder_scores_every_bundled_case(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Needs the seeded-thread restore and the user proxy of the "Conversations, seeds" work for the
+    seeded and multi-turn cases: until that has landed, those cases fail here (by design — this is
+    the acceptance check that they score). A ``requiresMemoryCompaction`` case is exempt: n8n 2.41.1
+    has no memory endpoint to check its premise (``/eval/threads/:id/memory``)."""
+    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
+    corpus = _corpus()
+    by_case = await _run_corpus("instance-ai", tmp_path, monkeypatch)
+    assert sorted(by_case) == sorted(corpus)
+    unscored = {case: [o.value for o in outs] for case, outs in by_case.items()
+                if not SCORED & set(outs) and not corpus[case]}
+    assert unscored == {}
