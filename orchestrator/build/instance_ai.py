@@ -456,7 +456,7 @@ class InstanceAiBuilder(Builder):
         outcome = AttemptOutcome(state, thread_id=thread_id)
         try:
             await chat.create_thread(user.project_id, thread_id)
-            await chat.pin_credentials(thread_id, user.credential_ids)
+            await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
         except N8nTransportError:
             raise
         except N8nError as exc:
