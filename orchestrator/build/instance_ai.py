@@ -41,6 +41,7 @@ from orchestrator.build.builder import (
     register_builder,
 )
 from orchestrator.build.lane import BuildLane
+from orchestrator.build.leaks import foreign_workflow_reads
 from orchestrator.outage import (
     OUTAGE_ERROR_TYPES,
     OutageInfo,
@@ -386,6 +387,7 @@ class InstanceAiBuilder(Builder):
                                 model=self.settings.model, lane=lane.lane.lane_id)
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
+        seeded_ids: set[str] = set()  # workflow ids the seed restore created (every attempt's)
         turns = user_turns(case)
         unsupported = unsupported_reason(case)
         if unsupported is not None:
@@ -429,6 +431,7 @@ class InstanceAiBuilder(Builder):
             total.status = BuildStatus.ok  # graded on its expectations (and the transcript)
         else:
             total.error = redact(self._failure_text(state))
+        total.leaked_workflows = foreign_workflow_reads(transcript.entries, state.workflow_ids, seeded_ids)
         return total
 
     @staticmethod
