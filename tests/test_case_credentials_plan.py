@@ -1,5 +1,6 @@
 """Declared credentials (issue 16, item 5): naming, description as metadata, ``valid: false``, and
-what a real n8n 2.41.1 lane stores and pins for them."""
+what a real n8n 2.41.1 lane stores and pins for them (the same lane also shows that 2.41.1 has no
+observational-memory route for ``requiresMemoryCompaction``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from _lanes import process_lane
 
+from orchestrator.build.compaction import NOT_CHECKABLE, CompactionCheck
 from orchestrator.build.credentials import (
     INVALID_PLACEHOLDER,
     PLACEHOLDER,
@@ -66,7 +68,7 @@ def test_description_longer_than_n8n_allows_is_refused_at_load() -> None:
 
 
 @pytest.mark.n8n
-async def test_declared_credentials_are_created_listed_and_pinned_on_a_real_lane(tmp_path: Path) -> None:
+async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(tmp_path: Path) -> None:
     owner = OwnerCredentials("owner@plan-test.invalid", "Own3r-" + secrets.token_urlsafe(12))
     others = {
         "admin": OwnerCredentials("admin@plan-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
@@ -96,6 +98,11 @@ async def test_declared_credentials_are_created_listed_and_pinned_on_a_real_lane
                 thread_id = str(uuid.uuid4())
                 await chat.create_thread(user.project_id, thread_id)
                 await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
+                # requiresMemoryCompaction on 2.41.1: no memory route, so no override and no premise
+                check = CompactionCheck()
+                await check.prepare(chat, thread_id)
+                assert check.supported is False and chat.request_options == {}
+                assert await check.check(chat, thread_id) == (NOT_CHECKABLE, None)
                 await chat.delete_thread(thread_id)
             finally:
                 assert await pool.release(user) == []

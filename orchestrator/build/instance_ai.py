@@ -40,6 +40,7 @@ from orchestrator.build.builder import (
     BuildResult,
     register_builder,
 )
+from orchestrator.build.compaction import CompactionCheck
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.leaks import foreign_workflow_reads
 from orchestrator.outage import (
@@ -388,6 +389,7 @@ class InstanceAiBuilder(Builder):
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
         seeded_ids: set[str] = set()  # workflow ids the seed restore created (every attempt's)
+        compaction = CompactionCheck() if case.requires_memory_compaction else None
         turns = user_turns(case)
         unsupported = unsupported_reason(case)
         if unsupported is not None:
@@ -401,10 +403,14 @@ class InstanceAiBuilder(Builder):
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             total.attempts += 1
-            return await self._attempt(lane, user, turns, transcript, deadline, threads)
+            return await self._attempt(lane, user, turns, transcript, deadline, threads,
+                                       compaction=compaction)
 
         try:
             outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+            if compaction is not None and outcome.thread_id and not outcome.timed_out:
+                total.not_judged_reason, total.judge_context = await compaction.check(
+                    InstanceAiChat(lane.owner), outcome.thread_id)
         finally:
             transcript.close()
             if not self.settings.keep_workflows:
@@ -443,7 +449,8 @@ class InstanceAiBuilder(Builder):
         return "the agent finished without a successful build-workflow result"
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
-                       deadline: _Deadline, threads: list[str]) -> AttemptOutcome:
+                       deadline: _Deadline, threads: list[str], *,
+                       compaction: CompactionCheck | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
         state = RunState()
@@ -460,6 +467,8 @@ class InstanceAiBuilder(Builder):
         try:
             await chat.create_thread(user.project_id, thread_id)
             await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
+            if compaction is not None:  # detects the memory route; sends the observer override if present
+                await compaction.prepare(chat, thread_id)
         except N8nTransportError:
             raise
         except N8nError as exc:

@@ -269,6 +269,8 @@ class InstanceAiChat:
     session: N8nSession
     time_zone: str = "UTC"
     _sent_at: dict[str, float] = field(default_factory=dict)
+    #: extra fields sent with every chat turn (e.g. a per-thread ``observerThresholdTokens`` override)
+    request_options: dict[str, Any] = field(default_factory=dict)
 
     async def create_thread(self, project_id: str, thread_id: str | None = None, source: str = "evals") -> str:
         thread_id = thread_id or str(uuid.uuid4())
@@ -297,7 +299,7 @@ class InstanceAiChat:
 
     async def send(self, thread_id: str, message: str, *, busy_waits_s: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)) -> str:
         """Start a run; a 409 (the previous run is still winding down) is retried a few times."""
-        body = {"message": message, "timeZone": self.time_zone}
+        body = {**self.request_options, "message": message, "timeZone": self.time_zone}
         for wait in (*busy_waits_s, None):
             try:
                 data = await self.session._send("POST", f"{BASE}/chat/{thread_id}", body)
