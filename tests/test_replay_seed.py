@@ -13,10 +13,19 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from _tools import require
 
-from orchestrator.build.replay_seed import ReplayUnavailable, compile_sdk_code, resolve_replay_seed
+from orchestrator.build.builder import BuilderSettings, BuildRequest
+from orchestrator.build.instance_ai import InstanceAiBuilder
+from orchestrator.build.lane import BuildLane
+from orchestrator.build.replay_seed import ReplayUnavailable, compile_sdk_code, materialize_replay, resolve_replay_seed
+from orchestrator.build.users import BuildUser, BuildUserPool
+from orchestrator.cases import EvalCase
 from orchestrator.cases.seed import InlineSeed, ReplaySeed
 from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.lanes.model import Lane
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.redact import MASK, redact
+from orchestrator.results.model import BuildStatus
 from orchestrator.scripted.scripts import HELLO_WORKFLOW_CODE
 
 THREAD = "5a1f3e2c-7d41-4c57-9a0e-1b2c3d4e5f60"
@@ -219,6 +228,22 @@ async def test_no_key_and_a_refused_key_are_one_line_failures(langsmith) -> None
         await resolve_replay_seed(replay(url), env={"LANGSMITH_API_KEY": "lsv2_pt_wrong_key_000000"})
 
 
+async def test_a_replay_case_becomes_an_inline_seeded_case_with_the_live_turn_first(langsmith) -> None:
+    _, url = langsmith
+    case = EvalCase.model_validate({
+        "complexity": "simple", "tags": ["seeded"], "datasets": ["seeded"],
+        "seed": {"mode": "replay", "threadId": THREAD, "endpoint": url},
+        "conversation": [{"role": "assistant", "text": "Rounded."}, {"role": "user", "text": "Now also send it to #ops."}],
+        "outcomeExpectations": ["Amounts are rounded to two decimals."],
+    })
+    driven = await materialize_replay(case, env={"LANGSMITH_API_KEY": KEY}, compile_code=no_compile)
+    assert driven.inline_seed is not None and not driven.is_replay
+    assert [(t.role, t.text) for t in driven.conversation] == [
+        ("user", "Now round every amount to two decimals"), ("assistant", "Rounded."), ("user", "Now also send it to #ops.")]
+    assert driven.opening_prompt() == "Now round every amount to two decimals"
+    assert case.is_replay  # the loaded case itself is left as it was
+
+
 @pytest.mark.n8n
 def test_captured_sdk_code_compiles_with_the_toolchains_workflow_sdk() -> None:
     chain = Toolchain(default_cache_dir())
@@ -228,3 +253,20 @@ def test_captured_sdk_code_compiles_with_the_toolchains_workflow_sdk() -> None:
     assert "Start" in workflow["connections"]
     with pytest.raises(ReplayUnavailable, match="does not compile"):
         compile_sdk_code("this is not workflow code (")
+
+
+async def test_the_instance_ai_builder_reports_an_unresolvable_replay_as_a_framework_fault(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("LANGSMITH_API_KEY", raising=False)
+    case = EvalCase.model_validate({"complexity": "simple", "tags": ["seeded"],
+                                    "seed": {"mode": "replay", "threadId": THREAD, "endpoint": "http://127.0.0.1:9"},
+                                    "outcomeExpectations": ["Anything."]})
+    builder = InstanceAiBuilder(BuilderSettings(run_id="replay-test", run_dir=tmp_path, model="scripted"))
+    request = BuildRequest(case=case, iteration=0, attempt=0, timeout_ms=60_000, transcript_path=tmp_path / "t.jsonl")
+    lane = Lane("replay-0", 0, "http://127.0.0.1:9", "process", "replay-test")  # never called
+    async with N8nClient(lane.base_url) as client:
+        owner = N8nSession(client, "cookie", {"id": "owner"})
+        ctx = BuildLane(lane, client, owner, BuildUserPool(lane, owner, client, Ledger(tmp_path)))
+        result = await builder.build(request, ctx, BuildUser("member", "m@x.invalid", owner, None, "project"))
+    assert result.status == BuildStatus.failed and result.framework_fault
+    assert result.error is not None and "LANGSMITH_API_KEY is not set" in result.error and "\n" not in result.error
+    assert "LANGSMITH_API_KEY is not set" in (tmp_path / "t.jsonl").read_text()

@@ -43,6 +43,7 @@ from orchestrator.build.builder import (
 from orchestrator.build.compaction import CompactionCheck
 from orchestrator.build.lane import BuildLane
 from orchestrator.build.leaks import foreign_workflow_reads
+from orchestrator.build.replay_seed import ReplayUnavailable, materialize_replay
 from orchestrator.outage import (
     OUTAGE_ERROR_TYPES,
     OutageInfo,
@@ -342,7 +343,7 @@ def unsupported_reason(case: EvalCase) -> str | None:
     turn that is only an attachment) belong to the conversations/seeds work; until then such a case
     is a framework fault, never a builder failure."""
     if not case.conversation:
-        return "the case has no user turn to send (replay seeds are not supported by the instance-ai builder yet)"
+        return "the case has no user turn to send"
     if not case.opening_prompt().strip():
         return "the opening turn is an editor hand-off with no text (attachments are not supported by the instance-ai builder yet)"
     return None
@@ -386,6 +387,12 @@ class InstanceAiBuilder(Builder):
         transcript_path = transcript_path_for(request, self.settings.run_dir)
         transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration, attempt=request.attempt,
                                 model=self.settings.model, lane=lane.lane.lane_id)
+        try:  # a replay seed is rebuilt from LangSmith into an inline seed + the trace's live turn
+            case = await materialize_replay(case)
+        except ReplayUnavailable as exc:
+            transcript.add("error", message=str(exc))
+            transcript.close()
+            return BuildResult(BuildStatus.failed, error=str(exc), framework_fault=True, transcript_path=transcript_path)
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
         seeded_ids: set[str] = set()  # workflow ids the seed restore created (every attempt's)

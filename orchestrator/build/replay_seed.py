@@ -49,6 +49,7 @@ from typing import Any
 
 import httpx
 
+from orchestrator.cases.model import EvalCase, Turn
 from orchestrator.cases.seed import InlineSeed, ReplaySeed
 from orchestrator.redact import redact, register_secret
 
@@ -481,3 +482,19 @@ async def resolve_replay_seed(seed: ReplaySeed, *, env: dict[str, str] | None = 
         await reader.aclose()
     inline, live = build_seed(seed.thread_id, rebuild_turns(runs), compile_code, seed.live_turn_run_id)
     return ReplayResolution(inline, live, workspace, seed.project, seed.thread_id)
+
+
+def as_inline_case(case: EvalCase, resolution: ReplayResolution) -> EvalCase:
+    """The case as a builder drives it: the rebuilt inline seed in place of the replay seed, and
+    the conversation ``[<trace live turn>, *authored turns]`` (authored turns become follow-ups)."""
+    live = Turn(role="user", text=resolution.live_turn)
+    return case.model_copy(update={"seed": resolution.seed, "conversation": [live, *case.conversation]})
+
+
+async def materialize_replay(case: EvalCase, *, env: dict[str, str] | None = None,
+                             compile_code: SdkCompiler = compile_sdk_code) -> EvalCase:
+    """A replay-seeded case resolved into an inline-seeded one (other cases are returned as they are).
+    Raises :class:`ReplayUnavailable` (one line: a framework fault, never the builder's)."""
+    if not isinstance(case.seed, ReplaySeed):
+        return case
+    return as_inline_case(case, await resolve_replay_seed(case.seed, env=env, compile_code=compile_code))
