@@ -27,6 +27,7 @@ from orchestrator.build.builder import (
     BuildRequest,
     get_builder,
 )
+from orchestrator.build.compaction import NOT_CHECKABLE
 from orchestrator.build.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
@@ -240,6 +241,29 @@ def test_every_user_turn_is_sent_and_the_update_approval_is_answered(sandbox_lan
               for a in n["parameters"]["assignments"]["assignments"]}
     assert fields == {"status": "ok", "turns": 2}  # the second turn updated the same workflow
     assert built.result.turns == 2 and built.failures == []
+
+
+def test_a_compaction_case_is_never_judged_on_2_41_1(sandbox_lane, model, tmp_path: Path) -> None:
+    """requiresMemoryCompaction: 2.41.1 has no memory route, so the premise is not checkable and every
+    expectation ends incomplete with that reason (never judged, never a pass for free)."""
+    lane, ledger, _ = sandbox_lane
+    case = _case("context-compaction-keeps-disk-threshold").case
+    built = asyncio.run(_build(lane, ledger, tmp_path, case, judge=_judge()))
+    assert built.result.not_judged_reason == NOT_CHECKABLE and built.result.judge_context is None
+    assert built.result.leaked_workflows == [] and built.failures == []
+    if built.result.status == BuildStatus.ok:  # the unit path hands the reason to verification
+        v = asyncio.run(_verify_not_judged(lane, case, built.result))
+        assert v.expectations and {(e.verdict, e.reason) for e in v.expectations} == {(Verdict.incomplete, NOT_CHECKABLE)}
+
+
+async def _verify_not_judged(lane, case: EvalCase, result: Any):
+    async with N8nClient(lane.base_url) as client:
+        owner = await client.login(lane.owner.email, lane.owner.password)
+        try:
+            return await verify_workflow(case, None, owner, _judge(), timeout_ms=60_000,
+                                         not_judged_reason=result.not_judged_reason)
+        finally:
+            await owner.aclose()
 
 
 def test_a_provider_outage_is_retried_on_a_fresh_thread_then_reported(sandbox_lane, model, tmp_path: Path,
