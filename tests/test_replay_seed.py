@@ -71,10 +71,15 @@ THREAD_RUNS = [
         outputs={"text": "Built it; Liechtenstein-Secret is in the rates table."}),
     # turn 2 suspends on a question; its resume answers it (the same call, now resolved)
     run("t2", "t2", "turn", "2026-11-30T10:01:00.000Z", inputs={"message": "Add Austria too"}),
+    run("t2-l", "t2", "tool: nodes", "2026-11-30T10:01:00.500Z", parent="t2", inputs={"action": "search"},
+        outputs={"nodes": ["Set"]}, run_type="tool"),
     tool("t2-q", "t2", "ask-user", "2026-11-30T10:01:01.000Z", {"questions": [{"id": "q1"}]}, None, "c5"),
     run("t3", "t3", "resume: user answered", "2026-11-30T10:02:00.000Z", inputs={"message": "Add Austria too"}),
     tool("t3-q", "t3", "ask-user", "2026-11-30T10:02:01.000Z", {"questions": [{"id": "q1"}]},
          {"answers": [{"questionId": "q1", "selectedOptions": ["20%"]}]}, "c5"),
+    # the resume re-records turn 2's earlier resolved lookup under a new run id and no call id
+    run("t3-l", "t3", "tool: nodes", "2026-11-30T10:02:02.000Z", parent="t3", inputs={"action": "search"},
+        outputs={"nodes": ["Set"]}, run_type="tool"),
     run("t3-a", "t3", "agent: orchestrator", "2026-11-30T10:02:05.000Z", parent="t3", outputs={"text": "Austria added."}),
     # turn 3: the live turn
     run("t4", "t4", "turn", "2026-11-30T10:03:00.000Z", inputs={"message": "Now round every amount to two decimals"}),
@@ -171,7 +176,7 @@ async def test_the_thread_is_found_in_the_second_workspace_and_rebuilt(langsmith
     assert isinstance(seed, InlineSeed)
     roles = [(m.role, [b.get("type") for b in m.content]) for m in seed.messages]
     assert roles == [("user", ["text"]), ("assistant", ["tool-call"] * 4 + ["text"]),
-                     ("user", ["text"]), ("assistant", ["tool-call", "text"])]
+                     ("user", ["text"]), ("assistant", ["tool-call", "tool-call", "text"])]
     # the ask-user call suspended in the turn and resolved in the resume: kept once, resolved
     [ask] = [b for m in seed.messages for b in m.content if b.get("toolName") == "ask-user"]
     assert ask["state"] == "resolved" and ask["output"]["answers"][0]["selectedOptions"] == ["20%"]

@@ -223,6 +223,10 @@ def _order(run: dict[str, Any]) -> tuple[str, str]:
     return (str(run.get("start_time") or ""), str(run.get("dotted_order") or ""))
 
 
+def _content_key(block: dict[str, Any]) -> str:
+    return json.dumps([block.get("toolName"), block.get("input"), block.get("output")], sort_keys=True, default=str)
+
+
 def rebuild_turns(runs: list[dict[str, Any]]) -> list[_Turn]:
     """The thread's user turns in order, each with its resolved tool calls and reply text."""
     roots = sorted((r for r in runs if not r.get("parent_run_id")), key=_order)
@@ -253,6 +257,9 @@ def rebuild_turns(runs: list[dict[str, Any]]) -> list[_Turn]:
                     if resolved:
                         seen[call_id].clear()
                         seen[call_id].update(block)
+                    continue
+                same = _content_key(block)  # a resume re-recording a resolved call under another run id
+                if resolved and any(_content_key(t) == same for t in turn.tools):
                     continue
                 seen[call_id] = block
                 turn.tools.append(block)
