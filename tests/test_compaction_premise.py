@@ -73,10 +73,21 @@ class _Memory(BaseHTTPRequestHandler):
 
     answer: ClassVar[dict[str, Any]] = {}
     seen: ClassVar[list[str]] = []
+    bodies: ClassVar[list[dict[str, Any]]] = []
 
     def do_GET(self) -> None:
         type(self).seen.append(self.path)
         body = json.dumps({"data": self.answer}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:  # the chat request: record its body, answer a run id
+        n = int(self.headers.get("content-length") or 0)
+        type(self).bodies.append(json.loads(self.rfile.read(n)) if n else {})
+        body = json.dumps({"data": {"runId": f"run-{len(self.bodies)}"}}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -89,7 +100,7 @@ class _Memory(BaseHTTPRequestHandler):
 
 @contextmanager
 def memory_server(answer: dict[str, Any]) -> Iterator[tuple[str, type[_Memory]]]:
-    handler = type("Handler", (_Memory,), {"answer": answer, "seen": []})
+    handler = type("Handler", (_Memory,), {"answer": answer, "seen": [], "bodies": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -108,6 +119,10 @@ async def test_a_server_with_the_memory_route_gets_the_override_and_its_rows_che
             await check.prepare(chat, "9b1f6c1e-0000-4000-8000-000000000001")
             assert check.supported is True
             assert chat.request_options == {"observerThresholdTokens": OBSERVER_THRESHOLD_OVERRIDE}
+            for text in ("first turn", "second turn"):  # every turn of the thread carries the override
+                await chat.send("9b1f6c1e-0000-4000-8000-000000000001", text)
+            assert [(b["message"], b.get("observerThresholdTokens")) for b in handler.bodies] == [
+                ("first turn", OBSERVER_THRESHOLD_OVERRIDE), ("second turn", OBSERVER_THRESHOLD_OVERRIDE)]
             reason, context = await check.check(chat, "9b1f6c1e-0000-4000-8000-000000000001")
             assert handler.seen == ["/rest/instance-ai/eval/threads/9b1f6c1e-0000-4000-8000-000000000001/memory"] * 2
     assert reason is None and context is not None and "83 percent" in context
