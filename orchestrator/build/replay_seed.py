@@ -35,6 +35,7 @@ framework fault, never as the agent's failure.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -487,7 +488,9 @@ async def resolve_replay_seed(seed: ReplaySeed, *, env: dict[str, str] | None = 
         workspace, _project_id, runs = await fetch_thread(reader, seed)
     finally:
         await reader.aclose()
-    inline, live = build_seed(seed.thread_id, rebuild_turns(runs), compile_code, seed.live_turn_run_id)
+    # off the event loop: compiling captured SDK code runs node (~3 s)
+    inline, live = await asyncio.to_thread(build_seed, seed.thread_id, rebuild_turns(runs), compile_code,
+                                           seed.live_turn_run_id)
     return ReplayResolution(inline, live, workspace, seed.project, seed.thread_id)
 
 
