@@ -28,6 +28,7 @@ from orchestrator.build.builder import (
     BuildRequest,
     get_builder,
 )
+from orchestrator.build.compaction import NOT_CHECKABLE
 from orchestrator.build.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.lanes.install import Toolchain, default_cache_dir
@@ -37,7 +38,7 @@ from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, 
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted import instance_ai as ia
-from orchestrator.scripted.replies import Action, Hang, HttpError, Script
+from orchestrator.scripted.replies import Action, Hang, HttpError, Reply, Script, ToolUseBlock, text_reply
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import read_transcript
@@ -221,6 +222,99 @@ def test_every_user_turn_is_sent_and_the_update_approval_is_answered(sandbox_lan
               for a in n["parameters"]["assignments"]["assignments"]}
     assert fields == {"status": "ok", "turns": 2}  # the second turn updated the same workflow
     assert built.result.turns == 2 and built.failures == []
+
+
+def test_a_compaction_case_is_never_judged_on_2_41_1(sandbox_lane, model, tmp_path: Path) -> None:
+    """requiresMemoryCompaction: 2.41.1 has no memory route, so the premise is not checkable and every
+    expectation ends incomplete with that reason (never judged, never a pass for free)."""
+    lane, ledger, _ = sandbox_lane
+    case = _case("context-compaction-keeps-disk-threshold").case
+    built = asyncio.run(_build(lane, ledger, tmp_path, case, judge=_judge()))
+    assert built.result.not_judged_reason == NOT_CHECKABLE and built.result.judge_context is None
+    assert built.result.leaked_workflows == [] and built.failures == []
+    if built.result.status == BuildStatus.ok:  # the unit path hands the reason to verification
+        v = asyncio.run(_verify_not_judged(lane, case, built.result))
+        assert v.expectations and {(e.verdict, e.reason) for e in v.expectations} == {(Verdict.incomplete, NOT_CHECKABLE)}
+
+
+async def _verify_not_judged(lane, case: EvalCase, result: Any):
+    async with N8nClient(lane.base_url) as client:
+        owner = await client.login(lane.owner.email, lane.owner.password)
+        try:
+            return await verify_workflow(case, None, owner, _judge(), timeout_ms=60_000,
+                                         not_judged_reason=result.not_judged_reason)
+        finally:
+            await owner.aclose()
+
+
+def _tool_walk(tool: str, list_args: dict[str, Any], follow: Any, done: str) -> Script:
+    """An agent that lists with ``tool``, then calls ``follow(item)`` for every listed item, then says ``done``."""
+
+    def script(request: dict[str, Any]) -> Action:
+        if not ia.is_instance_ai_agent(request):
+            return SWITCH.default(request)
+        calls = [(c, r) for c, r in ia.calls_since(request, ia.user_texts(request)[-1][0]) if c.get("name") == tool]
+        if not calls:
+            return Reply([ToolUseBlock(tool, list_args)])
+        listed = ia.result_json(calls[0][1])
+        items = listed.get("credentials") or listed.get("workflows") or listed.get("data") or []
+        for item in items[len(calls) - 1:]:
+            return Reply([ToolUseBlock(tool, follow(item))])
+        return text_reply(done)
+
+    return script
+
+
+def test_the_agent_sees_exactly_the_declared_credentials_and_valid_false_fails_its_test(
+        sandbox_lane, model, tmp_path: Path, script_override: Switch) -> None:
+    lane, ledger, _ = sandbox_lane
+    script_override.override = _tool_walk("credentials", {"action": "list"},
+                                          lambda c: {"action": "test", "credentialId": c["id"]}, "Checked them all.")
+    case = EvalCase.model_validate({
+        "conversation": [{"role": "user", "text": "Which Slack and GitHub accounts can you use? Test each one."}],
+        "complexity": "simple", "tags": ["credential"], "outcomeExpectations": ["It tested every credential."],
+        "credentials": [{"type": "slackApi", "description": "Team workspace, posts to #ops"},
+                        {"type": "slackApi", "name": "Old Slack", "valid": False}, {"type": "githubApi"}],
+    })
+    built = asyncio.run(_build(lane, ledger, tmp_path, case))
+    assert built.result.status == BuildStatus.ok and built.failures == [], built.result.error
+    entries = read_transcript(built.transcript)
+    results = [e["result"] for e in entries if e["kind"] == "tool_result" and e.get("tool") == "credentials"]
+    listed = results[0]["credentials"]
+    assert sorted((c["name"], c["type"]) for c in listed) == [
+        ("Old Slack", "slackApi"), ("[eval] GitHub", "githubApi"), ("[eval] Slack", "slackApi")]
+    assert {c["name"]: c.get("description") for c in listed}["[eval] Slack"] == "Team workspace, posts to #ops"
+    tests = {c["name"]: r for c, r in zip(listed, results[1:], strict=True)}
+    assert tests["[eval] Slack"]["success"] is True and tests["[eval] GitHub"]["success"] is True
+    assert tests["Old Slack"]["success"] is False  # valid: false: really tested, and it fails
+
+
+def test_reading_a_workflow_the_build_did_not_create_or_seed_is_a_leak(
+        sandbox_lane, model, tmp_path: Path, script_override: Switch) -> None:
+    lane, ledger, _ = sandbox_lane
+    script_override.override = _tool_walk("workflows", {"action": "list"},
+                                          lambda w: {"action": "get", "workflowId": w["id"]}, "Read them.")
+    case = EvalCase.model_validate({
+        "conversation": [{"role": "user", "text": "What workflows are there? Open each one."}],
+        "complexity": "simple", "tags": ["leak"], "outcomeExpectations": ["It opened the workflows."]})
+
+    async def go() -> tuple[Any, str, list]:
+        ctx = await BuildLane.open(lane, ledger)
+        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,))
+        builder = get_builder("instance-ai")(settings)
+        user = await ctx.users.acquire([], mcp_key=False)
+        try:  # a workflow in the build's project that the case never seeded: isolation broken on purpose
+            planted = await user.session.create_workflow({"name": "Not yours", "nodes": [], "connections": {},
+                                                          "projectId": user.project_id})
+            result = await builder.build(BuildRequest(case, 0, 0, 120_000, tmp_path / "leak.jsonl"), ctx, user)
+        finally:
+            failures = await ctx.users.release(user)
+            failures += await ctx.close()
+        return result, planted, failures
+
+    result, planted, failures = asyncio.run(go())
+    assert failures == [] and result.status == BuildStatus.ok, result.error
+    assert result.leaked_workflows == [planted]
 
 
 def test_a_provider_outage_is_retried_on_a_fresh_thread_then_reported(sandbox_lane, model, tmp_path: Path,

@@ -92,6 +92,14 @@ class BuildResult:
     retry_elsewhere: bool = False
     #: the failure is the harness's (a seed that would not restore), not the builder's
     framework_fault: bool = False
+    #: workflows the agent read that its build neither created nor seeded (a harness leak: the unit's
+    #: rows fail as ``framework_issue`` unless the build timed out)
+    leaked_workflows: list[str] = field(default_factory=list)
+    #: every expectation of the case is recorded ``incomplete`` with this reason (a premise the
+    #: harness could not establish, e.g. ``requiresMemoryCompaction`` on an n8n without the check)
+    not_judged_reason: str | None = None
+    #: ground truth the judge sees with the expectations (e.g. observational-memory rows)
+    judge_context: str | None = None
     attempts: int = 0
     cost_usd: float = 0.0
     turns: int = 0

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from orchestrator.cases.credentials import SUPPORTED_CREDENTIAL_TYPES
+from orchestrator.cases.credentials import SUPPORTED_CREDENTIAL_TYPES, CredentialSpec
 from orchestrator.errors import UserError
 from orchestrator.redact import register_secret
 
 PLACEHOLDER = "eval-placeholder"
+#: The secret of a ``valid: false`` credential: never a live token, so its connection test fails for real.
+INVALID_PLACEHOLDER = "eval-invalid-placeholder"
 
 
 def _oauth2(token: str, **extra: Any) -> dict[str, Any]:
@@ -140,3 +142,52 @@ def credential_bodies(
             body = body._replace(name=f"{body.name} #{seen[body.name]}")
         out.append(body)
     return out
+
+
+@dataclass(frozen=True)
+class PlannedCredential:
+    """One declared credential as it is created on the lane.
+
+    ``description`` is credential metadata, outside the secret ``data``: n8n 2.41.1's
+    ``CreateCredentialDto`` takes ``description`` (trimmed, ≤ 512, blank → null) next to ``data`` and
+    stores it in its own column, and the agent's credential list shows it. ``valid`` decides the
+    connection test: a valid credential stands for one the user already connected, so its id goes
+    into the thread allowlist's ``bypassCredentialTest`` (the test then answers "tested
+    successfully"); a ``valid: false`` one is left out of it and carries :data:`INVALID_PLACEHOLDER`
+    (never a live ``EVAL_*`` token), so n8n really tests it, and the test fails.
+    """
+
+    type: str
+    name: str
+    data: dict[str, Any] = field(repr=False)
+    description: str | None = None
+    valid: bool = True
+
+    def request_body(self, project_id: str | None = None) -> dict[str, Any]:
+        """The ``POST /rest/credentials`` body."""
+        body: dict[str, Any] = {"name": self.name, "type": self.type, "data": self.data}
+        if self.description is not None:
+            body["description"] = self.description
+        if project_id:
+            body["projectId"] = project_id
+        return body
+
+
+def plan_credentials(
+    specs: Iterable[CredentialSpec], *, env: Mapping[str, str] | None = None
+) -> list[PlannedCredential]:
+    """What to create for a case's declared credentials, in order (names as :func:`credential_bodies`)."""
+    specs = list(specs)
+    planned: list[PlannedCredential] = []
+    for spec, named in zip(specs, credential_bodies(((s.type, s.name) for s in specs), env={}), strict=True):
+        if spec.valid:
+            data = credential_body(spec.type, env=env).data
+        else:
+            data = template_for(spec.type).build(INVALID_PLACEHOLDER)
+        planned.append(PlannedCredential(spec.type, named.name, data, spec.description, spec.valid))
+    return planned
+
+
+def bypass_test_ids(planned: Iterable[PlannedCredential], ids: Iterable[str]) -> list[str]:
+    """The created ids whose connection test resolves as passing (every credential but ``valid: false``)."""
+    return [cid for plan, cid in zip(planned, ids, strict=True) if plan.valid]

@@ -40,7 +40,10 @@ from orchestrator.build.builder import (
     BuildResult,
     register_builder,
 )
+from orchestrator.build.compaction import CompactionCheck
 from orchestrator.build.lane import BuildLane
+from orchestrator.build.leaks import foreign_workflow_reads
+from orchestrator.build.replay_seed import ReplayUnavailable, materialize_replay
 from orchestrator.outage import (
     OUTAGE_ERROR_TYPES,
     OutageInfo,
@@ -340,7 +343,7 @@ def unsupported_reason(case: EvalCase) -> str | None:
     turn that is only an attachment) belong to the conversations/seeds work; until then such a case
     is a framework fault, never a builder failure."""
     if not case.conversation:
-        return "the case has no user turn to send (replay seeds are not supported by the instance-ai builder yet)"
+        return "the case has no user turn to send"
     if not case.opening_prompt().strip():
         return "the opening turn is an editor hand-off with no text (attachments are not supported by the instance-ai builder yet)"
     return None
@@ -384,8 +387,16 @@ class InstanceAiBuilder(Builder):
         transcript_path = transcript_path_for(request, self.settings.run_dir)
         transcript = Transcript(transcript_path, builder=self.name, iteration=request.iteration, attempt=request.attempt,
                                 model=self.settings.model, lane=lane.lane.lane_id)
+        try:  # a replay seed is rebuilt from LangSmith into an inline seed + the trace's live turn
+            case = await materialize_replay(case)
+        except ReplayUnavailable as exc:
+            transcript.add("error", message=str(exc))
+            transcript.close()
+            return BuildResult(BuildStatus.failed, error=str(exc), framework_fault=True, transcript_path=transcript_path)
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
+        seeded_ids: set[str] = set()  # workflow ids the seed restore created (every attempt's)
+        compaction = CompactionCheck() if case.requires_memory_compaction else None
         turns = user_turns(case)
         unsupported = unsupported_reason(case)
         if unsupported is not None:
@@ -399,10 +410,14 @@ class InstanceAiBuilder(Builder):
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             total.attempts += 1
-            return await self._attempt(lane, user, turns, transcript, deadline, threads)
+            return await self._attempt(lane, user, turns, transcript, deadline, threads,
+                                       compaction=compaction)
 
         try:
             outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
+            if compaction is not None and outcome.thread_id and not outcome.timed_out:
+                total.not_judged_reason, total.judge_context = await compaction.check(
+                    InstanceAiChat(lane.owner), outcome.thread_id)
         finally:
             transcript.close()
             if not self.settings.keep_workflows:
@@ -430,6 +445,7 @@ class InstanceAiBuilder(Builder):
             total.status = BuildStatus.ok  # graded on its expectations (and the transcript)
         else:
             total.error = redact(self._failure_text(state))
+        total.leaked_workflows = foreign_workflow_reads(transcript.entries, state.workflow_ids, seeded_ids)
         return total
 
     @staticmethod
@@ -441,7 +457,8 @@ class InstanceAiBuilder(Builder):
         return "the agent finished without a successful build-workflow result"
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
-                       deadline: _Deadline, threads: list[str]) -> AttemptOutcome:
+                       deadline: _Deadline, threads: list[str], *,
+                       compaction: CompactionCheck | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
         state = RunState()
@@ -457,7 +474,9 @@ class InstanceAiBuilder(Builder):
         outcome = AttemptOutcome(state, thread_id=thread_id)
         try:
             await chat.create_thread(user.project_id, thread_id)
-            await chat.pin_credentials(thread_id, user.credential_ids)
+            await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
+            if compaction is not None:  # detects the memory route; sends the observer override if present
+                await compaction.prepare(chat, thread_id)
         except N8nTransportError:
             raise
         except N8nError as exc:

@@ -14,7 +14,7 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 
-from orchestrator.build.credentials import credential_bodies
+from orchestrator.build.credentials import plan_credentials
 from orchestrator.cases import CredentialSpec
 from orchestrator.lanes.model import Lane
 from orchestrator.deletion import delete_one
@@ -37,6 +37,8 @@ class BuildUser:
     mcp_key: str | None = field(repr=False)  # only for builders that build through MCP
     project_id: str
     credential_ids: list[str] = field(default_factory=list)
+    #: the declared credentials whose connection test resolves as passing (all but ``valid: false``)
+    credential_test_bypass: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -84,10 +86,13 @@ class BuildUserPool:
                 register_secret(key)
             project_id = await session.personal_project()
             user = BuildUser(invite.user_id, invite.email, session, key, project_id)
-            for body in credential_bodies((c.type, c.name) for c in credentials):
-                cid = await session.create_credential(body.name, body.type, body.data, project_id=project_id)
-                self.ledger.created("credential", cid, lane=self.lane.lane_id, type=body.type, user=invite.user_id)
+            for plan in plan_credentials(credentials):
+                cid = await session.create_credential(plan.name, plan.type, plan.data, project_id=project_id,
+                                                      description=plan.description)
+                self.ledger.created("credential", cid, lane=self.lane.lane_id, type=plan.type, user=invite.user_id)
                 user.credential_ids.append(cid)
+                if plan.valid:
+                    user.credential_test_bypass.append(cid)
         except BaseException:
             await session.aclose()
             await self._delete_user(invite.user_id)

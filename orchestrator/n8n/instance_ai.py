@@ -8,7 +8,8 @@ Endpoints read from n8n 2.41.1's dist (``modules/instance-ai/instance-ai.control
                                           the owner may open a thread in a member's personal project)
   DELETE /threads/:id                     → {ok: true}; also deletes the thread's sandbox
   GET  /threads/:id/status                → {hasActiveRun, isSuspended, backgroundTasks: […]}
-  POST /eval/thread-credential-allowlist  {threadId (uuid), credentialIds: [≤50]} → {ok: true}
+  POST /eval/thread-credential-allowlist  {threadId (uuid), credentialIds: [≤50], bypassCredentialTest?: [≤50]}
+                                          → {ok: true}
   POST /chat/:threadId {message, timeZone} → {runId}; 409 while a run is active
   POST /chat/:threadId/cancel             → {ok: true}
   POST /confirm/:requestId {kind, …}      → resolved; 404 when unknown (or already answered)
@@ -268,6 +269,8 @@ class InstanceAiChat:
     session: N8nSession
     time_zone: str = "UTC"
     _sent_at: dict[str, float] = field(default_factory=dict)
+    #: extra fields sent with every chat turn (e.g. a per-thread ``observerThresholdTokens`` override)
+    request_options: dict[str, Any] = field(default_factory=dict)
 
     async def create_thread(self, project_id: str, thread_id: str | None = None, source: str = "evals") -> str:
         thread_id = thread_id or str(uuid.uuid4())
@@ -285,13 +288,18 @@ class InstanceAiChat:
         data = await self.session.get(f"{BASE}/threads/{thread_id}/status")
         return data if isinstance(data, dict) else {}
 
-    async def pin_credentials(self, thread_id: str, credential_ids: list[str]) -> None:
-        body = {"threadId": thread_id, "credentialIds": list(credential_ids)}
+    async def pin_credentials(self, thread_id: str, credential_ids: list[str],
+                              bypass_test: list[str] | None = None) -> None:
+        """The thread sees exactly ``credential_ids``; those in ``bypass_test`` pass their connection
+        test without calling the service (``bypassCredentialTest``, ignored unless pinned too)."""
+        body: dict[str, Any] = {"threadId": thread_id, "credentialIds": list(credential_ids)}
+        if bypass_test:
+            body["bypassCredentialTest"] = [cid for cid in bypass_test if cid in credential_ids]
         await self.session._send("POST", f"{BASE}/eval/thread-credential-allowlist", body, safe=True)
 
     async def send(self, thread_id: str, message: str, *, busy_waits_s: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)) -> str:
         """Start a run; a 409 (the previous run is still winding down) is retried a few times."""
-        body = {"message": message, "timeZone": self.time_zone}
+        body = {**self.request_options, "message": message, "timeZone": self.time_zone}
         for wait in (*busy_waits_s, None):
             try:
                 data = await self.session._send("POST", f"{BASE}/chat/{thread_id}", body)

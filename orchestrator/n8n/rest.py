@@ -648,9 +648,13 @@ class N8nSession:
 
     # -- credentials -------------------------------------------------------------------------------
 
-    async def create_credential(self, name: str, type: str, data: dict[str, Any], project_id: str | None = None) -> str:
-        """Create once (not retried: a lost answer would orphan a duplicate)."""
+    async def create_credential(self, name: str, type: str, data: dict[str, Any], project_id: str | None = None,
+                                *, description: str | None = None) -> str:
+        """Create once (not retried: a lost answer would orphan a duplicate). ``description`` is
+        stored as credential metadata, outside the secret ``data`` (n8n ≥ 2.41's create DTO)."""
         body: dict[str, Any] = {"name": name, "type": type, "data": data}
+        if description is not None:
+            body["description"] = description
         if project_id:
             body["projectId"] = project_id
         created = await self._send("POST", "/rest/credentials", body)

@@ -18,6 +18,7 @@ from pathlib import Path
 from orchestrator.allocator import Outcome, WorkUnit
 from orchestrator.build.builder import Builder, BuildRequest, BuildResult
 from orchestrator.build.lane import BuildLane
+from orchestrator.build.leaks import leak_reason
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
 from orchestrator.errors import CleanupFailure
@@ -27,7 +28,13 @@ from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import Attribution, BuildRecord, BuildStatus, UnitResult
 from orchestrator.verify.judge import Judge
-from orchestrator.verify.verifier import Verification, not_built, verify_workflow
+from orchestrator.verify.verifier import (
+    Verification,
+    expectations_not_judged,
+    harness_fault,
+    not_built,
+    verify_workflow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +121,16 @@ class UnitRunner:
                           if lane_id in self.lanes else None, transcript_path=transcript_path),
         )
 
+    def _leak_record(self, unit: WorkUnit, lane_id: str, case: EvalCase, result: BuildResult) -> UnitResult:
+        """The agent read a workflow its build neither created nor seeded: every row fails as the
+        harness's fault, and the log names the workflow(s)."""
+        reason = leak_reason(result.leaked_workflows)
+        log.warning("%s: %s#%s: %s", lane_id, unit.case, unit.iteration, reason)
+        record = self._record(unit, lane_id, result.status, harness_fault(case, reason=reason),
+                              workflow_id=result.workflow_id, error=reason, transcript_path=result.transcript_path)
+        record.failure_category, record.attribution = "framework_issue", Attribution.framework_issue
+        return record
+
     def lane_failure_record(self, unit: WorkUnit, lane_id: str | None, reason: str) -> UnitResult:
         case = self.cases[unit.case].case
         v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
@@ -175,6 +192,8 @@ class UnitRunner:
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
+        if result.leaked_workflows and result.status != BuildStatus.timeout:  # a timeout still wins
+            return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
         if result.status == BuildStatus.ok and (result.workflow_id is not None or case.is_build_only):
             if result.workflow_id is not None:
@@ -182,7 +201,9 @@ class UnitRunner:
             t0 = time.monotonic()
             verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
                                                  timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path,
-                                                 narration=result.narration)
+                                                 narration=result.narration,
+                                                 not_judged_reason=result.not_judged_reason,
+                                                 ground_truth=result.judge_context)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
                                               transcript_path=result.transcript_path)
@@ -201,4 +222,6 @@ class UnitRunner:
         if result.retry_elsewhere and acc.attempts < self.settings.max_attempts:
             return Outcome.retry_elsewhere, reason
         v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
+        if result.not_judged_reason is not None:
+            v.expectations = expectations_not_judged(case, result.not_judged_reason)
         return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)

@@ -231,17 +231,23 @@ PROCESS_SYSTEM = (
 )
 
 
-def process_prompt(transcript_text: str, workflow: dict[str, Any] | None, expectations: list[str]) -> str:
+def _ground_truth(ground_truth: str | None) -> str:
+    """A block of facts the harness read from the lane (e.g. observational-memory rows)."""
+    return f"## Ground truth (read from the n8n instance, not said by the agent)\n{ground_truth}\n\n" if ground_truth else ""
+
+
+def process_prompt(transcript_text: str, workflow: dict[str, Any] | None, expectations: list[str],
+                   ground_truth: str | None = None) -> str:
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
     body = json.dumps(workflow, indent=1)[:30000] if workflow else "(no workflow built)"
     return (f"## Build conversation\n{transcript_text}\n\n## Final workflow JSON\n{body}\n\n"
-            f"## Expectations\n{listing}\n")
+            f"{_ground_truth(ground_truth)}## Expectations\n{listing}\n")
 
 
-def expectation_prompt(workflow: dict[str, Any] | None, expectations: list[str]) -> str:
+def expectation_prompt(workflow: dict[str, Any] | None, expectations: list[str], ground_truth: str | None = None) -> str:
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
     body = json.dumps(workflow, indent=1)[:60000] if workflow else "(no workflow built)"
-    return f"## Workflow JSON\n{body}\n\n## Expectations\n{listing}\n"
+    return f"## Workflow JSON\n{body}\n\n{_ground_truth(ground_truth)}## Expectations\n{listing}\n"
 
 
 def scenario_prompt(workflow: dict[str, Any], scenario: Any, execution: dict[str, Any]) -> str:

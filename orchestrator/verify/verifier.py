@@ -68,7 +68,8 @@ def _process_incomplete(case: EvalCase, reason: str = PROCESS_NOT_JUDGED) -> lis
 
 
 async def judge_process_expectations(case: EvalCase, transcript_path: Path | None, judge: Judge,
-                                     workflow: dict[str, Any] | None = None) -> list[ExpectationResult]:
+                                     workflow: dict[str, Any] | None = None,
+                                     ground_truth: str | None = None) -> list[ExpectationResult]:
     """The case's process expectations judged against the unit's transcript (any builder).
 
     No transcript, or one with no agent output: ``incomplete`` (nothing to grade). Usable for a
@@ -82,8 +83,8 @@ async def judge_process_expectations(case: EvalCase, transcript_path: Path | Non
     if not gradable(entries):
         return _process_incomplete(case, PROCESS_NO_OUTPUT)
     expectations = list(case.process_expectations)
-    verdicts = await judge.judge(PROCESS_SYSTEM, process_prompt(render_for_judge(entries), workflow, expectations),
-                                 len(expectations))
+    verdicts = await judge.judge(PROCESS_SYSTEM, process_prompt(render_for_judge(entries), workflow, expectations,
+                                                                ground_truth), len(expectations))
     return [ExpectationResult(kind="process", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
             for t, j in zip(expectations, verdicts)]
 
@@ -102,6 +103,28 @@ def not_built(case: EvalCase, *, reason: str, attribution: Attribution, category
                       for t in case.outcome_expectations]
     v.expectations += _process_incomplete(case)
     return v
+
+
+def harness_fault(case: EvalCase, *, reason: str) -> Verification:
+    """Every row of a unit the harness spoiled (a build-isolation leak): failed, charged to the
+    harness (``framework_issue``). Nothing is judged: the build saw what it must not see."""
+    v = Verification()
+    attribution = Attribution.framework_issue
+    v.scenarios = [ScenarioResult(name=s.name, verdict=Verdict.failed, failure_category="framework_issue",
+                                  attribution=attribution, reason=reason) for s in case.execution_scenarios]
+    v.expectations = [ExpectationResult(kind="outcome", text=t, verdict=Verdict.failed, attribution=attribution,
+                                        reason=reason) for t in case.outcome_expectations]
+    v.expectations += [ExpectationResult(kind="process", text=t, verdict=Verdict.failed, attribution=attribution,
+                                         reason=reason) for t in case.process_expectations]
+    return v
+
+
+def expectations_not_judged(case: EvalCase, reason: str) -> list[ExpectationResult]:
+    """Every expectation of the case ``incomplete`` (not judged, out of scoring) with ``reason``."""
+    outcome = [ExpectationResult(kind="outcome", text=t, verdict=Verdict.incomplete, reason=reason)
+               for t in case.outcome_expectations]
+    return outcome + [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=reason)
+                      for t in case.process_expectations]
 
 
 async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario, timeout_ms: int) -> ScenarioResult:
@@ -139,19 +162,26 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
 
 
 async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *, timeout_ms: int,
-                          transcript_path: Path | None = None, narration: str | None = None) -> Verification:
+                          transcript_path: Path | None = None, narration: str | None = None,
+                          not_judged_reason: str | None = None, ground_truth: str | None = None) -> Verification:
     """Verify what a build left. ``workflow_id`` None: a build-only case built no workflow (or only
     an Agent): its expectations are judged without one; scenarios (if any) cannot run. ``narration``
-    (the builder's account of what it did, :attr:`BuildResult.narration`) feeds the communication check."""
+    (the builder's account of what it did, :attr:`BuildResult.narration`) feeds the communication check.
+
+    ``not_judged_reason``: the case's premise did not hold (or could not be checked), so every
+    expectation is ``incomplete`` with that reason and none is judged. ``ground_truth``: facts read
+    from the lane that the expectation judges see as their own block (observational-memory rows)."""
     with usage_meter() as meter:
         v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms,
-                                   transcript_path=transcript_path, narration=narration)
+                                   transcript_path=transcript_path, narration=narration,
+                                   not_judged_reason=not_judged_reason, ground_truth=ground_truth)
     v.usage = meter.rows()
     return v
 
 
 async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *,
-                           timeout_ms: int, transcript_path: Path | None, narration: str | None) -> Verification:
+                           timeout_ms: int, transcript_path: Path | None, narration: str | None = None,
+                           not_judged_reason: str | None = None, ground_truth: str | None = None) -> Verification:
     v = Verification()
     workflow: dict[str, Any] | None = None
     if workflow_id is not None:
@@ -165,7 +195,7 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
     async def outcomes() -> list[ExpectationResult]:
         if not case.outcome_expectations:
             return []
-        prompt = expectation_prompt(workflow, case.outcome_expectations)
+        prompt = expectation_prompt(workflow, case.outcome_expectations, ground_truth)
         verdicts = await judge.judge(EXPECTATION_SYSTEM, prompt, len(case.outcome_expectations))
         out = [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
                for t, j in zip(case.outcome_expectations, verdicts)]
@@ -181,10 +211,16 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
         return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms)
 
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
-    outcome_task = asyncio.ensure_future(outcomes())
-    process_task = asyncio.ensure_future(judge_process_expectations(case, transcript_path, judge, workflow))
+    async def expectations() -> list[ExpectationResult]:
+        if not_judged_reason is not None:
+            return expectations_not_judged(case, not_judged_reason)
+        process = judge_process_expectations(case, transcript_path, judge, workflow, ground_truth)
+        found = await asyncio.gather(outcomes(), process)
+        return list(found[0]) + list(found[1])
+
+    expectation_task = asyncio.ensure_future(expectations())
     checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case, narration=narration), judge)) if workflow else None
     v.scenarios = list(await asyncio.gather(*(one_scenario(s) for s in case.execution_scenarios)))
-    v.expectations = list(await outcome_task) + list(await process_task)
+    v.expectations = await expectation_task
     v.structural = await checks if checks is not None else []
     return v

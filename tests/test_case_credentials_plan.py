@@ -1,0 +1,109 @@
+"""Declared credentials (issue 16, item 5): naming, description as metadata, ``valid: false``, and
+what a real n8n 2.41.1 lane stores and pins for them (the same lane also shows that 2.41.1 has no
+observational-memory route for ``requiresMemoryCompaction``)."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from pathlib import Path
+
+import pytest
+from _lanes import process_lane
+
+from orchestrator.build.compaction import NOT_CHECKABLE, CompactionCheck
+from orchestrator.build.credentials import (
+    INVALID_PLACEHOLDER,
+    PLACEHOLDER,
+    bypass_test_ids,
+    plan_credentials,
+)
+from orchestrator.build.users import BuildUserPool
+from orchestrator.cases import CredentialSpec
+from orchestrator.lanes.model import Lane
+from orchestrator.ledger import Ledger
+from orchestrator.n8n.instance_ai import InstanceAiChat
+from orchestrator.n8n.owner import OwnerCredentials
+from orchestrator.n8n.rest import N8nClient
+from orchestrator.redact import MASK, redact
+
+
+def spec(**kw) -> CredentialSpec:
+    return CredentialSpec.model_validate(kw)
+
+
+def test_names_descriptions_and_validity_are_planned() -> None:
+    plan = plan_credentials([
+        spec(type="slackApi"),
+        spec(type="slackApi", description="  The team workspace  "),
+        spec(type="slackApi", name="Ops", valid=False),
+        spec(type="notionApi", description="   "),
+    ], env={})
+    assert [p.name for p in plan] == ["[eval] Slack", "[eval] Slack #2", "Ops", "[eval] Notion"]
+    assert [p.description for p in plan] == [None, "The team workspace", None, None]  # trimmed; blank → None
+    assert [p.valid for p in plan] == [True, True, False, True]
+    assert plan[0].data == {"accessToken": PLACEHOLDER}
+    assert plan[2].data == {"accessToken": INVALID_PLACEHOLDER}
+    # the description is metadata next to the secret data, never inside it
+    body = plan[1].request_body("proj-1")
+    assert body == {"name": "[eval] Slack #2", "type": "slackApi", "data": {"accessToken": PLACEHOLDER},
+                    "description": "The team workspace", "projectId": "proj-1"}
+    assert "description" not in plan[0].request_body()
+    assert bypass_test_ids(plan, ["a", "b", "c", "d"]) == ["a", "b", "d"]
+
+
+def test_live_token_is_a_secret_and_never_used_for_an_invalid_credential() -> None:
+    live = "xoxb-live-" + secrets.token_hex(8)
+    env = {"EVAL_SLACK_ACCESS_TOKEN": live}
+    valid, invalid = plan_credentials([spec(type="slackApi"), spec(type="slackApi", valid=False)], env=env)
+    assert valid.data == {"accessToken": live}
+    assert redact(f"sent {live}") == f"sent {MASK}"
+    assert live not in repr(valid)  # the secret data stays out of reprs (logs)
+    assert invalid.data == {"accessToken": INVALID_PLACEHOLDER}
+
+
+def test_description_longer_than_n8n_allows_is_refused_at_load() -> None:
+    with pytest.raises(ValueError, match="512"):
+        spec(type="slackApi", description="x" * 513)
+
+
+@pytest.mark.n8n
+async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(tmp_path: Path) -> None:
+    owner = OwnerCredentials("owner@plan-test.invalid", "Own3r-" + secrets.token_urlsafe(12))
+    others = {
+        "admin": OwnerCredentials("admin@plan-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
+        "chat": OwnerCredentials("chat@plan-test.invalid", "Ch4t-" + secrets.token_urlsafe(12)),
+    }
+    declared = [spec(type="slackApi", description="Team workspace, posts to #ops"),
+                spec(type="slackApi", valid=False), spec(type="githubApi", name="Work GitHub")]
+    with process_lane() as started:
+        async with N8nClient(started.base_url) as client:
+            await client.e2e_reset(owner, **others)
+            admin = await client.login(owner.email, owner.password)
+            lane = Lane("plan-0", 0, started.base_url, "process", "plan-test")
+            pool = BuildUserPool(lane, admin, client, Ledger(tmp_path))
+            user = await pool.acquire(declared, mcp_key=False)
+            try:
+                listed = {c["id"]: c for c in await user.session.list_credentials()}
+                assert set(listed) == set(user.credential_ids)
+                rows = [listed[cid] for cid in user.credential_ids]
+                assert [(r["type"], r["name"]) for r in rows] == [
+                    ("slackApi", "[eval] Slack"), ("slackApi", "[eval] Slack #2"), ("githubApi", "Work GitHub")]
+                assert [r.get("description") for r in rows] == ["Team workspace, posts to #ops", None, None]
+                stored = await user.session.get(f"/rest/credentials/{rows[0]['id']}", params={"includeData": "true"})
+                assert "description" not in stored["data"] and stored["description"] == "Team workspace, posts to #ops"
+                # the valid: false one is pinned but not bypassed; 2.41.1 accepts the field
+                assert user.credential_test_bypass == [user.credential_ids[0], user.credential_ids[2]]
+                chat = InstanceAiChat(admin)
+                thread_id = str(uuid.uuid4())
+                await chat.create_thread(user.project_id, thread_id)
+                await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
+                # requiresMemoryCompaction on 2.41.1: no memory route, so no override and no premise
+                check = CompactionCheck()
+                await check.prepare(chat, thread_id)
+                assert check.supported is False and chat.request_options == {}
+                assert await check.check(chat, thread_id) == (NOT_CHECKABLE, None)
+                await chat.delete_thread(thread_id)
+            finally:
+                assert await pool.release(user) == []
+            assert [c for c in await admin.list_credentials() if c["id"] in set(user.credential_ids)] == []
