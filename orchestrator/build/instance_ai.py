@@ -41,6 +41,7 @@ from orchestrator.build.builder import (
     register_builder,
 )
 from orchestrator.build.lane import BuildLane
+from orchestrator.build import seeds
 from orchestrator.outage import (
     OUTAGE_ERROR_TYPES,
     OutageInfo,
@@ -313,6 +314,9 @@ class AttemptOutcome:
     timed_out: bool = False
     error: str | None = None
     thread_id: str | None = None
+    #: What this attempt restored from the case's inline seed (``seed.workflow_ids``: the lane ids of
+    #: the seeded workflows — the build's own, not a leak).
+    seed: seeds.SeedRestore | None = None
 
     @property
     def outage(self) -> OutageInfo | None:
@@ -341,8 +345,8 @@ def unsupported_reason(case: EvalCase) -> str | None:
     is a framework fault, never a builder failure."""
     if not case.conversation:
         return "the case has no user turn to send (replay seeds are not supported by the instance-ai builder yet)"
-    if not case.opening_prompt().strip():
-        return "the opening turn is an editor hand-off with no text (attachments are not supported by the instance-ai builder yet)"
+    if not case.opening_prompt().strip() and case.opening_attachment is None:
+        return "the opening turn has neither text nor an attachment"
     return None
 
 
@@ -399,7 +403,7 @@ class InstanceAiBuilder(Builder):
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             total.attempts += 1
-            return await self._attempt(lane, user, turns, transcript, deadline, threads)
+            return await self._attempt(lane, user, turns, transcript, deadline, threads, case=case)
 
         try:
             outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
@@ -440,7 +444,7 @@ class InstanceAiBuilder(Builder):
         return "the agent finished without a successful build-workflow result"
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
-                       deadline: _Deadline, threads: list[str]) -> AttemptOutcome:
+                       deadline: _Deadline, threads: list[str], *, case: EvalCase | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
         state = RunState()
@@ -462,6 +466,11 @@ class InstanceAiBuilder(Builder):
         except N8nError as exc:
             outcome.error = f"could not open the build thread: {exc}"
             return outcome
+        if case is not None and case.inline_seed is not None:  # seeds: restore right after the pin
+            outcome.seed, outcome.error = await self._restore_seed(lane, user, thread_id, case, transcript)
+            if outcome.error is not None:
+                return outcome
+        attachments, context = seeds.opening_attachment(case, outcome.seed, user.project_id) if case else (None, None)
         stream = chat.open_events(thread_id)
         await stream.open(timeout_s=max(1.0, min(30.0, deadline.left())))
         try:
@@ -469,8 +478,11 @@ class InstanceAiBuilder(Builder):
                 if deadline.left() <= 0:
                     raise BuildTimedOut
                 transcript.user(text, number)
+                if number == 0 and (attachments or context):
+                    transcript.add("attach", attachments=attachments, context=context)
                 try:
-                    run_id = await chat.send(thread_id, text)
+                    run_id = await chat.send(thread_id, text, attachments=attachments if number == 0 else None,
+                                             context=context if number == 0 else None)
                 except N8nTransportError:
                     raise
                 except N8nHTTPError as exc:
@@ -488,6 +500,24 @@ class InstanceAiBuilder(Builder):
         finally:
             await stream.aclose()
         return outcome
+
+    async def _restore_seed(self, lane: BuildLane, user: BuildUser, thread_id: str, case: EvalCase,
+                            transcript: Transcript) -> tuple[seeds.SeedRestore | None, str | None]:
+        """Restore the case's inline seed into the thread (orchestrator.build.seeds); a failure is the
+        harness's (the unit is a framework fault: a seeded case cannot run unseeded)."""
+        assert case.inline_seed is not None
+        try:
+            plan = seeds.plan_restore(case.inline_seed)
+            restored = await seeds.restore(lane.owner, user.project_id, thread_id, plan, lane.ledger,
+                                           lane=lane.lane.lane_id, user=user.user_id)
+        except N8nTransportError:
+            raise
+        except (N8nError, seeds.SeedUnsupported, seeds.SeedRestoreFailed) as exc:
+            error = seeds.restore_error(exc)
+            transcript.add("error", message=error)
+            return None, error
+        seeds.seeded_transcript(transcript, plan)
+        return restored, None
 
     async def _credentials_by_type(self, user: BuildUser) -> dict[str, list[str]]:
         if not user.credential_ids:
