@@ -86,8 +86,9 @@ def test_a_custom_message_is_stored_as_authored_with_its_payload_as_data() -> No
     plan = seeds.plan_restore(_seed(messages=[_envelope(1, "2025-03-02T10:00:00Z"), custom]), nonce="0a1b2c3d",
                               now=NOW, new_id=_ids())
     stored = plan.messages[1]
-    assert stored["type"] == "custom" and "role" not in stored
-    assert stored["content"] == stored["data"] == {"kind": "workflow-saved", "note": "x"}
+    assert stored["type"] == "custom" and "role" not in stored and "content" not in stored
+    assert stored["data"] == {"kind": "workflow-saved", "note": "x"}
+    assert stored["id"] != "vatmsg-0003" and stored["createdAt"] == "2025-03-02T10:01:31Z"
 
 
 # ------------------------------------------------------------------------------------------------

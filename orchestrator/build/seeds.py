@@ -10,8 +10,8 @@ Two halves:
     stamps do not ascend or one sits in the future (checked again here against ``now``). Each
     message gets a fresh id per restore (n8n stores messages under a global primary key and
     *upserts* on it, so two restores of one case would otherwise steal each other's rows). A
-    ``custom`` message is stored as authored; 2.41.1 reads a custom message's payload from ``data``,
-    so an authored object ``content`` is also given as ``data``;
+    ``custom`` message is stored as authored, its payload moved from ``content`` to ``data`` (where
+    2.41.1 reads it; a non-list ``content`` there fails the agent's run);
   - **workflows** get fresh ids and the per-restore unique name ``<name> [seed <8 hex>]``; node
     credentials are stripped; every old id is remapped through the whole history (message content,
     tool-call args and outputs — a seeded ``build-workflow`` call's ``output.workflowId`` included —,
@@ -172,8 +172,11 @@ def message_envelopes(seed: InlineSeed, nonce: str, now: datetime) -> list[dict[
         body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
         body["id"] = str(uuid.uuid5(_MESSAGE_NS, f"{nonce}:{message.id}"))
         body["createdAt"] = _stamp(stamp)
-        if message.type == "custom" and "data" not in body and isinstance(body.get("content"), dict):
-            body["data"] = body["content"]
+        if message.type == "custom" and "content" in body:
+            # 2.41.1 stores a custom message's payload under ``data`` and skips a message without
+            # ``content`` when it walks content blocks (an object there fails the run)
+            content = body.pop("content")
+            body.setdefault("data", content if isinstance(content, dict) else {"content": content})
         out.append(body)
     return out
 
