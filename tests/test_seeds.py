@@ -267,3 +267,55 @@ def test_seeded_turns_join_the_transcript_as_prior_context() -> None:
     text = render_for_judge(transcript.entries)
     assert text.splitlines() == ["[seeded prior context, user] digests at 9am",
                                  "[seeded prior context, assistant] Noted.", "[user, turn 0] go"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the scripted agent's seeded behaviours (orchestrator.scripted.instance_ai)
+
+
+def _agent_request(text: str, calls: list[tuple[str, dict, dict]] = ()) -> dict:  # type: ignore[assignment]
+    messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+    for n, (tool, args, result) in enumerate(calls):
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{n}", "name": tool, "input": args}]})
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{n}",
+                                                      "content": json.dumps(result)}]})
+    tools = [{"name": n} for n in ("build-workflow", "workflows", "executions", "workspace_write_file")]
+    return {"messages": messages, "tools": tools}
+
+
+def _artifacts(items: list[dict]) -> str:
+    return "<thread-artifacts>\n" + json.dumps(items) + "\n\nThe user opened this conversation from the editor\n</thread-artifacts>"
+
+
+def _first_tool(action) -> tuple[str, dict]:
+    block = next(b for b in action.blocks if hasattr(b, "name"))
+    return block.name, block.input
+
+
+def test_the_scripted_agent_lists_a_named_folder_one_level_deep() -> None:
+    from orchestrator.scripted import instance_ai as ia
+
+    script = ia.instance_ai_agent(load_skill=False)
+    text = "Which workflows are in my Quarterly Ops folder? Only the ones directly inside it."
+    assert _first_tool(script(_agent_request(text))) == (
+        "workflows", {"action": "list", "folderPath": "Quarterly Ops", "recursive": False})
+    done = script(_agent_request(text, [("workflows", {"action": "list", "folderPath": "Quarterly Ops"},
+                                         {"workflows": [{"id": "w1", "name": "Vendor Invoice Intake [seed 0a1b2c3d]"}]})]))
+    assert "Vendor Invoice Intake [seed 0a1b2c3d]" in done.blocks[0].text
+
+
+def test_the_scripted_agent_runs_an_attached_workflow_and_edits_one_in_place() -> None:
+    from orchestrator.scripted import instance_ai as ia
+
+    script = ia.instance_ai_agent(load_skill=False)
+    attached = _artifacts([{"type": "workflow", "id": "NEWID00000000001", "name": "Quotes [seed 0a1b2c3d]"}])
+    run = script(_agent_request(attached + "\nRun a test execution of this workflow and tell me how it went."))
+    assert _first_tool(run) == ("executions", {"action": "run", "workflowId": "NEWID00000000001"})
+    fix = "\nThis fails every time I run it. Please fix it."
+    write = script(_agent_request(attached + fix))
+    assert _first_tool(write)[0] == "workspace_write_file"
+    build = script(_agent_request(attached + fix, [("workspace_write_file", _first_tool(write)[1], {"success": True})]))
+    name, args = _first_tool(build)
+    assert name == "build-workflow" and args["workflowId"] == "NEWID00000000001" and args["name"] == "Quotes [seed 0a1b2c3d]"
+    silent = script(_agent_request(attached))
+    assert "What would you like me to change" in silent.blocks[0].text

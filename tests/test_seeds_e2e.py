@@ -100,6 +100,9 @@ def _case() -> EvalCase:
     body = json.loads((CASES / "seeded-repair-vat-code-attach.json").read_text())
     body["seed"]["folders"] = [{"id": "seedsE2eRoot01", "name": FOLDER}]
     body["seed"]["workflows"][0]["parentFolderId"] = "seedsE2eRoot01"
+    body["seed"]["dataTables"] = [{"id": "seedsE2eRates01", "name": "VAT Rates", "columns": [{"name": "country", "type": "string"}],
+                                   "rows": [{"country": "Narnia-Secret-Row"}]}]
+    body["seed"]["messages"][1]["content"][0]["text"] += " Rates live in table seedsE2eRates01 (first row: Narnia-Secret-Row)."
     return EvalCase.model_validate(body)
 
 
@@ -133,6 +136,8 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
                 seen["messages"] = await InstanceAiChat(ctx.owner).messages(thread)
                 seen["workflows"] = await _seeded_names(ctx.owner)
                 seen["folders"] = [f["name"] for f in await seeds.list_root_folders(ctx.owner, user.project_id)]
+                tables = await ctx.owner.get(f"/rest/projects/{user.project_id}/data-tables")
+                seen["tables"] = tables.get("data") if isinstance(tables, dict) else tables
             except Exception as exc:  # the build must not stay gated
                 seen["error"] = repr(exc)
             finally:
@@ -158,6 +163,10 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
     (name,) = seen["workflows"]
     assert name.startswith("Invoice VAT [seed ") and name != "Invoice VAT [seed 00000000]"
     assert seen["folders"] == [FOLDER]
+    (table,) = seen["tables"]  # schema only, under its own [seed …] name, its n8n id remapped into the history
+    assert seeds.base_name(table["name"]) == "VAT Rates" and [c["name"] for c in table["columns"]] == ["country"]
+    assert table["id"] in messages and "seedsE2eRates01" not in messages
+    assert "Narnia-Secret-Row" not in messages and seeds.REDACTED in messages
 
     # the attached workflow reached the chat under its remapped id, and the agent edited it in place
     first = GATE.agent_requests[0]
