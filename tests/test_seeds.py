@@ -319,3 +319,12 @@ def test_the_scripted_agent_runs_an_attached_workflow_and_edits_one_in_place() -
     assert name == "build-workflow" and args["workflowId"] == "NEWID00000000001" and args["name"] == "Quotes [seed 0a1b2c3d]"
     silent = script(_agent_request(attached))
     assert "What would you like me to change" in silent.blocks[0].text
+
+
+def test_cleanup_addresses_folders_tables_and_agents_through_their_project() -> None:
+    session = object()
+    folder = seeds.deleter_for(session, "folder", {"project": "p1"})  # type: ignore[arg-type]
+    assert isinstance(folder, seeds.SeedDeleter) and folder.project_id == "p1"
+    assert isinstance(seeds.deleter_for(session, "agent", {"project": "p2"}), seeds.SeedDeleter)  # type: ignore[arg-type]
+    assert seeds.deleter_for(session, "workflow", {"project": "p1"}) is session  # type: ignore[arg-type]
+    assert seeds.deleter_for(session, "folder", {}) is session  # type: ignore[arg-type]

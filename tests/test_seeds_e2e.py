@@ -125,6 +125,10 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
         try:
             # a leftover of an earlier, crashed run: same base name, a seed suffix → evicted
             await ctx.owner.create_workflow({"name": "Invoice VAT [seed 00000000]", "nodes": [], "connections": {}})
+            mine = await ctx.owner.personal_project()  # … and a same-named root folder holding a workflow
+            stale_folder = await ctx.owner._send("POST", f"/rest/projects/{mine}/folders", {"name": FOLDER})
+            await ctx.owner.create_workflow({"name": "Inside the stale folder", "nodes": [], "connections": {},
+                                             "parentFolderId": stale_folder["id"], "projectId": mine})
             build = asyncio.create_task(builder.build(BuildRequest(case, 0, 0, 240_000, tmp_path / "t.jsonl"), ctx, user))
             for _ in range(1200):
                 if GATE.reached.is_set() or build.done():
@@ -136,6 +140,8 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
                 seen["messages"] = await InstanceAiChat(ctx.owner).messages(thread)
                 seen["workflows"] = await _seeded_names(ctx.owner)
                 seen["folders"] = [f["name"] for f in await seeds.list_root_folders(ctx.owner, user.project_id)]
+                seen["owner_folders"] = [f["name"] for f in await seeds.list_root_folders(ctx.owner, mine)]
+                seen["all_names"] = [w.get("name") for w in await ctx.owner.list_workflows()]
                 tables = await ctx.owner.get(f"/rest/projects/{user.project_id}/data-tables")
                 seen["tables"] = tables.get("data") if isinstance(tables, dict) else tables
             except Exception as exc:  # the build must not stay gated
@@ -163,6 +169,7 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
     (name,) = seen["workflows"]
     assert name.startswith("Invoice VAT [seed ") and name != "Invoice VAT [seed 00000000]"
     assert seen["folders"] == [FOLDER]
+    assert seen["owner_folders"] == [] and "Inside the stale folder" not in seen["all_names"]  # evicted with its contents
     (table,) = seen["tables"]  # schema only, under its own [seed …] name, its n8n id remapped into the history
     assert seeds.base_name(table["name"]) == "VAT Rates" and [c["name"] for c in table["columns"]] == ["country"]
     assert table["id"] in messages and "seedsE2eRates01" not in messages
@@ -185,3 +192,31 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
     assert seen["failures"] == []
     assert seen["after_workflows"] == []
     assert seen["open"] == []
+
+
+def test_a_seed_this_n8n_cannot_restore_fails_the_build_as_the_harness_s_fault(seed_lane, model, tmp_path: Path) -> None:
+    lane, ledger, _ = seed_lane
+    case = EvalCase.model_validate({
+        "conversation": [{"role": "user", "text": "List my Ops project's workflows."}], "complexity": "simple",
+        "tags": ["seeded"], "outcomeExpectations": ["x"],
+        "seed": {"mode": "inline", "projects": [{"id": "projOpsSeed01", "name": "Ops"}]},
+    })
+
+    async def scenario():
+        ctx = await BuildLane.open(lane, ledger)
+        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+                                   claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
+                                   base_url=model.base_url, max_retries=0)
+        user = await ctx.users.acquire([], mcp_key=False)
+        try:
+            return await get_builder("instance-ai")(settings, None).build(
+                BuildRequest(case, 0, 0, 60_000, tmp_path / "p.jsonl"), ctx, user)
+        finally:
+            assert await ctx.users.release(user) == []
+            await ctx.close()
+
+    requests_before = len(GATE.agent_requests)
+    result = asyncio.run(scenario())
+    assert result.status == BuildStatus.failed and result.framework_fault
+    assert "seed restore failed" in (result.error or "") and "projects" in (result.error or "")
+    assert len(GATE.agent_requests) == requests_before  # nothing was sent to the agent

@@ -399,6 +399,18 @@ class SeedDeleter:
         return await self.session.delete_thread(thread_id)
 
 
+PROJECT_SCOPED = frozenset({ResourceKind.folder.value, ResourceKind.data_table.value, ResourceKind.agent.value})
+
+
+def deleter_for(session: N8nSession, kind: str, meta: dict[str, Any]) -> Any:
+    """The deleter for one ledger entry: folders, data tables and agents are addressed through
+    their project (``meta["project"]``); everything else through the session itself."""
+    project = meta.get("project")
+    if kind in PROJECT_SCOPED and isinstance(project, str) and project:
+        return SeedDeleter(session, project)
+    return session
+
+
 async def list_root_folders(session: N8nSession, project_id: str) -> list[dict[str, Any]]:
     params = {"filter": json.dumps({"parentFolderId": "0"}), "take": 500}
     data = await session.get(f"/rest/projects/{project_id}/folders", params=params)
@@ -407,9 +419,10 @@ async def list_root_folders(session: N8nSession, project_id: str) -> list[dict[s
 
 
 async def evict_leftovers(owner: N8nSession, project_id: str, plan: RestorePlan, ledger: Ledger, lane: str) -> list[str]:
-    """Delete leftovers of earlier runs: seed-suffixed workflows with a seeded base name (anywhere on
-    the lane) and same-named root folders in the thread's project (with their contents). What this
-    run has open in its ledger (a sibling iteration's live seed) is never touched."""
+    """Delete leftovers of earlier runs: seed-suffixed workflows with a seeded base name and root
+    folders named like a seeded root folder (with their contents), anywhere on the lane — every
+    build has its own project, so a crashed run's leftovers sit in another one. What this run has
+    open in its ledger (a sibling iteration's live seed) is never touched."""
     keep = {e.id for e in ledger.open_entries() if e.lane == lane}
     evicted: list[str] = []
     if plan.base_names:
@@ -418,14 +431,27 @@ async def evict_leftovers(owner: N8nSession, project_id: str, plan: RestorePlan,
             if await owner.delete_workflow(wf):
                 evicted.append(f"workflow {wf}")
     if plan.root_folder_names:
-        deleter = SeedDeleter(owner, project_id)
-        for folder in leftover_root_folders(await list_root_folders(owner, project_id), plan.root_folder_names, keep):
-            await _delete_folder_contents(owner, project_id, folder)
-            if await deleter.delete_folder(folder):
-                evicted.append(f"folder {folder}")
+        for project in await _projects(owner, project_id):
+            deleter = SeedDeleter(owner, project)
+            for folder in leftover_root_folders(await list_root_folders(owner, project), plan.root_folder_names, keep):
+                await _delete_folder_contents(owner, project, folder)
+                if await deleter.delete_folder(folder):
+                    evicted.append(f"folder {folder}")
     for item in evicted:
         log.info("%s: evicted seed leftover %s", lane, item)
     return evicted
+
+
+async def _projects(owner: N8nSession, project_id: str) -> list[str]:
+    """Every project on the lane (the owner sees all; each build has its own member's project, so a
+    crashed run's folder lives in another one), the thread's first."""
+    try:
+        data = await owner.get("/rest/projects")
+    except N8nError:
+        return [project_id]
+    rows = data.get("data") if isinstance(data, dict) else data
+    others = [str(r["id"]) for r in rows or [] if isinstance(r, dict) and r.get("id") and str(r["id"]) != project_id]
+    return [project_id, *others]
 
 
 async def _delete_folder_contents(owner: N8nSession, project_id: str, folder_id: str) -> None:
