@@ -15,7 +15,7 @@ from _process_lanes import leftovers
 from _tools import require
 
 from orchestrator.build import seeds
-from orchestrator.build.builder import BuilderSettings, BuildRequest, get_builder
+from orchestrator.build.builder import BuilderSettings, BuildEvents, BuildRequest, get_builder
 from orchestrator.build.lane import BuildLane
 from orchestrator.cases import EvalCase
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
@@ -26,7 +26,7 @@ from orchestrator.ledger import Ledger
 from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.results.model import BuildStatus
 from orchestrator.scripted import instance_ai as ia
-from orchestrator.scripted.replies import Action
+from orchestrator.scripted.replies import Action, HttpError
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import read_transcript
@@ -45,9 +45,16 @@ class Gate:
         self.reached = threading.Event()
         self.release = threading.Event()
         self.agent_requests: list[dict[str, Any]] = []
+        self.storm = threading.Event()  # set: every agent call is a 529 (a provider outage)
+
+    def reset(self) -> None:
+        self.reached.clear()
+        self.release.clear()
 
     def __call__(self, request: dict[str, Any]) -> Action:
         if ia.is_instance_ai_agent(request):
+            if self.storm.is_set():
+                return HttpError(529)
             self.agent_requests.append(request)
             if not self.reached.is_set():
                 self.reached.set()
@@ -220,3 +227,46 @@ def test_a_seed_this_n8n_cannot_restore_fails_the_build_as_the_harness_s_fault(s
     assert result.status == BuildStatus.failed and result.framework_fault
     assert "seed restore failed" in (result.error or "") and "projects" in (result.error or "")
     assert len(GATE.agent_requests) == requests_before  # nothing was sent to the agent
+
+
+def test_an_outage_retry_restores_the_seed_afresh_without_a_second_copy(seed_lane, model, tmp_path: Path) -> None:
+    """The first attempt's thread got the seed, then the provider failed: the retry's fresh thread
+    gets its own restore, and the first attempt's copies are gone before it (one "[seed …]" workflow,
+    one folder for the agent to find)."""
+    lane, ledger, _ = seed_lane
+    case = _case()
+    GATE.reset()
+    GATE.storm.set()
+
+    async def scenario() -> dict[str, Any]:
+        ctx = await BuildLane.open(lane, ledger)
+        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+                                   claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
+                                   base_url=model.base_url, max_retries=0)
+        builder = get_builder("instance-ai")(settings, BuildEvents(on_outage_retry=GATE.storm.clear))
+        user = await ctx.users.acquire([], mcp_key=False)
+        seen: dict[str, Any] = {}
+        try:
+            build = asyncio.create_task(builder.build(BuildRequest(case, 0, 0, 240_000, tmp_path / "r.jsonl"), ctx, user))
+            for _ in range(1800):
+                if GATE.reached.is_set() or build.done():
+                    break
+                await asyncio.sleep(0.1)
+            try:
+                seen["workflows"] = await _seeded_names(ctx.owner)
+                seen["folders"] = [f["name"] for f in await seeds.list_root_folders(ctx.owner, user.project_id)]
+            finally:
+                GATE.release.set()
+            seen["result"] = await build
+        finally:
+            seen["failures"] = await ctx.users.release(user)
+            seen["after"] = await _seeded_names(ctx.owner)
+            seen["failures"] += await ctx.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    result = seen["result"]
+    assert GATE.reached.is_set(), result
+    assert result.status == BuildStatus.ok and result.attempts == 2, result.error
+    assert len(seen["workflows"]) == 1 and seen["folders"] == [FOLDER], seen
+    assert seen["failures"] == [] and seen["after"] == []

@@ -54,7 +54,8 @@ from orchestrator.deletion import delete_one, in_delete_order
 from orchestrator.errors import CleanupFailure, ResourceKind
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError, N8nHTTPError
-from orchestrator.n8n.rest import N8nSession
+from orchestrator.n8n.instance_ai import InstanceAiChat
+from orchestrator.n8n.rest import EVAL_SCENARIO_HINTS_MAX, N8nSession
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,10 @@ _MESSAGE_NS = uuid.UUID("6f1d0c52-3b7e-4d8a-9a43-5e0c2f9b7d11")
 
 class SeedUnsupported(Exception):
     """The seed asks for something n8n 2.41.1 cannot restore (the unit is a framework fault)."""
+
+
+class SeedRestoreFailed(Exception):
+    """The restore answered, but not with what the seed needs (the unit is a framework fault)."""
 
 
 def new_artifact_id() -> str:
@@ -472,9 +477,12 @@ async def restore(owner: N8nSession, project_id: str, thread_id: str, plan: Rest
     """Evict leftovers, restore the seed into the thread, run its prior runs. Everything is in the
     ledger before it is used (ids chosen here before the request; ids n8n chose as soon as known).
     Raises :class:`N8nError` / :class:`SeedRestoreFailed` when the restore cannot be done."""
-    from orchestrator.n8n.instance_ai import InstanceAiChat  # noqa: PLC0415 (n8n layer, late to keep imports light)
-
     result = SeedRestore(plan, thread_id)
+    # an earlier attempt of this build (a provider-outage retry) restored into its own thread: its
+    # copies go first, or the agent would find two "X [seed …]" workflows
+    failures = await cleanup(ledger, owner, project_id, lane=lane, user=user)
+    if failures:
+        raise SeedRestoreFailed(f"an earlier attempt's seed could not be removed: {failures[0]}")
     result.evicted = await evict_leftovers(owner, project_id, plan, ledger, lane)
     chat = InstanceAiChat(owner)
     meta = {"user": user, "project": project_id, "seed": plan.nonce}
@@ -498,17 +506,18 @@ async def restore(owner: N8nSession, project_id: str, thread_id: str, plan: Rest
     result.workflow_ids = set(plan.workflow_ids.values())
     result.agent_ids = {str(a) for a in answer.get("agentIds") or []}
     result.restored_messages = int(answer.get("restored") or 0)
+    declared = {new: old for old, new in plan.workflow_ids.items()}
     for wf, hints in plan.prior_runs:
-        run = await owner.execute_with_llm_mock(wf, scenario_hints=hints or None, timeout_ms=PRIOR_RUN_TIMEOUT_MS)
+        # sequential, in declared order, 120 s each; a failing run is the point (logged, never fatal),
+        # a run that leaves no execution record is the harness's failure
+        run = await owner.execute_with_llm_mock(wf, scenario_hints=hints[:EVAL_SCENARIO_HINTS_MAX] or None,
+                                                timeout_ms=PRIOR_RUN_TIMEOUT_MS)
         if await owner.get_execution(run.execution_id) is None:
-            raise SeedRestoreFailed(f"prior run of seeded workflow {wf} left no execution record")
-        log.info("%s: prior run of %s: %s", lane, wf, "succeeded" if run.success else "failed (" + "; ".join(run.errors)[:200] + ")")
+            raise SeedRestoreFailed(f"prior run of seeded workflow {declared[wf]} left no execution record")
+        outcome = "succeeded" if run.success else "failed (" + "; ".join(run.errors)[:200] + ")"
+        log.info("%s: prior run of seeded workflow %s (%s): %s", lane, declared[wf], wf, outcome)
         result.prior_run_executions.append(run.execution_id)
     return result
-
-
-class SeedRestoreFailed(Exception):
-    pass
 
 
 def restore_error(exc: BaseException) -> str:
