@@ -340,9 +340,9 @@ def user_turns(case: EvalCase) -> list[str]:
 def unsupported_reason(case: EvalCase) -> str | None:
     """Why this builder cannot drive the case yet (a harness limit, not the agent's), or None.
 
-    Seeds (restored history and workflows, ``/eval/restore-thread``) and editor hand-offs (an opening
-    turn that is only an attachment) belong to the conversations/seeds work; until then such a case
-    is a framework fault, never a builder failure."""
+    Inline seeds are restored (:mod:`orchestrator.build.seeds`) and an opening turn that is only an
+    attachment is sent as the editor's hand-off; a case the builder cannot drive is a framework
+    fault, never a builder failure."""
     if not case.conversation:
         return "the case has no user turn to send (replay seeds are not supported by the instance-ai builder yet)"
     if not case.opening_prompt().strip() and case.opening_attachment is None:
