@@ -328,3 +328,11 @@ def test_cleanup_addresses_folders_tables_and_agents_through_their_project() -> 
     assert isinstance(seeds.deleter_for(session, "agent", {"project": "p2"}), seeds.SeedDeleter)  # type: ignore[arg-type]
     assert seeds.deleter_for(session, "workflow", {"project": "p1"}) is session  # type: ignore[arg-type]
     assert seeds.deleter_for(session, "folder", {}) is session  # type: ignore[arg-type]
+
+
+def test_a_build_request_naming_a_folder_is_still_built() -> None:
+    from orchestrator.scripted import instance_ai as ia
+
+    script = ia.instance_ai_agent(load_skill=False)
+    action = script(_agent_request("Build a workflow that uploads the daily report to the Reports folder."))
+    assert _first_tool(action)[0] == "workspace_write_file"

@@ -318,7 +318,8 @@ def seeded_action(request: dict[str, Any], turn_text: str, this_turn: list, offe
     prompt = clean_prompt(turn_text)
     attached = attached_resources(turn_text)
     workflow = next((a for a in attached if a.get("type") == "workflow" and a.get("id")), None)
-    folder = named_folder(prompt)
+    asks = "?" in prompt or bool(re.match(r"\s*(which|what|list|show)\b", prompt, re.I))
+    folder = named_folder(prompt) if asks else None  # "upload to the Reports folder" is a build request
     if folder and WORKFLOWS_TOOL in offered:
         done = _last(this_turn, WORKFLOWS_TOOL, action="list")
         if done is None:
@@ -342,7 +343,8 @@ def seeded_action(request: dict[str, Any], turn_text: str, this_turn: list, offe
             status = result.get("status") or ("success" if result.get("success") else "unknown")
             return text_reply(f'I ran "{wf_name}" (execution {result.get("executionId", "?")}): status {status}.')
         return _edit_seeded(request, prompt, this_turn, offered, wf_id, wf_name)
-    if EXECUTIONS_TOOL in offered and WORKFLOWS_TOOL in offered and re.search(r"\b(last run|broke|went wrong|failed)\b", prompt, re.I):
+    if asks and EXECUTIONS_TOOL in offered and WORKFLOWS_TOOL in offered and \
+            re.search(r"\b(last run|broke|went wrong|failed)\b", prompt, re.I):
         listed = _last(this_turn, WORKFLOWS_TOOL, action="list")
         if listed is None:
             return Reply([ToolUseBlock(WORKFLOWS_TOOL, {"action": "list"})])
