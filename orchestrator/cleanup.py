@@ -19,6 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.build.seeds import deleter_for
 from orchestrator.deletion import close_with_lane, delete_one, in_delete_order
 from orchestrator.lanes.backend import get_backend
 from orchestrator.lanes.bringup import safe_teardown
@@ -72,7 +73,7 @@ async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], email: st
             async with N8nClient(url) as client:
                 owner = await client.login(email, password)
                 for e in mine:
-                    failure = await delete_one(ledger, owner, e.kind, e.id, e.lane)
+                    failure = await delete_one(ledger, deleter_for(owner, e.kind, e.meta), e.kind, e.id, e.lane)
                     if failure:
                         report.failures.append(str(failure))
                     else:

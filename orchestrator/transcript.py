@@ -164,6 +164,8 @@ def render_for_judge(entries: Iterable[dict[str, Any]], *, limit: int = 60_000, 
             lines.append(f"[user, turn {e.get('turn', '?')}] {e.get('text', '')}")
         elif kind == "assistant":
             lines.append(f"[assistant] {e.get('text', '')}")
+        elif kind == "seeded":
+            lines.append(f"[seeded prior context, {e.get('role', '?')}] {e.get('text', '')}")
         elif kind == "tool_call":
             lines.append(f"[tool call {e.get('tool')}] {_short(e.get('args', {}), item_limit)}")
         elif kind == "tool_result":

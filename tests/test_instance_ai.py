@@ -302,13 +302,13 @@ def test_confirmation_answers_have_n8ns_shapes() -> None:
     assert answer_confirmation({"inputType": "plan-review", "planItems": [{}]}) == {"kind": "approval", "approved": True}
 
 
-def test_an_attachment_only_opening_is_a_harness_limit_not_a_builder_failure() -> None:
+def test_an_attachment_only_opening_is_sent_as_the_editor_hand_off() -> None:
     case = EvalCase.model_validate({
         "conversation": [{"role": "user", "text": "", "attach": {"workflow": "wfSeed0001"}}, {"role": "user", "text": "Go on"}],
         "complexity": "simple", "tags": ["t"], "outcomeExpectations": ["x"],
         "seed": {"mode": "inline", "workflows": [{"id": "wfSeed0001", "name": "W", "nodes": [], "connections": {}}]},
     })
-    assert "attachments are not supported" in (unsupported_reason(case) or "")
+    assert unsupported_reason(case) is None  # sent with only its attachment (orchestrator.build.seeds)
     ok = EvalCase.model_validate({"conversation": [{"role": "user", "text": "Build it"}], "complexity": "simple",
                                   "tags": ["t"], "outcomeExpectations": ["x"]})
     assert unsupported_reason(ok) is None

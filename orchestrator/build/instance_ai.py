@@ -42,6 +42,7 @@ from orchestrator.build.builder import (
 )
 from orchestrator.build.compaction import CompactionCheck
 from orchestrator.build.lane import BuildLane
+from orchestrator.build import seeds
 from orchestrator.build.leaks import foreign_workflow_reads
 from orchestrator.build.replay_seed import ReplayUnavailable, materialize_replay
 from orchestrator.outage import (
@@ -316,6 +317,9 @@ class AttemptOutcome:
     timed_out: bool = False
     error: str | None = None
     thread_id: str | None = None
+    #: What this attempt restored from the case's inline seed (``seed.workflow_ids``: the lane ids of
+    #: the seeded workflows — the build's own, not a leak).
+    seed: seeds.SeedRestore | None = None
 
     @property
     def outage(self) -> OutageInfo | None:
@@ -339,13 +343,13 @@ def user_turns(case: EvalCase) -> list[str]:
 def unsupported_reason(case: EvalCase) -> str | None:
     """Why this builder cannot drive the case yet (a harness limit, not the agent's), or None.
 
-    Seeds (restored history and workflows, ``/eval/restore-thread``) and editor hand-offs (an opening
-    turn that is only an attachment) belong to the conversations/seeds work; until then such a case
-    is a framework fault, never a builder failure."""
+    Inline seeds are restored (:mod:`orchestrator.build.seeds`) and an opening turn that is only an
+    attachment is sent as the editor's hand-off; a case the builder cannot drive is a framework
+    fault, never a builder failure."""
     if not case.conversation:
         return "the case has no user turn to send"
-    if not case.opening_prompt().strip():
-        return "the opening turn is an editor hand-off with no text (attachments are not supported by the instance-ai builder yet)"
+    if not case.opening_prompt().strip() and case.opening_attachment is None:
+        return "the opening turn has neither text nor an attachment"
     return None
 
 
@@ -410,8 +414,11 @@ class InstanceAiBuilder(Builder):
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             total.attempts += 1
-            return await self._attempt(lane, user, turns, transcript, deadline, threads,
-                                       compaction=compaction)
+            attempt = await self._attempt(lane, user, turns, transcript, deadline, threads, case=case,
+                                          compaction=compaction)
+            if attempt.seed is not None:
+                seeded_ids.update(attempt.seed.workflow_ids)
+            return attempt
 
         try:
             outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
@@ -457,7 +464,7 @@ class InstanceAiBuilder(Builder):
         return "the agent finished without a successful build-workflow result"
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
-                       deadline: _Deadline, threads: list[str], *,
+                       deadline: _Deadline, threads: list[str], *, case: EvalCase | None = None,
                        compaction: CompactionCheck | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
@@ -482,6 +489,11 @@ class InstanceAiBuilder(Builder):
         except N8nError as exc:
             outcome.error = f"could not open the build thread: {exc}"
             return outcome
+        if case is not None and case.inline_seed is not None:  # seeds: restore right after the pin
+            outcome.seed, outcome.error = await self._restore_seed(lane, user, thread_id, case, transcript)
+            if outcome.error is not None:
+                return outcome
+        attachments, context = seeds.opening_attachment(case, outcome.seed, user.project_id) if case else (None, None)
         stream = chat.open_events(thread_id)
         await stream.open(timeout_s=max(1.0, min(30.0, deadline.left())))
         try:
@@ -489,8 +501,11 @@ class InstanceAiBuilder(Builder):
                 if deadline.left() <= 0:
                     raise BuildTimedOut
                 transcript.user(text, number)
+                if number == 0 and (attachments or context):
+                    transcript.add("attach", attachments=attachments, context=context)
                 try:
-                    run_id = await chat.send(thread_id, text)
+                    run_id = await chat.send(thread_id, text, attachments=attachments if number == 0 else None,
+                                             context=context if number == 0 else None)
                 except N8nTransportError:
                     raise
                 except N8nHTTPError as exc:
@@ -508,6 +523,24 @@ class InstanceAiBuilder(Builder):
         finally:
             await stream.aclose()
         return outcome
+
+    async def _restore_seed(self, lane: BuildLane, user: BuildUser, thread_id: str, case: EvalCase,
+                            transcript: Transcript) -> tuple[seeds.SeedRestore | None, str | None]:
+        """Restore the case's inline seed into the thread (orchestrator.build.seeds); a failure is the
+        harness's (the unit is a framework fault: a seeded case cannot run unseeded)."""
+        assert case.inline_seed is not None
+        try:
+            plan = seeds.plan_restore(case.inline_seed)
+            restored = await seeds.restore(lane.owner, user.project_id, thread_id, plan, lane.ledger,
+                                           lane=lane.lane.lane_id, user=user.user_id)
+        except N8nTransportError:
+            raise
+        except (N8nError, seeds.SeedUnsupported, seeds.SeedRestoreFailed) as exc:
+            error = seeds.restore_error(exc)
+            transcript.add("error", message=error)
+            return None, error
+        seeds.seeded_transcript(transcript, plan)
+        return restored, None
 
     async def _credentials_by_type(self, user: BuildUser) -> dict[str, list[str]]:
         if not user.credential_ids:

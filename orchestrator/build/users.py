@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from orchestrator.build.credentials import plan_credentials
+from orchestrator.build.seeds import cleanup as seed_cleanup
 from orchestrator.cases import CredentialSpec
 from orchestrator.lanes.model import Lane
 from orchestrator.deletion import delete_one
@@ -115,6 +116,7 @@ class BuildUserPool:
         for wf in leftovers:
             if failure := await delete_one(self.ledger, user.session, ResourceKind.workflow, str(wf.get("id")), lane):
                 failures.append(failure)
+        failures.extend(await seed_cleanup(self.ledger, self.owner, user.project_id, lane=lane, user=user.user_id))
         for cid in user.credential_ids:
             if failure := await delete_one(self.ledger, user.session, ResourceKind.credential, cid, lane):
                 failures.append(failure)

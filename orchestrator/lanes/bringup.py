@@ -84,6 +84,7 @@ async def seed_owner(lane: Lane, owner: OwnerCredentials) -> None:
             admin=OwnerCredentials(f"eval-admin-{lane.run_id[:8].lower()}@n8n-eval.invalid", random_password(), "Eval", "Admin"),
             chat=OwnerCredentials(f"eval-chat-{lane.run_id[:8].lower()}@n8n-eval.invalid", random_password(), "Eval", "Chat"),
         )
+        await client.set_feature("feat:folders", True)  # the reset stubs every license feature off
         session = await client.login(owner.email, owner.password)
         await session.aclose()
         lane.fingerprint = await fetch_fingerprint(client)

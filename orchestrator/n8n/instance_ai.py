@@ -10,7 +10,10 @@ Endpoints read from n8n 2.41.1's dist (``modules/instance-ai/instance-ai.control
   GET  /threads/:id/status                → {hasActiveRun, isSuspended, backgroundTasks: […]}
   POST /eval/thread-credential-allowlist  {threadId (uuid), credentialIds: [≤50], bypassCredentialTest?: [≤50]}
                                           → {ok: true}
-  POST /chat/:threadId {message, timeZone} → {runId}; 409 while a run is active
+  POST /chat/:threadId {message, timeZone, attachments?, context?} → {runId}; 409 while a run is active
+  POST /eval/restore-thread {threadId, messages, folders?, dataTables?, workflows?, agents?,
+                                          uniquifyNames?} → {ok, restored, workflowIds, dataTableIds,
+                                          agentIds, folderIds}
   POST /chat/:threadId/cancel             → {ok: true}
   POST /confirm/:requestId {kind, …}      → resolved; 404 when unknown (or already answered)
   GET  /events/:threadId                  SSE: ``id: N`` + ``data: {json}`` per stored event (no ``event:``
@@ -297,9 +300,19 @@ class InstanceAiChat:
             body["bypassCredentialTest"] = [cid for cid in bypass_test if cid in credential_ids]
         await self.session._send("POST", f"{BASE}/eval/thread-credential-allowlist", body, safe=True)
 
-    async def send(self, thread_id: str, message: str, *, busy_waits_s: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)) -> str:
-        """Start a run; a 409 (the previous run is still winding down) is retried a few times."""
-        body = {**self.request_options, "message": message, "timeZone": self.time_zone}
+    async def send(self, thread_id: str, message: str, *, attachments: list[dict[str, Any]] | None = None,
+                   context: dict[str, Any] | None = None,
+                   busy_waits_s: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)) -> str:
+        """Start a run; a 409 (the previous run is still winding down) is retried a few times.
+
+        ``attachments`` are sent as the editor sends an open resource (``{type: "workflow", id,
+        name?}`` / ``{type: "agent", id, projectId, name?}``, at most 10); ``context`` is a hand-off
+        (``{source: "setup-panel-execute", workflowId}``). The message may then be empty."""
+        body: dict[str, Any] = {**self.request_options, "message": message, "timeZone": self.time_zone}
+        if attachments:
+            body["attachments"] = attachments
+        if context:
+            body["context"] = context
         for wait in (*busy_waits_s, None):
             try:
                 data = await self.session._send("POST", f"{BASE}/chat/{thread_id}", body)
@@ -313,6 +326,14 @@ class InstanceAiChat:
             raise N8nError("POST", f"{BASE}/chat/{thread_id}", 200, "answer has no runId")
         self._sent_at[str(run_id)] = time.monotonic()
         return str(run_id)
+
+    async def restore_thread(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /eval/restore-thread`` (``InstanceAiEvalRestoreThreadRequest``: threadId, messages,
+        folders?, dataTables?, workflows?, agents?, uniquifyNames?) → ``{ok, restored, workflowIds,
+        dataTableIds, agentIds, folderIds}``. n8n creates workflows and agents at the ids given and
+        generates folder and data-table ids; a failure rolls the whole restore back. Not retried."""
+        data = await self.session._send("POST", f"{BASE}/eval/restore-thread", body, timeout=120)
+        return data if isinstance(data, dict) else {}
 
     async def cancel(self, thread_id: str) -> None:
         await self.session._send("POST", f"{BASE}/chat/{thread_id}/cancel", safe=True)

@@ -12,7 +12,12 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   ``connections`` required), so no TypeScript toolchain is needed in the sandbox. A later user turn
   rebuilds the same file (an update of the bound workflow, which asks for approval);
   When the current user turn says "ask me", the agent first asks one ``ask-user`` question (a
-  ``questions`` confirmation the harness answers) and mentions the answer in its final text;
+  ``questions`` confirmation the harness answers) and mentions the answer in its final text.
+  Seeded cases (:func:`seeded_action`): a turn naming a folder lists it (``workflows {action: list,
+  folderPath}``); an attached workflow (the ``<thread-artifacts>`` block n8n adds) is run when the
+  user asks for a run (``executions {action: run}``, which asks for confirmation), greeted with a
+  question when the opening turn has no text, else edited in place (``build-workflow`` with the
+  attached ``workflowId``); a seeded workflow named in the turn gets its executions listed;
 - the **thread-title generator** (no tools, "short descriptive title"): a title;
 - the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
   triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
@@ -198,6 +203,9 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         pending = [c for c, r in this_turn if r is None]
         if pending:  # a call without its result (should not happen): wait for it by saying so
             return text_reply("Waiting for the previous tool call to finish.")
+        seeded = seeded_action(request, turn_text, this_turn, offered)
+        if seeded is not None:
+            return seeded
         asked = [(c, r) for c, r in this_turn if c.get("name") == ASK_USER]
         if ASK_USER in offered and "ask me" in clean_prompt(turn_text).lower() and not asked:
             return Reply([ToolUseBlock(ASK_USER, {"introMessage": "One question before I build.", "questions": [
@@ -258,3 +266,118 @@ def planner_reply(request: dict[str, Any], trigger_content: Any = None) -> Actio
     else:
         plan = {"globalContext": "scripted scenario", "nodeHints": {}, "triggerContent": trigger_content or {"n": 1}}
     return text_reply(json.dumps(plan))
+
+
+# ------------------------------------------------------------------------------------------------
+# seeded cases (restored history, attachments, folders)
+
+WORKFLOWS_TOOL = "workflows"
+EXECUTIONS_TOOL = "executions"
+_ARTIFACTS = re.compile(r"<thread-artifacts>\s*(\[.*?\])\s*\n", re.S)
+_FOLDER = re.compile(r"\b(?:my|the|in)\s+([A-Z][\w&-]*(?:\s+[A-Z][\w&-]*)*)\s+folder\b")
+#: a request to run (imperative "Run …"/"Execute …", or "test execution"), not "fails when I run it"
+_RUN_WORDS = re.compile(r"^\s*(?:please\s+)?(?:run|execute|test)\b|\btest (?:execution|run)\b", re.I)
+_SEED_NAME = re.compile(r"^(?P<base>.*) \[seed [0-9a-f]{8}\]$")
+
+
+def attached_resources(text: str) -> list[dict[str, Any]]:
+    """The editor hand-off n8n puts in the user message: ``<thread-artifacts>[{type, id, name?}]…``."""
+    match = _ARTIFACTS.search(text)
+    if not match:
+        return []
+    try:
+        items = json.loads(match.group(1))
+    except ValueError:
+        return []
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def named_folder(prompt: str) -> str | None:
+    match = _FOLDER.search(prompt)
+    return match.group(1) if match else None
+
+
+def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    for key in ("workflows", "executions", "data", "items", "results"):
+        value = result.get(key)
+        if isinstance(value, list):
+            return [r for r in value if isinstance(r, dict)]
+    return []
+
+
+def _last(calls: list[tuple[dict[str, Any], dict[str, Any] | None]], tool: str, **args: Any):
+    for call, result in reversed(calls):
+        given = call.get("input") or {}
+        if call.get("name") == tool and all(given.get(k) == v for k, v in args.items()):
+            return call, result
+    return None
+
+
+def seeded_action(request: dict[str, Any], turn_text: str, this_turn: list, offered: set[str]) -> Action | None:
+    """What the agent does in a seeded case (None: not a seeded situation, build as usual)."""
+    prompt = clean_prompt(turn_text)
+    attached = attached_resources(turn_text)
+    workflow = next((a for a in attached if a.get("type") == "workflow" and a.get("id")), None)
+    asks = "?" in prompt or bool(re.match(r"\s*(which|what|list|show)\b", prompt, re.I))
+    folder = named_folder(prompt) if asks else None  # "upload to the Reports folder" is a build request
+    if folder and WORKFLOWS_TOOL in offered:
+        done = _last(this_turn, WORKFLOWS_TOOL, action="list")
+        if done is None:
+            recursive = not re.search(r"\b(only|directly)\b", prompt, re.I)
+            return Reply([ToolUseBlock(WORKFLOWS_TOOL, {"action": "list", "folderPath": folder, "recursive": recursive})])
+        names = [str(r.get("name")) for r in _rows(result_json(done[1]))]
+        listing = ", ".join(f'"{n}"' for n in names) or "no workflows"
+        return text_reply(f"The {folder} folder holds {len(names)} workflow(s): {listing}.")
+    if workflow is not None:
+        wf_id, wf_name = str(workflow["id"]), str(workflow.get("name") or workflow["id"])
+        if not prompt:
+            return text_reply(f'I see you have "{wf_name}" open. What would you like me to change in it?')
+        if _RUN_WORDS.search(prompt) or "<workflow-test-request>" in turn_text:
+            if EXECUTIONS_TOOL not in offered:
+                return None
+            done = _last(this_turn, EXECUTIONS_TOOL, action="run")
+            if done is None:
+                return Reply([TextBlock(f'I\'ll run "{wf_name}" once.'),
+                              ToolUseBlock(EXECUTIONS_TOOL, {"action": "run", "workflowId": wf_id})])
+            result = result_json(done[1])
+            status = result.get("status") or ("success" if result.get("success") else "unknown")
+            return text_reply(f'I ran "{wf_name}" (execution {result.get("executionId", "?")}): status {status}.')
+        return _edit_seeded(request, prompt, this_turn, offered, wf_id, wf_name)
+    if asks and EXECUTIONS_TOOL in offered and WORKFLOWS_TOOL in offered and \
+            re.search(r"\b(last run|broke|went wrong|failed)\b", prompt, re.I):
+        listed = _last(this_turn, WORKFLOWS_TOOL, action="list")
+        if listed is None:
+            return Reply([ToolUseBlock(WORKFLOWS_TOOL, {"action": "list"})])
+        rows = _rows(result_json(listed[1]))
+        target = next((r for r in rows if (m := _SEED_NAME.match(str(r.get("name") or ""))) and m.group("base").lower() in prompt.lower()), None)
+        if target is None:
+            return None
+        runs = _last(this_turn, EXECUTIONS_TOOL, action="list")
+        if runs is None:
+            return Reply([ToolUseBlock(EXECUTIONS_TOOL, {"action": "list", "workflowId": str(target.get("id")), "limit": 5})])
+        executions = _rows(result_json(runs[1]))
+        last = executions[0] if executions else {}
+        return text_reply(f'The last run of "{target.get("name")}" (execution {last.get("id", "none")}) ended with status '
+                          f'{last.get("status", "unknown")}.')
+    return None
+
+
+def _edit_seeded(request: dict[str, Any], prompt: str, this_turn: list, offered: set[str], wf_id: str, wf_name: str) -> Action:
+    """Rebuild the attached (seeded) workflow in place: the same id, its name, a source derived from the turn."""
+    builds = [(c, r) for c, r in this_turn if c.get("name") == BUILD_TOOL]
+    if builds:
+        result = result_json(builds[-1][1])
+        if result.get("success") is True:
+            return text_reply(f'I updated "{wf_name}" (id {result.get("workflowId", wf_id)}) as you asked.')
+        if len(builds) >= MAX_BUILDS_PER_TURN:
+            return text_reply(f"I could not update the workflow: {result.get('errors') or result.get('error')}")
+    workflow = workflow_for(prompt)
+    workflow["name"] = wf_name
+    path = f"src/workflows/{slug_of(wf_id)}.workflow.json"
+    source = json.dumps(workflow, indent=2)
+    if WRITE_FILE in offered and not any(c.get("name") == WRITE_FILE for c, _ in this_turn):
+        return Reply([TextBlock(f'I\'ll update "{wf_name}".'), ToolUseBlock(WRITE_FILE, {"path": path, "content": source})])
+    args: dict[str, Any] = {"filePath": path, "workflowId": wf_id, "name": wf_name}
+    if WRITE_FILE not in offered or builds:
+        args["sourceCode"] = source
+    return Reply([ToolUseBlock(BUILD_TOOL, args)])
