@@ -262,7 +262,7 @@ def _setup_card(existing: list[dict[str, str]]) -> dict[str, Any]:
 async def test_a_credential_setup_card_is_deferred_by_default_without_the_model(server) -> None:
     proxy = proxy_for(corpus("behaviour-applies-changes-in-order"), server)
     body = await proxy.answer(_setup_card([{"id": "c1", "name": "Team"}]))
-    assert body == {"kind": "setupWorkflowApply", "skippedNodes": ["Teams"]}
+    assert body == {"kind": "approval", "approved": False}  # n8n: "User skipped workflow setup for now"
     assert proxy.model_calls == 0
 
 
@@ -280,7 +280,7 @@ async def test_a_setup_card_with_an_open_value_is_dismissed_when_a_direction_wit
     proxy = proxy_for(case, server)
     card = _setup_card([])
     card["setupRequests"][0].update(credentialType=None, parameterIssues={"url": ["Parameter is required"]})
-    assert await proxy.answer(card) == {"kind": "setupWorkflowApply", "skippedNodes": ["Teams"]}
+    assert await proxy.answer(card) == {"kind": "approval", "approved": False}
     assert proxy.model_calls == 1 and proxy_entries(proxy)[-1]["action"] == "deny"
 
 
@@ -301,6 +301,15 @@ async def test_a_plan_is_approved_by_the_model(server) -> None:
 
 # ------------------------------------------------------------------------------------------------
 # robustness and the transcript
+
+
+def test_a_refused_answer_falls_back_to_the_same_yes_or_no() -> None:
+    assert bp.fallback_answer({"kind": "domainAccessDeny"}) == {"kind": "approval", "approved": False}
+    assert bp.fallback_answer({"kind": "questions", "answers": [{"questionId": "q", "selectedOptions": [],
+                                                                 "skipped": True}]}) == {"kind": "approval", "approved": False}
+    assert bp.fallback_answer({"kind": "setupWorkflowApply", "nodeCredentials": {}}) == {"kind": "approval", "approved": True}
+    denial = {"kind": "approval", "approved": False, "userInput": "no"}
+    assert bp.fallback_answer(denial) is denial
 
 
 def test_decisions_parse_from_fences_prose_and_loose_shapes() -> None:

@@ -50,7 +50,7 @@ from orchestrator.outage import (
     retry_provider_outage,
 )
 from orchestrator.transcript import Transcript, transcript_path_for
-from orchestrator.build.user_proxy import ConversationDriver, ProxyConfig, conversation_driver
+from orchestrator.build.user_proxy import ConversationDriver, ProxyConfig, conversation_driver, fallback_answer
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
@@ -556,7 +556,7 @@ class InstanceAiBuilder(Builder):
             await chat.confirm(request_id, answer)
         except N8nHTTPError as exc:
             if exc.status == 400 and answer.get("kind") != "approval":
-                answer = {"kind": "approval", "approved": True}
+                answer = fallback_answer(answer)
                 try:
                     await chat.confirm(request_id, answer)
                 except N8nHTTPError as exc2:

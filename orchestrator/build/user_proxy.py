@@ -595,6 +595,16 @@ class UserProxy:
 # helpers
 
 
+def fallback_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    """A plain ``approval`` carrying the same yes/no, for a lane that refused the specific answer
+    (a denial must never turn into an approval on the retry)."""
+    if answer.get("kind") == "approval":
+        return answer
+    denied = answer.get("kind") in ("domainAccessDeny", "planDeny") or (
+        answer.get("kind") == "questions" and all(a.get("skipped") for a in answer.get("answers") or []))
+    return {"kind": "approval", "approved": not denied}
+
+
 def _chosen_in(direction: str, name: str) -> bool:
     """The direction names ``name`` as the one to pick (not only as the one to avoid: "…, not 'Sales Teams'")."""
     text, needle = direction.lower(), name.lower()
@@ -617,9 +627,10 @@ def _open_parameters(request: dict[str, Any]) -> list[str]:
 
 
 def _dismiss_setup(payload: dict[str, Any]) -> dict[str, Any]:
-    nodes = sorted({str(r["node"].get("name")) for r in payload.get("setupRequests") or []
-                    if isinstance(r, dict) and isinstance(r.get("node"), dict) and r["node"].get("name")})
-    return {"kind": "setupWorkflowApply", "skippedNodes": nodes}
+    """Dismiss the whole card: ``approved: false`` is what ``setup-workflow`` reads as "User skipped
+    workflow setup for now" (``workflows.tool.js`` on 2.41.1; a ``setupWorkflowApply`` always
+    resumes with ``approved: true``)."""
+    return {"kind": "approval", "approved": False}
 
 
 def questions_body(payload: dict[str, Any], decision: ProxyDecision) -> dict[str, Any]:
