@@ -396,3 +396,14 @@ def test_the_scripted_agent_replies_with_text_instead_of_a_build_for_both_archet
     assert "did not build" in answers.blocks[0].text  # type: ignore[union-attr]
     builds = agent(_agent_request(corpus("behaviour-asks-before-picking-chat-tool").opening_prompt(), "Microsoft Teams"))
     assert [b.name for b in builds.blocks] == ["build-workflow"]  # type: ignore[union-attr]
+
+
+def test_the_instance_ai_builder_checks_the_proxy_effort_before_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.build.instance_ai import InstanceAiBuilder
+    from orchestrator.errors import ConfigError
+
+    monkeypatch.setenv("N8N_INSTANCE_AI_EVAL_EFFORT", "huge")
+    with pytest.raises(ConfigError, match="N8N_INSTANCE_AI_EVAL_EFFORT"):
+        InstanceAiBuilder.check_config(None)
+    monkeypatch.setenv("N8N_INSTANCE_AI_EVAL_EFFORT", "high")
+    InstanceAiBuilder.check_config(None)

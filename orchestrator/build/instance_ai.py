@@ -371,6 +371,10 @@ class InstanceAiBuilder(Builder):
     needs_sandbox = True
     model_env = "N8N_INSTANCE_AI_MODEL"
 
+    @classmethod
+    def check_config(cls, run_config: Any) -> None:
+        ProxyConfig.from_env(api_key=None, base_url=None)  # N8N_INSTANCE_AI_EVAL_EFFORT (the user proxy)
+
     async def prepare_lane(self, lane: BuildLane) -> None:
         try:
             settings = await lane.owner.get("/rest/instance-ai/settings")

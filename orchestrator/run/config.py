@@ -17,7 +17,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.build.builder import get_builder
-from orchestrator.build.user_proxy import ProxyConfig
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends, get_backend
 from orchestrator.lanes.pool import make_spec, parse_base_urls
@@ -184,7 +183,6 @@ class RunConfig(BaseModel):
         resolve_env(self.profile, self.env)  # --profile and --env
         get_backend(self.backend).preflight(make_spec(self.profile, self.env))  # e.g. docker: the lane image
         JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
-        ProxyConfig.from_env(api_key=None, base_url=None)  # N8N_INSTANCE_AI_EVAL_EFFORT (the user proxy)
         if reached_by_url:
             urls = parse_base_urls(self.base_url)
             if self.lanes > len(urls):
