@@ -63,7 +63,7 @@ EFFORT_BUDGET = {"low": 0, "medium": 2048, "high": 4096, "xhigh": 8192, "max": 1
 DEFAULT_MESSAGE_BUDGET = 6
 #: Every proxy request's system prompt starts with this (the scripted model recognises it).
 PROXY_MARKER = "[n8n-eval user proxy]"
-#: Consecutive free-text answers to the same kind of situation before the proxy gives up.
+#: How much of one agent message (and of a confirmation summary, ×3) the proxy is shown.
 MAX_TEXT_CHARS = 4_000
 
 Action = Literal["send", "answer", "approve", "deny", "stop"]
