@@ -11,6 +11,8 @@ Every line is one entry ``{"seq", "t", "kind", …}`` (``t`` = seconds since the
 ``tool_error``      ``tool``, ``call_id``, ``error``
 ``confirmation``    the agent asked for approval/answers (``request_id``, ``tool``, ``input_type``, …)
 ``answer``          what the harness answered (``request_id``, ``answer``)
+``proxy``           a user-proxy decision (multi-turn cases): ``situation``, ``action``, ``text``,
+                    ``answers``, ``reason``, ``by`` (``model`` | ``rule`` | ``fallback``), ``budget_left``
 ``agent``           a sub-agent was spawned (``role``, ``agent_kind``, ``target``)
 ``error``           an error the run reported (``message``, ``status``)
 ``run``             a run (one user turn) finished (``status``, ``reason``)

@@ -7,9 +7,11 @@ Per unit (as n8n's reference harness does it):
 2. a thread is created in that project (``source: evals``) and pinned to exactly the case's
    declared credentials, which the user pool already created there;
 3. the event stream is opened **before** the first chat request and read until ``run-finish``
-   (reconnecting with ``Last-Event-ID`` when it drops); every user turn of the case is sent in
-   order, each once the previous run finished (no user proxy yet);
-4. every confirmation is answered (:func:`answer_confirmation`: approve, first option, …);
+   (reconnecting with ``Last-Event-ID`` when it drops); a single-prompt case sends its one turn, a
+   multi-turn case is driven by the user proxy (:mod:`orchestrator.build.user_proxy`), which sends
+   each next message once the previous run finished, within the case's ``messageBudget``;
+4. every confirmation is answered: single-prompt cases by :func:`answer_confirmation` (approve,
+   first option, …), multi-turn cases by the user proxy;
 5. the built workflow is the last ``build-workflow`` tool result with ``success: true``; an Agent
    comes from ``agent-spawned`` (``targetResource.type == "agent"``);
 6. ``request.timeout_ms`` cancels the run (``/chat/:id/cancel``) → :attr:`BuildStatus.timeout`;
@@ -52,6 +54,7 @@ from orchestrator.outage import (
     retry_provider_outage,
 )
 from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
+from orchestrator.build.user_proxy import ConversationDriver, ProxyConfig, conversation_driver, fallback_answer
 from orchestrator.build.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
@@ -375,6 +378,10 @@ class InstanceAiBuilder(Builder):
     needs_sandbox = True
     model_env = "N8N_INSTANCE_AI_MODEL"
 
+    @classmethod
+    def check_config(cls, run_config: Any) -> None:
+        ProxyConfig.from_env(api_key=None, base_url=None)  # N8N_INSTANCE_AI_EVAL_EFFORT (the user proxy)
+
     async def prepare_lane(self, lane: BuildLane) -> None:
         try:
             settings = await lane.owner.get("/rest/instance-ai/settings")
@@ -464,7 +471,7 @@ class InstanceAiBuilder(Builder):
         return "the agent finished without a successful build-workflow result"
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
-                       deadline: _Deadline, threads: list[str], *, case: EvalCase | None = None,
+                       deadline: _Deadline, threads: list[str], *, case: EvalCase,
                        compaction: CompactionCheck | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
@@ -489,15 +496,22 @@ class InstanceAiBuilder(Builder):
         except N8nError as exc:
             outcome.error = f"could not open the build thread: {exc}"
             return outcome
-        if case is not None and case.inline_seed is not None:  # seeds: restore right after the pin
+        if case.inline_seed is not None:  # seeds: restore right after the pin
             outcome.seed, outcome.error = await self._restore_seed(lane, user, thread_id, case, transcript)
             if outcome.error is not None:
                 return outcome
-        attachments, context = seeds.opening_attachment(case, outcome.seed, user.project_id) if case else (None, None)
+        attachments, context = seeds.opening_attachment(case, outcome.seed, user.project_id)
+        driver = conversation_driver(
+            case, lambda: ProxyConfig.from_env(api_key=self.settings.api_key, base_url=self.settings.base_url,
+                                               lane_env=self.settings.lane_env),
+            transcript, turns=turns, approve=lambda payload: answer_confirmation(payload, credential_ids),
+            credential_ids=credential_ids)
         stream = chat.open_events(thread_id)
         await stream.open(timeout_s=max(1.0, min(30.0, deadline.left())))
         try:
-            for number, text in enumerate(turns):
+            text: str | None = driver.opening()
+            number = 0
+            while text is not None:
                 if deadline.left() <= 0:
                     raise BuildTimedOut
                 transcript.user(text, number)
@@ -514,14 +528,16 @@ class InstanceAiBuilder(Builder):
                     outcome.error = f"the lane refused the chat message: {exc}"
                     transcript.add("error", message=outcome.error)
                     break
-                await self._read_turn(chat, stream, thread_id, run_id, reader, credential_ids, deadline)
+                await self._read_turn(chat, stream, thread_id, run_id, reader, driver, deadline)
                 if state.last_status != "completed" or state.outage is not None:
                     break
+                text, number = await driver.next_message(), number + 1
         except BuildTimedOut:
             outcome.timed_out = True
             await self._cancel(chat, stream, thread_id, reader)
         finally:
             await stream.aclose()
+            await driver.aclose()
         return outcome
 
     async def _restore_seed(self, lane: BuildLane, user: BuildUser, thread_id: str, case: EvalCase,
@@ -557,7 +573,7 @@ class InstanceAiBuilder(Builder):
         return by_type
 
     async def _read_turn(self, chat: InstanceAiChat, stream: EventStream, thread_id: str, run_id: str, reader: RunReader,
-                         credential_ids: dict[str, list[str]], deadline: _Deadline) -> None:
+                         driver: ConversationDriver, deadline: _Deadline) -> None:
         """Read events until the turn's run finished and the thread is idle; answer confirmations."""
         reconnects = stream.stats.reconnects
         while True:
@@ -573,7 +589,7 @@ class InstanceAiBuilder(Builder):
                 reader.forget_open_segments()
             reader.feed(event)
             if event.kind == "confirmation-request":
-                await self._confirm(chat, event.payload, reader, credential_ids)
+                await self._confirm(chat, event.payload, reader, driver)
             elif event.kind == "run-finish":
                 if await self._idle(chat, thread_id):
                     return
@@ -588,16 +604,16 @@ class InstanceAiBuilder(Builder):
         return not busy
 
     async def _confirm(self, chat: InstanceAiChat, payload: dict[str, Any], reader: RunReader,
-                       credential_ids: dict[str, list[str]]) -> None:
+                       driver: ConversationDriver) -> None:
         request_id = str(payload.get("requestId") or "")
         if not request_id:
             return
-        answer = answer_confirmation(payload, credential_ids)
+        answer = await driver.answer(payload)
         try:
             await chat.confirm(request_id, answer)
         except N8nHTTPError as exc:
             if exc.status == 400 and answer.get("kind") != "approval":
-                answer = {"kind": "approval", "approved": True}
+                answer = fallback_answer(answer)
                 try:
                     await chat.confirm(request_id, answer)
                 except N8nHTTPError as exc2:

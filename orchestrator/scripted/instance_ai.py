@@ -18,6 +18,9 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   user asks for a run (``executions {action: run}``, which asks for confirmation), greeted with a
   question when the opening turn has no text, else edited in place (``build-workflow`` with the
   attached ``workflowId``); a seeded workflow named in the turn gets its executions listed;
+  a first turn that wants someone notified without saying where gets a plain-text question instead
+  of a build (:func:`clarifying_question`), and a turn that only asks something ("just tell me …",
+  "unrelated question: …?") is answered without building (:func:`answers_without_building`);
 - the **thread-title generator** (no tools, "short descriptive title"): a title;
 - the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
   triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
@@ -206,6 +209,10 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         seeded = seeded_action(request, turn_text, this_turn, offered)
         if seeded is not None:
             return seeded
+        if not builds and not any(c.get("name") == WRITE_FILE for c, _ in this_turn):
+            early = before_building(texts, turn_text)
+            if early is not None:
+                return early
         asked = [(c, r) for c, r in this_turn if c.get("name") == ASK_USER]
         if ASK_USER in offered and "ask me" in clean_prompt(turn_text).lower() and not asked:
             return Reply([ToolUseBlock(ASK_USER, {"introMessage": "One question before I build.", "questions": [
@@ -239,6 +246,59 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         return Reply([ToolUseBlock(BUILD_TOOL, args)])
 
     return script
+
+
+# ------------------------------------------------------------------------------------------------
+# conversation archetypes: ask before building, answer without building
+
+_NOTIFY = re.compile(r"\b(let(?:s|ting)? (?:the team|us|me|everyone) know|notif(?:y|ies|ication)|alert the team|tell the team)\b", re.I)
+_CHANNELS = re.compile(r"slack|\bteams\b|microsoft|e-?mail (?:them|us|me|the)|gmail|discord|telegram|whatsapp|\bsms\b|#\w", re.I)
+_NO_BUILD = re.compile(r"just tell me|don'?t build|do not build|without building|no need to build|unrelated question", re.I)
+_BUILD_WORDS = re.compile(r"\b(build|create|make|set up|setup|add|change|fix|repair|update|automate|generate|post|send|"
+                          r"schedule a|modify|edit)\b", re.I)
+CLARIFYING_QUESTION = "Before I build this: which chat tool and channel should the team be notified in?"
+
+
+def clarifying_question(texts: list[tuple[int, str]]) -> str | None:
+    """The multi-turn "asks before building" archetype: on the conversation's first turn, a prompt
+    that wants someone notified without naming where gets a plain-text question instead of a build
+    (the user proxy answers it; the next turn builds)."""
+    if len(texts) != 1:
+        return None
+    prompt = clean_prompt(texts[0][1])
+    if _NOTIFY.search(prompt) and not _CHANNELS.search(prompt):
+        return CLARIFYING_QUESTION
+    return None
+
+
+def answers_without_building(turn_text: str) -> bool:
+    """The "answer, don't build" archetype: the turn says so ("just tell me", "unrelated
+    question", "don't build"), or it is a question that asks for nothing to be built."""
+    text = clean_prompt(turn_text)
+    if _NO_BUILD.search(text):
+        return True
+    return text.endswith("?") and not _BUILD_WORDS.search(text)
+
+
+def answer_text(turn_text: str) -> str:
+    """A plain answer (no question mark: the user proxy reads ``?`` as the agent asking)."""
+    text = clean_prompt(turn_text).lower()
+    if "cron" in text:
+        body = ("pick a cron expression for calendar-shaped schedules such as weekdays at 08:30, and an interval "
+                "for every-N-minutes or every-N-hours schedules.")
+    else:
+        body = "this is a question, not a build request, so I answered it from what I know."
+    return f"No workflow needed for this, so I did not build one: {body}"
+
+
+def before_building(texts: list[tuple[int, str]], turn_text: str) -> Action | None:
+    """What the agent says instead of building this turn, if anything (see the two archetypes)."""
+    question = clarifying_question(texts)
+    if question is not None:
+        return text_reply(question)
+    if answers_without_building(turn_text):
+        return text_reply(answer_text(turn_text))
+    return None
 
 
 def is_title_request(request: dict[str, Any]) -> bool:

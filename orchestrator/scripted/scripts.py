@@ -368,10 +368,12 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
     - the lane's Instance AI agent (it offers ``build-workflow``) → ``instance_ai_agent``;
     - the lane's eval mock per HTTP request (``submit_response``) → :func:`lane_mock`;
     - any other caller with tools (the claude CLI of the ``mcp`` builder) → :func:`mcp_builder`;
-    - no tools: our judge (passes, or ``judge_script``), the thread-title generator (a title), the
+    - no tools: the user proxy (:mod:`orchestrator.scripted.user_proxy`), our judge (passes, or
+      ``judge_script``), the thread-title generator (a title), the
       mock planners (a JSON plan).
     """
     from orchestrator.scripted import instance_ai as ia
+    from orchestrator.scripted import user_proxy as up
 
     build = builder or mcp_builder(server_name)
     chat_agent = agent or ia.instance_ai_agent()
@@ -385,6 +387,8 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
             return chat_agent(request)
         if request.get("tools"):
             return build(request)
+        if up.is_user_proxy_request(request):
+            return up.user_proxy_reply(request)
         if is_judge_request(request):
             return grade(request)
         if ia.is_title_request(request):

@@ -1,0 +1,702 @@
+"""The user proxy: an LLM that plays the user of a multi-turn case from the case's screenplay.
+
+A case is a *screenplay*: ``user`` turns (what the user says, plus ``[stage directions]`` — how the
+user behaves, never spoken) and ``assistant`` turns (the expected flow, reference for the proxy
+only). :func:`conversation_driver` picks how a build talks to the agent:
+
+- **single-prompt** (one user turn, no assistant turn): :class:`AutoApprove` — the prompt is sent and
+  every confirmation is auto-approved (:func:`~orchestrator.build.instance_ai.answer_confirmation`
+  semantics, passed in), no model call;
+- **multi-turn**: :class:`UserProxy`. It sends the opening turn (its stage directions stripped),
+  then after every finished run decides what the user does next (answer the agent's free-text
+  question, send the next scripted turn, keep going through a list, or stop) and answers every
+  confirmation the agent raises (``ask-user`` questions, plan reviews, approvals, setup cards).
+  Live turns (chat messages, the opening included) are capped by ``messageBudget``.
+
+Deterministic gates that never reach the model (as the reference harness does it):
+
+- network-access prompts (``domainAccess`` / ``webSearch`` cards: fetch-url, web-search) are
+  granted — unless a stage direction is still pending, then the model decides (which is what makes
+  "deny the web search" reachable);
+- credential slots are deferred unless a pending direction engages credentials ("don't defer it,
+  set it up now"); an engaged slot selects the case's credential of that type (the one a direction
+  names when there are several);
+- the message budget: once spent, the conversation stops.
+
+The model is called through the ``anthropic`` SDK: model ``N8N_INSTANCE_AI_EVAL_MODEL`` (default
+``N8N_INSTANCE_AI_MODEL``, then ``anthropic/claude-sonnet-4-6``; the ``anthropic/`` prefix is
+stripped for the SDK), effort ``N8N_INSTANCE_AI_EVAL_EFFORT`` (default ``medium``), on the run's
+model route (the scripted server when offline). It answers one JSON object, :class:`ProxyDecision`,
+parsed from the first ``{`` to the last ``}`` of its text. Every decision — the model's and the
+deterministic ones — is a ``proxy`` entry in the transcript (``action``, ``text``, ``reason``,
+``by``: ``model`` | ``rule`` | ``fallback``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anthropic
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.errors import ConfigError
+from orchestrator.redact import redact, register_secret
+from orchestrator.results.usage import record_model_call
+from orchestrator.transcript import Transcript
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROXY_MODEL = "anthropic/claude-sonnet-4-6"
+DEFAULT_EFFORT = "medium"
+#: Effort → extended-thinking budget (tokens), as the judge maps it.
+EFFORT_BUDGET = {"low": 0, "medium": 2048, "high": 4096, "xhigh": 8192, "max": 16000}
+#: Live turns of a multi-turn case without ``messageBudget`` (the opening included).
+DEFAULT_MESSAGE_BUDGET = 6
+#: Every proxy request's system prompt starts with this (the scripted model recognises it).
+PROXY_MARKER = "[n8n-eval user proxy]"
+#: How much of one agent message (and of a confirmation summary, ×3) the proxy is shown.
+MAX_TEXT_CHARS = 4_000
+
+Action = Literal["send", "answer", "approve", "deny", "stop"]
+Situation = Literal["reply", "questions", "plan-review", "approval", "network", "setup", "credential"]
+
+_CREDENTIAL_ENGAGE = re.compile(
+    r"(don'?t|do not|never)\s+defer|set (?:it|them|the credential) up now|engage|select(?:ing)? the .{0,40}credential|"
+    r"connect (?:my|the|it)", re.I)
+_CREDENTIAL_WORDS = re.compile(r"credential|oauth|connect|account|setup card|set up", re.I)
+
+
+# ------------------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    model: str = DEFAULT_PROXY_MODEL
+    effort: str = DEFAULT_EFFORT
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+    attempts: int = 2
+    attempt_timeout_s: float = 120.0
+
+    @classmethod
+    def from_env(cls, *, api_key: str | None, base_url: str | None, lane_env: Mapping[str, str] | None = None,
+                 environ: Mapping[str, str] | None = None) -> ProxyConfig:
+        """The reference's variables; ``N8N_INSTANCE_AI_MODEL`` is also looked up in the lanes' env
+        (the run sets it there for the lanes' agent)."""
+        env = os.environ if environ is None else environ
+        lanes = lane_env or {}
+        effort = env.get("N8N_INSTANCE_AI_EVAL_EFFORT") or DEFAULT_EFFORT
+        if effort not in EFFORT_BUDGET:
+            raise ConfigError(f"N8N_INSTANCE_AI_EVAL_EFFORT: {effort!r} is not one of {', '.join(EFFORT_BUDGET)}")
+        model = (env.get("N8N_INSTANCE_AI_EVAL_MODEL") or env.get("N8N_INSTANCE_AI_MODEL")
+                 or lanes.get("N8N_INSTANCE_AI_MODEL") or DEFAULT_PROXY_MODEL)
+        register_secret(api_key)
+        return cls(model=model, effort=effort, api_key=api_key, base_url=base_url)
+
+    @property
+    def api_model(self) -> str:
+        return self.model.split("/", 1)[1] if self.model.startswith("anthropic/") else self.model
+
+
+# ------------------------------------------------------------------------------------------------
+# the screenplay
+
+
+@dataclass(frozen=True)
+class Direction:
+    index: int
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Screenplay:
+    """The case as the proxy reads it: spoken user turns, directions, assistant reference turns."""
+
+    opening: str
+    turns: list[dict[str, Any]]  # {"turn", "role", "says"|"reference", "directions": [indices]}
+    directions: list[Direction]
+    spoken: list[str]  # the later user turns' spoken words, in order (what "send the next turn" sends)
+    budget: int
+
+    @classmethod
+    def of(cls, case: EvalCase) -> Screenplay:
+        turns: list[dict[str, Any]] = []
+        directions: list[Direction] = []
+        spoken: list[str] = []
+        for number, turn in enumerate(case.conversation):
+            if turn.role == "assistant":
+                turns.append({"turn": number, "role": "assistant", "reference": turn.text})
+                continue
+            says = strip_director_notes(turn.text).strip()
+            ids = []
+            for note in turn.director_notes:
+                directions.append(Direction(len(directions), number, note))
+                ids.append(directions[-1].index)
+            turns.append({"turn": number, "role": "user", "says": says, "directions": ids})
+            if number > 0 and says:
+                spoken.append(says)
+        opening = strip_director_notes(case.opening_prompt()).strip() if case.conversation else ""
+        return cls(opening, turns, directions, spoken, case.message_budget or DEFAULT_MESSAGE_BUDGET)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        out = []
+        for t in self.turns:
+            item = dict(t)
+            if "directions" in item:
+                item["directions"] = [{"id": i, "text": self.directions[i].text} for i in item["directions"]]
+            out.append(item)
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the decision
+
+
+class ProxyDecision(BaseModel):
+    """What the simulated user does now."""
+
+    action: Action
+    text: str = ""
+    #: questionId (or ``<node>.<parameter>`` on a setup card) → the answer
+    answers: dict[str, str] = Field(default_factory=dict)
+    reason: str = ""
+    #: ids of the stage directions now fulfilled (cumulative; the proxy may only add)
+    directions_done: list[int] = Field(default_factory=list)
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("answers", mode="before")
+    @classmethod
+    def _answers(cls, value: object) -> object:
+        if isinstance(value, list):  # [{"questionId", "answer"}] is accepted too
+            out = {}
+            for item in value:
+                if isinstance(item, dict):
+                    key = item.get("questionId") or item.get("id")
+                    answer = item.get("answer") or item.get("text") or item.get("customText")
+                    if key is not None and answer is not None:
+                        out[str(key)] = str(answer)
+            return out
+        if isinstance(value, dict):
+            return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+        return value
+
+
+def parse_decision(text: str) -> ProxyDecision | None:
+    """The decision in the first ``{`` … last ``}`` of ``text`` (fences and prose around it are
+    ignored); None when there is none or it does not validate."""
+    text = text or ""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        return ProxyDecision.model_validate_json(text[start : end + 1])
+    except ValidationError:
+        try:  # a JSON object with trailing junk inside the braces: try the shortest valid prefix
+            obj, _ = json.JSONDecoder().raw_decode(text[start:])
+            return ProxyDecision.model_validate(obj)
+        except (ValueError, ValidationError):
+            return None
+
+
+SYSTEM_PROMPT = PROXY_MARKER + """ You play the USER of n8n's Instance AI assistant in an evaluation.
+You follow a screenplay: the user turns say what the user wants (keep concrete values verbatim);
+text in [stage directions] tells you how the user behaves and overrides your defaults; assistant
+turns are only the expected flow (reference), never things that already happened.
+
+Defaults, unless a direction covers the moment:
+- answer every question the agent asks, using the screenplay's values, else inventing a plausible
+  placeholder; never set up credentials;
+- audit any plan or approval against the screenplay: approve when it fits, deny with a short
+  correction when it misses a requirement of the script;
+- when the agent finished its work and the script has more for the user to say, send the next
+  user turn's words (never the stage directions themselves); when a direction holds a list,
+  send one item at a time, in order, each after the previous one was built;
+- stop when the script is done and the agent asked nothing.
+
+Directions: withhold a value until the agent asks for it (then give exactly that value); refuse
+and hold firm on re-ask when told so; deny network access when told so; dismiss a setup card
+when a direction withholds its value.
+
+Answer with ONE JSON object and nothing else:
+{"action": "send|answer|approve|deny|stop", "text": "...", "answers": {"<questionId>": "..."},
+ "reason": "why, one sentence", "directions_done": [<ids of directions now fulfilled>]}
+- situation "reply" (the agent finished a run): "answer" (reply to its question) or "send" (the
+  next scripted message) with the message in "text", or "stop";
+- situation "questions": "answer" with one entry in "answers" per question id (an option's exact
+  text, or free text), or "deny" to skip them all;
+- situation "plan-review" / "approval" / "network": "approve" or "deny" (a denial's correction
+  in "text");
+- situation "setup": "approve" to fill the card ("answers" keyed "<node name>.<parameter>"), or
+  "deny" to dismiss it."""
+
+
+def _allowed(situation: Situation) -> list[str]:
+    if situation == "reply":
+        return ["answer", "send", "stop"]
+    if situation == "questions":
+        return ["answer", "deny"]
+    return ["approve", "deny"]
+
+
+# ------------------------------------------------------------------------------------------------
+# drivers
+
+
+class ConversationDriver(Protocol):
+    """How a build converses: the opening message, what follows each finished run, the answer to
+    each confirmation."""
+
+    def opening(self) -> str: ...
+
+    async def next_message(self) -> str | None: ...
+
+    async def answer(self, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AutoApprove:
+    """Single-prompt cases: the user turns in order (only the one), every confirmation approved."""
+
+    def __init__(self, turns: list[str], approve: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        self._turns = list(turns)
+        self._approve = approve
+        self._next = 1
+
+    def opening(self) -> str:
+        return self._turns[0] if self._turns else ""
+
+    async def next_message(self) -> str | None:
+        if self._next >= len(self._turns):
+            return None
+        self._next += 1
+        return self._turns[self._next - 1]
+
+    async def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self._approve(payload)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def is_network_prompt(payload: dict[str, Any]) -> bool:
+    return bool(payload.get("domainAccess") or payload.get("webSearch"))
+
+
+def situation_of(payload: dict[str, Any]) -> Situation:
+    if is_network_prompt(payload):
+        return "network"
+    if payload.get("setupRequests"):
+        return "setup"
+    if payload.get("credentialRequests"):
+        return "credential"
+    input_type = payload.get("inputType") or "approval"
+    if input_type == "questions" and payload.get("questions"):
+        return "questions"
+    if input_type == "plan-review":
+        return "plan-review"
+    return "approval"
+
+
+class UserProxy:
+    """Multi-turn cases: see the module doc. One instance per build attempt (it holds the state)."""
+
+    def __init__(self, case: EvalCase, config: ProxyConfig, transcript: Transcript, *,
+                 credential_ids: Mapping[str, list[str]] | None = None,
+                 credential_names: Mapping[str, str] | None = None,
+                 approve: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 client: anthropic.AsyncAnthropic | None = None) -> None:
+        self.play = Screenplay.of(case)
+        self.config = config
+        self.transcript = transcript
+        self.credential_ids = dict(credential_ids or {})
+        self.credential_names = dict(credential_names or {})  # id → name
+        self._approve = approve
+        self._client = client
+        self._own_client = client is None
+        self.sent: list[str] = []
+        self.done: set[int] = set()
+        self.model_calls = 0
+        self._mark = 0  # transcript position of the last message sent
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> list[Direction]:
+        return [d for d in self.play.directions if d.index not in self.done]
+
+    @property
+    def budget_left(self) -> int:
+        return self.play.budget - len(self.sent)
+
+    def _client_or_new(self) -> anthropic.AsyncAnthropic:
+        if self._client is None:
+            self._client = anthropic.AsyncAnthropic(api_key=self.config.api_key or "unset", base_url=self.config.base_url,
+                                                    max_retries=0, timeout=self.config.attempt_timeout_s)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._own_client:
+            await self._client.close()
+            self._client = None
+
+    def _record(self, situation: Situation, decision: ProxyDecision, by: str, **extra: Any) -> None:
+        self.transcript.add("proxy", situation=situation, action=decision.action, text=decision.text or None,
+                            answers=decision.answers or None, reason=decision.reason or None, by=by,
+                            pending_directions=[d.index for d in self.pending] or None,
+                            budget_left=self.budget_left, **extra)
+
+    def _send(self, text: str) -> str:
+        self.sent.append(text)
+        self._mark = len(self.transcript.entries)
+        return text
+
+    # -- the conversation ---------------------------------------------------------------------------
+
+    def opening(self) -> str:
+        return self._send(self.play.opening)
+
+    async def next_message(self) -> str | None:
+        """After a finished run: the next chat message, or None to stop."""
+        if self.budget_left <= 0:
+            decision = ProxyDecision(action="stop", reason=f"messageBudget reached ({self.play.budget} live turns)")
+            self._record("reply", decision, "rule", budget=self.play.budget)
+            return None
+        decision = await self._decide("reply", {"agent_said": self._agent_since_last_message()})
+        if decision.action in ("send", "answer") and decision.text.strip():
+            text = strip_director_notes(decision.text).strip()  # a stage direction is never spoken
+            if text:
+                self._record("reply", decision, self._by)
+                return self._send(text)
+        if decision.action != "stop":
+            decision = decision.model_copy(update={"action": "stop", "reason": (decision.reason + " (no message to send)").strip()})
+        self._record("reply", decision, self._by)
+        return None
+
+    async def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The body for ``POST /confirm/:requestId``."""
+        situation = situation_of(payload)
+        if situation == "network" and not self.pending:
+            decision = ProxyDecision(action="approve", reason="network access is granted without asking (no direction pending)")
+            self._record(situation, decision, "rule")
+            return self._network_body(payload, approved=True)
+        if situation == "credential":
+            return self._credential_card(payload)
+        if situation == "setup":
+            deferred = self._setup_deferral(payload)
+            if deferred is not None:
+                return deferred
+        decision = await self._decide(situation, {"request": _summary(payload)})
+        self._record(situation, decision, self._by, tool=payload.get("toolName"))
+        return self._body(situation, payload, decision)
+
+    # -- bodies -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _network_body(payload: dict[str, Any], *, approved: bool) -> dict[str, Any]:
+        if payload.get("domainAccess"):
+            return ({"kind": "domainAccessApprove", "domainAccessAction": "allow_once"} if approved
+                    else {"kind": "domainAccessDeny"})
+        return {"kind": "approval", "approved": approved}
+
+    def _body(self, situation: Situation, payload: dict[str, Any], decision: ProxyDecision) -> dict[str, Any]:
+        approved = decision.action in ("approve", "answer", "send")
+        if situation == "network":
+            return self._network_body(payload, approved=approved)
+        if situation == "questions":
+            return questions_body(payload, decision)
+        if situation == "setup":
+            return self._setup_body(payload, decision) if approved else _dismiss_setup(payload)
+        if situation == "plan-review":
+            if approved:
+                return {"kind": "approval", "approved": True}
+            return {"kind": "approval", "approved": False, "userInput": decision.text or "That plan misses what I asked for."}
+        if payload.get("inputType") == "resource-decision":
+            return {"kind": "resourceDecision", "resourceDecision": "allowOnce" if approved else "denyOnce"}
+        if approved:
+            base = self._approve(payload) if self._approve else {"kind": "approval", "approved": True}
+            if payload.get("inputType") == "text" and decision.text:
+                base = {"kind": "approval", "approved": True, "userInput": decision.text}
+            return base
+        body: dict[str, Any] = {"kind": "approval", "approved": False}
+        if decision.text:
+            body["userInput"] = decision.text
+        return body
+
+    def _engaged(self) -> Direction | None:
+        for d in self.pending:
+            if _CREDENTIAL_WORDS.search(d.text) and _CREDENTIAL_ENGAGE.search(d.text):
+                return d
+        return None
+
+    def _pick_credential(self, ctype: str, candidates: list[dict[str, Any]], direction: Direction) -> str | None:
+        """The candidate a direction names, else the only one (the case's own first)."""
+        named = [c for c in candidates if isinstance(c, dict) and c.get("name") and _chosen_in(direction.text, str(c["name"]))]
+        if len(named) == 1:
+            return str(named[0]["id"])
+        ids = [str(c["id"]) for c in candidates if isinstance(c, dict) and c.get("id")]
+        if len(ids) == 1:
+            return ids[0]
+        mine = self.credential_ids.get(ctype) or []
+        named_mine = [i for i in mine if self.credential_names.get(i) and _chosen_in(direction.text, self.credential_names[i])]
+        if len(named_mine) == 1:
+            return named_mine[0]
+        return mine[0] if len(mine) == 1 else None
+
+    def _credential_card(self, payload: dict[str, Any]) -> dict[str, Any]:
+        engaged = self._engaged()
+        chosen: dict[str, str] = {}
+        if engaged is not None:
+            for req in payload.get("credentialRequests") or []:
+                if isinstance(req, dict) and isinstance(req.get("credentialType"), str):
+                    pick = self._pick_credential(req["credentialType"], req.get("existingCredentials") or [], engaged)
+                    if pick:
+                        chosen[req["credentialType"]] = pick
+        if chosen and engaged is not None:
+            self.done.add(engaged.index)
+            decision = ProxyDecision(action="approve", reason=f"direction {engaged.index} engages the credential card",
+                                     answers=chosen, directions_done=sorted(self.done))
+            self._record("credential", decision, "rule")
+            return {"kind": "credentialSelection", "credentials": chosen}
+        reason = ("credentials are deferred by default" if engaged is None
+                  else f"direction {engaged.index} engages, but no matching credential exists on the card")
+        self._record("credential", ProxyDecision(action="deny", text="I'll set them up later.", reason=reason), "rule")
+        return {"kind": "approval", "approved": False, "userInput": "I'll set them up later."}
+
+    def _setup_deferral(self, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """Credential-only setup cards are deferred (skipped) without the model unless engaged."""
+        requests = [r for r in payload.get("setupRequests") or [] if isinstance(r, dict)]
+        credential_only = all(r.get("credentialType") and not _open_parameters(r) for r in requests)
+        if not credential_only:
+            return None
+        engaged = self._engaged()
+        if engaged is None:
+            self._record("setup", ProxyDecision(action="deny", reason="credential slots are deferred by default"), "rule",
+                         tool=payload.get("toolName"))
+            return _dismiss_setup(payload)
+        decision = ProxyDecision(action="approve", reason=f"direction {engaged.index} engages the credential slot")
+        body = self._setup_body(payload, decision, engaged=engaged)
+        if body.get("nodeCredentials"):
+            self.done.add(engaged.index)
+        self._record("setup", decision.model_copy(update={"directions_done": sorted(self.done)}), "rule",
+                     tool=payload.get("toolName"))
+        return body
+
+    def _setup_body(self, payload: dict[str, Any], decision: ProxyDecision, engaged: Direction | None = None) -> dict[str, Any]:
+        engaged = engaged or self._engaged()
+        node_credentials: dict[str, dict[str, str]] = {}
+        node_parameters: dict[str, dict[str, Any]] = {}
+        skipped: list[str] = []
+        for req in payload.get("setupRequests") or []:
+            if not isinstance(req, dict) or not isinstance(req.get("node"), dict):
+                continue
+            node = str(req["node"].get("name", ""))
+            ctype = req.get("credentialType")
+            if isinstance(ctype, str) and ctype:
+                pick = self._pick_credential(ctype, req.get("existingCredentials") or [], engaged) if engaged else None
+                if pick:
+                    node_credentials.setdefault(node, {})[ctype] = pick
+                elif not _open_parameters(req):
+                    skipped.append(node)
+            for param in _open_parameters(req):
+                value = decision.answers.get(f"{node}.{param}")
+                if value is not None:
+                    node_parameters.setdefault(node, {})[param] = value
+        body: dict[str, Any] = {"kind": "setupWorkflowApply"}
+        if node_credentials:
+            body["nodeCredentials"] = node_credentials
+        if node_parameters:
+            body["nodeParameters"] = node_parameters
+        if skipped:
+            body["skippedNodes"] = sorted(set(skipped))
+        return body
+
+    # -- the model --------------------------------------------------------------------------------
+
+    _by = "model"
+
+    def _agent_since_last_message(self) -> list[dict[str, Any]]:
+        return _view(self.transcript.entries[self._mark:])
+
+    def _prompt(self, situation: Situation, details: dict[str, Any]) -> str:
+        doc = {
+            "screenplay": self.play.to_json(),
+            "pending_directions": [{"id": d.index, "text": d.text} for d in self.pending],
+            "directions_done": sorted(self.done),
+            "sent_messages": self.sent,
+            "script_turns_not_yet_sent": [s for s in self.play.spoken if s not in self.sent],
+            "conversation": _view(self.transcript.entries),
+            "situation": situation,
+            **details,
+            "allowed_actions": _allowed(situation),
+            "budget": {"live_turns_used": len(self.sent), "limit": self.play.budget},
+        }
+        text = json.dumps(doc, ensure_ascii=False, default=str)
+        return ("Decide what the user does now. The state, as JSON:\n```json\n" + text + "\n```\n"
+                "Answer with the one JSON object described in your instructions.")
+
+    async def _decide(self, situation: Situation, details: dict[str, Any]) -> ProxyDecision:
+        prompt = self._prompt(situation, details)
+        last_error = ""
+        for attempt in range(max(1, self.config.attempts)):
+            try:
+                text = await self._ask(prompt)
+            except (TimeoutError, anthropic.APIError) as exc:
+                last_error = redact(f"{type(exc).__name__}: {exc}")[:300]
+                log.warning("user proxy attempt %d failed: %s", attempt + 1, last_error)
+                continue
+            decision = parse_decision(text)
+            if decision is None:
+                last_error = "the proxy's reply was not the JSON decision asked for"
+                continue
+            if decision.action not in _allowed(situation):
+                last_error = f"action {decision.action!r} is not allowed for {situation}"
+                continue
+            self.done.update(i for i in decision.directions_done if 0 <= i < len(self.play.directions))
+            self._by = "model"
+            return decision
+        self._by = "fallback"
+        fallback: Action = "stop" if situation == "reply" else ("answer" if situation == "questions" else "approve")
+        return ProxyDecision(action=fallback, reason=f"proxy unavailable, default taken: {last_error}")
+
+    async def _ask(self, prompt: str) -> str:
+        kwargs: dict[str, Any] = {}
+        budget = EFFORT_BUDGET.get(self.config.effort, 0)
+        if budget:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        started = time.monotonic()
+        self.model_calls += 1
+        msg = await asyncio.wait_for(
+            self._client_or_new().messages.create(
+                model=self.config.api_model, max_tokens=budget + 2048, system=SYSTEM_PROMPT,
+                messages=[{"role": "user", "content": prompt}], **kwargs),
+            timeout=self.config.attempt_timeout_s)
+        record_model_call("user-proxy", self.config.model, getattr(msg, "usage", None), effort=self.config.effort,
+                          duration_s=time.monotonic() - started, stop_reason=getattr(msg, "stop_reason", None))
+        return "".join(getattr(b, "text", "") for b in msg.content)
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def fallback_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    """A plain ``approval`` carrying the same yes/no, for a lane that refused the specific answer
+    (a denial must never turn into an approval on the retry)."""
+    if answer.get("kind") == "approval":
+        return answer
+    denied = answer.get("kind") in ("domainAccessDeny", "planDeny") or (
+        answer.get("kind") == "questions" and all(a.get("skipped") for a in answer.get("answers") or []))
+    return {"kind": "approval", "approved": not denied}
+
+
+def _chosen_in(direction: str, name: str) -> bool:
+    """The direction names ``name`` as the one to pick (not only as the one to avoid: "…, not 'Sales Teams'")."""
+    text, needle = direction.lower(), name.lower()
+    start = text.find(needle)
+    while start >= 0:
+        before = text[max(0, start - 12):start]
+        if not re.search(r"\b(not|never|avoid|instead of)\W*$", before) and "n't" not in before:
+            return True
+        start = text.find(needle, start + 1)
+    return False
+
+
+def _open_parameters(request: dict[str, Any]) -> list[str]:
+    issues = request.get("parameterIssues")
+    names = list(issues) if isinstance(issues, dict) else []
+    for param in request.get("editableParameters") or []:
+        if isinstance(param, dict) and param.get("required") and param.get("name") not in names:
+            names.append(str(param["name"]))
+    return names
+
+
+def _dismiss_setup(payload: dict[str, Any]) -> dict[str, Any]:
+    """Dismiss the whole card: ``approved: false`` is what ``setup-workflow`` reads as "User skipped
+    workflow setup for now" (``workflows.tool.js`` on 2.41.1; a ``setupWorkflowApply`` always
+    resumes with ``approved: true``)."""
+    return {"kind": "approval", "approved": False}
+
+
+def questions_body(payload: dict[str, Any], decision: ProxyDecision) -> dict[str, Any]:
+    """An ``ask-user`` answer: an option when the proxy's answer names one, else free text."""
+    answers = []
+    for q in payload.get("questions") or []:
+        if not isinstance(q, dict):
+            continue
+        qid = str(q.get("id", ""))
+        options = [str(o) for o in q.get("options") or []]
+        if decision.action == "deny":
+            answers.append({"questionId": qid, "selectedOptions": [], "skipped": True})
+            continue
+        said = decision.answers.get(qid) or (decision.text if len(payload.get("questions") or []) == 1 else "") or ""
+        picked = [o for o in options if o.lower() == said.strip().lower()] or \
+                 [o for o in options if said and o.lower() in said.lower()][:1]
+        answer: dict[str, Any] = {"questionId": qid, "selectedOptions": picked}
+        if not picked:
+            answer["customText"] = said or "Use your best judgement and sensible defaults."
+        answers.append(answer)
+    return {"kind": "questions", "answers": answers}
+
+
+def _summary(payload: dict[str, Any]) -> dict[str, Any]:
+    keys = ("toolName", "message", "inputType", "introMessage", "questions", "tasks", "planItems", "domainAccess",
+            "webSearch", "resourceName", "args")
+    out = {k: payload[k] for k in keys if payload.get(k) not in (None, "", [], {})}
+    if payload.get("setupRequests"):
+        out["setupCards"] = [{"node": (r.get("node") or {}).get("name"), "credentialType": r.get("credentialType"),
+                              "existingCredentials": [c.get("name") for c in r.get("existingCredentials") or []],
+                              "openParameters": _open_parameters(r)}
+                             for r in payload["setupRequests"] if isinstance(r, dict)]
+    text = json.dumps(out, default=str)
+    return out if len(text) <= MAX_TEXT_CHARS * 3 else {"toolName": payload.get("toolName"), "message": payload.get("message")}
+
+
+def _view(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as the user sees it (messages, questions, what got built)."""
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        kind = e.get("kind")
+        if kind == "user":
+            out.append({"from": "user", "text": e.get("text", "")})
+        elif kind == "assistant":
+            out.append({"from": "agent", "text": str(e.get("text", ""))[:MAX_TEXT_CHARS]})
+        elif kind == "tool_call":
+            out.append({"from": "agent", "tool": e.get("tool")})
+        elif kind == "tool_result" and e.get("tool") == "build-workflow":
+            raw = e.get("result")
+            result: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            out.append({"from": "agent", "built": result.get("workflowName") or result.get("workflowId"),
+                        "success": result.get("success")})
+        elif kind == "confirmation":
+            out.append({"from": "agent", "asks": e.get("message") or e.get("input_type"), "questions": e.get("questions")})
+        elif kind == "proxy" and e.get("situation") != "reply":
+            out.append({"from": "user", "decided": e.get("action"), "text": e.get("text"), "answers": e.get("answers")})
+    return out
+
+
+def conversation_driver(case: EvalCase, config: ProxyConfig | Callable[[], ProxyConfig], transcript: Transcript, *,
+                        turns: list[str], approve: Callable[[dict[str, Any]], dict[str, Any]],
+                        credential_ids: Mapping[str, list[str]] | None = None,
+                        credential_names: Mapping[str, str] | None = None) -> AutoApprove | UserProxy:
+    """:class:`AutoApprove` for a single-prompt case, else a :class:`UserProxy`."""
+    if case.is_single_prompt:
+        return AutoApprove(turns, approve)
+    cfg = config() if callable(config) else config
+    return UserProxy(case, cfg, transcript, credential_ids=credential_ids, credential_names=credential_names,
+                     approve=approve)
