@@ -49,3 +49,13 @@ def free_port(start: int = 0, end: int = 0) -> int:
                 continue
             return int(s.getsockname()[1])
     raise RuntimeError(f"no free port in {start}-{end - 1}")
+
+
+def need(ready: bool, message: str) -> None:
+    """A host facility the test needs (bubblewrap, root, setpriv…): skipped here when missing, but a
+    failure in CI, which installs everything (``.ci/run``)."""
+    if ready:
+        return
+    if in_ci():
+        pytest.fail(f"CI must provide it — {message}", pytrace=False)
+    pytest.skip(message)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from _process_lanes import leftovers
-from _tools import require
+from _tools import need, require
 
 from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.process import labelled_processes
@@ -36,8 +36,7 @@ VARIANT_MODEL = "scripted-variant-1"
 @pytest.mark.slow
 def test_ab_anthropic_arm_vs_custom_arm_each_on_its_own_route(tmp_path: Path) -> None:
     require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
-    if shutil.which("bwrap") is None:  # the embedded sandbox of every lane needs it
-        pytest.skip("bubblewrap is not installed")
+    need(shutil.which("bwrap") is not None, "bubblewrap is not installed (every lane's embedded sandbox needs it)")
     state, out = tmp_path / "state", tmp_path / "out"
     ab_id = "ab-ia-" + os.urandom(3).hex()
     run_ids = [f"{ab_id}-control", f"{ab_id}-variant"]

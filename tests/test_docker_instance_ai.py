@@ -12,6 +12,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from _tools import need
 
 from orchestrator.lanes.docker_lanes import LANE_IMAGE_ENV
 from orchestrator.lanes.process import labelled_processes
@@ -32,8 +33,7 @@ async def test_instance_ai_smoke_on_a_docker_lane_with_the_host_sandbox(
     tmp_path: Path, lane_image: str, docker_client: docker.DockerClient, docker_host: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed (the embedded sandbox jails commands with it)")
+    need(shutil.which("bwrap") is not None, "bubblewrap is not installed (the embedded sandbox jails commands with it)")
     monkeypatch.setenv("DOCKER_HOST", docker_host)
     monkeypatch.setenv(LANE_IMAGE_ENV, lane_image)
     for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):

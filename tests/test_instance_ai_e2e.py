@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from _process_lanes import leftovers
 from _static_lane import started_static_lane
+from _tools import require
 
 from orchestrator.build.builder import (
     BuilderSettings,
@@ -178,11 +179,11 @@ def _with_process(slug: str) -> EvalCase:
     return _case(slug).case.model_copy(update={"process_expectations": PROCESS})
 
 
+@pytest.mark.claude
 def test_both_builders_keep_a_transcript_that_process_expectations_are_judged_on(sandbox_lane, model, tmp_path: Path) -> None:
     lane, ledger, _ = sandbox_lane
+    require("claude", Toolchain(default_cache_dir()).claude_ready, "run `orchestrator lanes install`")
     for name in ("instance-ai", "mcp"):
-        if name == "mcp" and not Toolchain(default_cache_dir()).claude_ready():
-            pytest.skip("claude CLI not installed")
         built = asyncio.run(_build(lane, ledger, tmp_path, _with_process("smoke-manual-set-static-fields"),
                                    builder_name=name, judge=_judge()))
         assert built.result.status == BuildStatus.ok, (name, built.result.error)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _tools import require
 
 from orchestrator.build.build_runner import (
     BuildRunnerServer,
@@ -49,8 +50,7 @@ def test_attempt_results_survive_the_wire() -> None:
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
     tc = Toolchain(default_cache_dir())
-    if not tc.claude_ready():
-        pytest.skip("claude CLI not installed (orchestrator lanes install)")
+    require("claude", tc.claude_ready, "run `orchestrator lanes install`")
     return tc.claude_bin
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _tools import need
 
 from orchestrator.sandbox.isolation import SANDBOX_HOME, SANDBOX_TMP, Mount, bwrap_argv
 
@@ -38,8 +39,8 @@ JAIL_SCRIPT = ("id -u; echo written > $HOME/probe; cat $HOME/probe; grep -E '^(N
 
 @pytest.fixture
 def sandbox_dirs() -> Iterator[tuple[Path, Path]]:
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("setpriv", "unshare", "bwrap")):
-        pytest.skip("needs root (to become a non-root uid and mask /proc), setpriv, unshare and bwrap")
+    need(os.geteuid() == 0 and all(shutil.which(t) for t in ("setpriv", "unshare", "bwrap")),
+         "needs root (to become a non-root uid and mask /proc), setpriv, unshare and bwrap")
     root = Path(tempfile.mkdtemp(prefix="sandbox-privs-", dir="/tmp"))
     os.chmod(root, 0o755)
     home, tmp = root / "home", root / "tmp"
