@@ -192,6 +192,10 @@ class Allocator:
         _require(max_lane_fault_retries >= 0, f"max_lane_fault_retries must be >= 0, got {max_lane_fault_retries}")
         _require(max_retries_elsewhere >= 0, f"max_retries_elsewhere must be >= 0, got {max_retries_elsewhere}")
         self.per_lane_cap = per_lane_cap
+        #: Lanes that may start a build now (not dead, not quarantined, under the per-lane cap), kept
+        #: up to date by :meth:`_reopen` at every change of those three, so scheduling after each
+        #: finished unit does not rescan the whole pool.
+        self._open: dict[str, _Lane] = {}
         self._fixed_global_cap = global_cap
         self.quarantine_after = quarantine_after
         self.reprobe_interval_s = reprobe_interval_s
@@ -333,6 +337,7 @@ class Allocator:
             self._accepting -= 1
         lane.dead = True
         lane.quarantined = False
+        self._reopen(lane)
         self._live -= 1
         self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         _cancel_task(lane.probe_task)
@@ -434,9 +439,17 @@ class Allocator:
             raise ValueError(f"lane {lane_id} is listed twice")
         lane = _Lane(lane_id, index=len(self._lanes))
         self._lanes[lane_id] = lane
+        self._reopen(lane)
         self._accepting += 1
         self._live += 1
         return lane
+
+    def _reopen(self, lane: _Lane) -> None:
+        """Keep :attr:`_open` in step with ``lane``'s running count, death and quarantine."""
+        if len(lane.running) < self.per_lane_cap and not lane.dead and not lane.quarantined:
+            self._open[lane.lane_id] = lane
+        else:
+            self._open.pop(lane.lane_id, None)
 
     def _lane(self, lane_id: str) -> _Lane:
         try:
@@ -626,9 +639,7 @@ class Allocator:
             return
         cap = self.per_lane_cap
         while self._queued and self._running < self.global_cap:
-            open_lanes = [  # (``accepting`` spelt out: this runs for every lane after every unit)
-                lane for lane in self._lanes.values() if len(lane.running) < cap and not lane.dead and not lane.quarantined
-            ]
+            open_lanes = list(self._open.values())
             if not open_lanes:
                 return
             faster: dict[str, float] = {}
@@ -705,6 +716,7 @@ class Allocator:
         entry.attempts += 1
         entry.lanes_tried.append(lane.lane_id)
         lane.running[entry] = None
+        self._reopen(lane)
         lane.slugs.add(entry.unit.case)
         lane.started += 1
         lane.max_active = max(lane.max_active, len(lane.running))
@@ -766,6 +778,7 @@ class Allocator:
     def _release(self, lane: _Lane, entry: _Entry) -> None:
         if entry in lane.running:
             del lane.running[entry]
+            self._reopen(lane)
             lane.slugs.discard(entry.unit.case)
             self._running -= 1
         entry.task = None
@@ -871,6 +884,7 @@ class Allocator:
 
     def _quarantine(self, lane: _Lane) -> None:
         lane.quarantined = True
+        self._reopen(lane)
         self._accepting -= 1
         self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
         reason = f"{lane.consecutive_transport_failures} consecutive transport failures"
@@ -885,6 +899,7 @@ class Allocator:
 
     def _unquarantine(self, lane: _Lane) -> None:
         lane.quarantined = False
+        self._reopen(lane)
         lane.consecutive_transport_failures = 0
         self._accepting += 1
         self._speeds_at = float("-inf")  # re-rank lanes at the next schedule
