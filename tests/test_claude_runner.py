@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from _lanes import SeededLane, seeded_lane
-from _tools import require
 
 from orchestrator.build.claude_runner import (
     AttemptResult,
@@ -28,7 +27,6 @@ from orchestrator.build.claude_runner import (
     should_retry_attempt,
 )
 from orchestrator.build.trailer import last_workflow_id
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.outage import (
     OutageInfo,
     classify_cli_text,
@@ -281,13 +279,6 @@ def _pids_mentioning(fragment: str) -> set[int]:
         except OSError:
             continue
     return found
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    tc = Toolchain(default_cache_dir())
-    require("claude", tc.claude_ready, "run `orchestrator lanes install`")
-    return tc.claude_bin
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _model_switch import Switch
 from _process_lanes import leftovers
 from _static_lane import started_static_lane
 from _tools import require
@@ -51,17 +52,6 @@ CASES = Path(__file__).resolve().parents[1] / "cases"
 RUN_ID = "ia-e2e-lane"
 FAKE_KEY = "sk-ant-ia-e2e-fake-key-0123456789"
 SERVER_URL = [""]
-
-
-class Switch:
-    """The module's one model server; a test may swap the script for its own duration."""
-
-    def __init__(self, default: Script) -> None:
-        self.default = default
-        self.override: Script | None = None
-
-    def __call__(self, request: dict[str, Any]) -> Action:
-        return (self.override or self.default)(request)
 
 
 SWITCH = Switch(demo_script())

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _tools import require
 
 from orchestrator.build.build_runner import (
     BuildRunnerServer,
@@ -28,7 +27,6 @@ from orchestrator.build.build_runner import (
     result_to_json,
 )
 from orchestrator.build.claude_runner import AttemptResult
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.outage import OutageInfo
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang
@@ -45,13 +43,6 @@ def test_attempt_results_survive_the_wire() -> None:
     assert result_from_json(result_to_json(result)) == result
     bare = AttemptResult(None, 0.0, 0, 1.0, None, True, True, "timed out", None, None)
     assert result_from_json(result_to_json(bare)) == bare
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    tc = Toolchain(default_cache_dir())
-    require("claude", tc.claude_ready, "run `orchestrator lanes install`")
-    return tc.claude_bin
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _model_switch import Switch
 from _tools import free_port, require
 
 from orchestrator.build.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
@@ -42,7 +43,7 @@ from orchestrator.n8n.errors import N8nTransportError
 from orchestrator.results.model import BuildStatus
 from orchestrator.run.config import RunConfig
 from orchestrator.scripted import scripts as ms
-from orchestrator.scripted.replies import Action, Hang, Script
+from orchestrator.scripted.replies import Hang
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import read_transcript
 
@@ -51,17 +52,6 @@ RUN_ID = "remote-builder-e2e"
 FAKE_KEY = "sk-ant-remote-builder-fake-0123456789"
 TOKEN = "runner-token-remote-e2e-4567"
 SLUG = "smoke-manual-set-static-fields"
-
-
-class Switch:
-    """The module's one model server (the runner process has its URL); a test may swap the script."""
-
-    def __init__(self, default: Script) -> None:
-        self.default = default
-        self.override: Script | None = None
-
-    def __call__(self, request: dict[str, Any]) -> Action:
-        return (self.override or self.default)(request)
 
 
 SWITCH = Switch(ms.mcp_builder())
@@ -75,13 +65,6 @@ def test_remote_builder_needs_a_backend_with_runners() -> None:
     assert RunConfig(builder="remote", backend="kubernetes", cases_paths=[CASES]).validate().builder == "remote"
     assert get_builder("remote") is RemoteBuilder and not RemoteBuilder.needs_claude
     assert RemoteBuilder.needs_build_runner and RemoteBuilder.needs_mcp_key
-
-
-@pytest.fixture(scope="module")
-def claude_bin() -> Path:
-    tc = Toolchain(default_cache_dir())
-    require("claude", tc.claude_ready, "run `orchestrator lanes install`")
-    return tc.claude_bin
 
 
 @pytest.fixture(scope="module")
