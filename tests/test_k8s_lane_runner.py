@@ -138,3 +138,36 @@ async def test_without_the_remote_builder_no_runner_and_port_forward_urls(server
         await forwarded.teardown(lane)
     finally:
         await forwarded.close()
+
+
+async def test_instance_ai_lanes_build_in_their_own_sandbox_container(server: FakeApiServer, tmp_path: Path) -> None:
+    """``--builder instance-ai`` passes ``sandbox=True``: each pod runs the sandbox container and n8n
+    is pointed at it on 127.0.0.1 (one network namespace per pod); ``sandbox_url`` points every lane
+    at an external service instead and adds no container."""
+    b = backend(server, tmp_path, sandbox=True)
+    try:
+        lane = await b.start_lane(0, lane_spec())
+        pod = next(body for body in server.bodies() if body.get("kind") == "Pod")
+        for version in VERSIONS:
+            kubernetes_validate.validate(pod, version, strict=True)
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["n8n", "sandbox"]
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert env["N8N_SANDBOX_SERVICE_URL"] == f"http://127.0.0.1:{k8s.SANDBOX_PORT}"
+        assert env["N8N_INSTANCE_AI_SANDBOX_ENABLED"] == "true"
+        assert env["N8N_INSTANCE_AI_SANDBOX_PROVIDER"] == "n8n-sandbox"
+        assert env["E2E_TESTS"] == "true"  # the profile's env is kept
+        await b.teardown(lane)
+    finally:
+        await b.close()
+    assert server.state.objects == {}
+
+    external = backend(server, tmp_path, sandbox=True, sandbox_url="http://sandbox.evals.svc:8080/")
+    try:
+        lane = await external.start_lane(0, lane_spec())
+        pod = [body for body in server.bodies() if body.get("kind") == "Pod"][-1]
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["n8n"]
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert env["N8N_SANDBOX_SERVICE_URL"] == "http://sandbox.evals.svc:8080"
+        await external.teardown(lane)
+    finally:
+        await external.close()

@@ -51,6 +51,9 @@ class LaneBackend(abc.ABC):
     needs_local_n8n: ClassVar[bool] = False
     #: ``sandbox=True`` / ``sandbox_url=…`` options give every lane an Instance AI sandbox
     supports_sandbox: ClassVar[bool] = False
+    #: the sandbox runs inside each lane (a container in the lane pod): the orchestrator starts none
+    #: and needs no local toolchain for it
+    hosts_sandbox: ClassVar[bool] = False
 
     #: the backend's typed options (pydantic); ``None``: the backend reads its own (kubernetes: with env fallbacks)
     options_model: ClassVar[type[BackendOptions] | None] = None

@@ -49,6 +49,8 @@ run_as_user            ORCHESTRATOR_K8S_RUN_AS_USER        1000
 pod                    ORCHESTRATOR_K8S_LANE_POD (JSON)    ``LanePod()``: scheduling, sizing
 egress                 ORCHESTRATOR_K8S_LANE_EGRESS (JSON) ``LaneEgress()``: default-deny
 build_runner           (set by ``--builder remote``)       ``pod.buildRunner.enabled``
+sandbox                (set by ``--builder instance-ai``)  ``pod.sandbox.enabled``
+sandbox_url            (``--sandbox-url``)                 the sandbox container
 =====================  ==================================  ================================
 
 With a build runner in the lane pods, each lane's ``endpoints["build-runner"]`` is the same URL
@@ -70,6 +72,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -99,6 +102,7 @@ from orchestrator.lanes.k8s_api import (
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact, register_secret
+from orchestrator.sandbox.service import lane_env as sandbox_lane_env
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +145,11 @@ class KubernetesOptions(BaseModel):
     sidecar_image: str | None = None
     #: Every lane pod runs a build runner (the ``remote`` builder asks for it), whatever ``pod`` says.
     build_runner: bool = False
+    #: Every lane pod runs the Instance AI sandbox container and n8n builds in it (the ``instance-ai``
+    #: builder asks for it), whatever ``pod`` says.
+    sandbox: bool = False
+    #: An external n8n-sandbox service for every lane instead of the container.
+    sandbox_url: str | None = None
     #: How long ``health`` waits for the run's pod watch to list the pods once.
     health_watch_s: float = Field(5.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
@@ -272,6 +281,8 @@ class RunPodWatch:
 @register_backend
 class KubernetesBackend(LaneBackend):
     name = "kubernetes"
+    supports_sandbox = True
+    hosts_sandbox = True  # the sandbox container in each lane pod (``pod.sandbox``)
 
     def __init__(
         self,
@@ -296,6 +307,9 @@ class KubernetesBackend(LaneBackend):
         self._lock = asyncio.Lock()
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
         self._http = httpx.AsyncClient(timeout=5.0, trust_env=False)
+        if self.opts.sandbox and not self.opts.sandbox_url and not self.opts.pod.sandbox.enabled:
+            sandbox = self.opts.pod.sandbox.model_copy(update={"enabled": True})
+            self.opts.pod = self.opts.pod.model_copy(update={"sandbox": sandbox})
         if self.opts.build_runner and not self.opts.pod.build_runner.enabled:
             runner = self.opts.pod.build_runner.model_copy(update={"enabled": True})
             self.opts.pod = self.opts.pod.model_copy(update={"build_runner": runner})
@@ -458,6 +472,10 @@ class KubernetesBackend(LaneBackend):
         attempt = self._attempts.get(index, -1) + 1
         self._attempts[index] = attempt
         ns = self.namespace
+        sandbox_url = self.opts.sandbox_url or (
+            f"http://127.0.0.1:{objects.SANDBOX_PORT}" if self.opts.pod.sandbox.enabled else None)
+        if sandbox_url:  # n8n builds in the pod's sandbox container (same network namespace) or the given one
+            spec = replace(spec, env={**spec.env, **sandbox_lane_env(sandbox_url)})
         pod = objects.pod_object(
             self.run_id, index, ns, spec,
             secret=self.secret_ref, attempt=attempt, image=self.opts.image,

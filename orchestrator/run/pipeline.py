@@ -162,7 +162,8 @@ class Run:
 
         builder_cls = get_builder(cfg.builder)
         backend_cls = get_backend(cfg.backend)
-        embedded_sandbox = builder_cls.needs_sandbox and backend_cls.supports_sandbox and not cfg.sandbox_url
+        embedded_sandbox = (builder_cls.needs_sandbox and backend_cls.supports_sandbox and not cfg.sandbox_url
+                            and not backend_cls.hosts_sandbox)
         # the embedded sandbox runs this machine's Node and the npm template of its n8n install
         tc = await asyncio.to_thread(ensure_toolchain, n8n=backend_cls.needs_local_n8n or embedded_sandbox,
                                      claude=builder_cls.needs_claude and cfg.claude_bin is None,
