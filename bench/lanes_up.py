@@ -1,28 +1,35 @@
 """Seconds to bring up 1, 2 and 4 process lanes, ready (``/healthz/readiness``) and seeded (owner
-reset + login + fingerprint), from a fresh user folder (n8n runs its ~270 migrations) and from the
-migrated template database (the default path). Each pool starts from a new state folder and is
-torn down after. Per pool: the time until every lane is ready, until the first lane is ready (when
-the first build could start without a barrier), the mean lane, and the CPU seconds each lane's
-processes used until it was ready (the figure that does not depend on what else the machine runs:
-on 2 shared cores, wall times follow the load average, printed beside them).
+reset + login + fingerprint), along the path from n8n's defaults to the orchestrator's default.
+Each pool starts from a new state folder and is torn down after. Per pool: the time until every
+lane is ready, until the first lane is ready (when the first build starts: there is no barrier),
+the mean lane, and the CPU seconds each lane's processes used until it was ready (the figure that
+does not depend on what else the machine runs: on 2 shared cores, wall times follow the load
+average, printed beside them).
 
-The template is built once per n8n version before timing (its one-off cost is printed). Variants:
-``fresh``, ``untuned`` (the template without the Node tuning: no shared compile cache, default young
-generation) and ``template`` (the default path: template + ``NODE_COMPILE_CACHE`` shared per n8n
-version + ``--max-semi-space-size``, see ``Toolchain.lane_node_env``). Measured and dropped:
-``N8N_DISABLE_UI=true`` saves ~2.5 CPU-s a lane (n8n compiles its editor's static assets at every
-start) but 2.41.1 then registers no FrontendService, so ``GET /rest/settings`` answers 404 and
-bring-up's fingerprint needs it.
+Variants, each adding to the one before:
 
-    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,untuned,template] [--repeat 1]
+- ``fresh``: an empty user folder, n8n's own settings (it runs its ~270 migrations);
+- ``template``: the migrated template database, built once per n8n version;
+- ``tuned``: Node tuned for the start (``Toolchain.lane_node_env``): the compile cache and the
+  module-resolution cache shared per n8n install, a 32 MiB young generation;
+- ``headless``: tuned, and no editor (``N8N_DISABLE_UI``: n8n would rewrite its editor bundle
+  into the user folder at every start);
+- ``default``: the default path: headless, and staggered starts (lanes after the first start at
+  a lower CPU priority until they are ready, so the first one, and the first build, comes early;
+  as root only).
 
-The last line is ``4 lanes: <seconds> s``, the template path with 4 lanes (mean over repeats).
+The template and both caches are built once before timing (their one-off cost is printed).
+
+    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,template,tuned,headless,default] [--repeat 1]
+
+The last line is ``4 lanes: <seconds> s``, the default path with 4 lanes (mean over repeats).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import tempfile
 import time
@@ -49,10 +56,16 @@ def group_cpu_s(pgid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+VARIANTS = ("fresh", "template", "tuned", "headless", "default")
+
+
 async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[float], list[float]]:
     run_id = f"bench-{variant}-{count}-{int(time.time())}"
     backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state, lane_template=variant != "fresh",
-                             node_tuning=variant == "template")
+                             node_tuning=variant in ("tuned", "headless", "default"), stagger=variant == "default")
+    spec = make_spec("eval")
+    if variant not in ("headless", "default"):
+        spec = dataclasses.replace(spec, env={**spec.env, "N8N_DISABLE_UI": "false"})
     per_lane: list[float] = []
     cpu: list[float] = []
 
@@ -61,7 +74,7 @@ async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[f
         cpu.append(group_cpu_s(int(lane.handle)))
 
     t0 = time.monotonic()
-    result = await bring_up(backend, count, make_spec("eval"), make_owner(run_id), events=PoolEvents(lane_ready=ready))
+    result = await bring_up(backend, count, spec, make_owner(run_id), events=PoolEvents(lane_ready=ready))
     total = time.monotonic() - t0
     await teardown_pool(backend, result.lanes)
     await backend.close()
@@ -73,7 +86,7 @@ async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[f
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", default="1,2,4")
-    parser.add_argument("--variants", default="fresh,untuned,template", help="fresh, untuned and/or template")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=", ".join(VARIANTS))
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -87,8 +100,13 @@ async def main() -> None:
     await backend.close()
     print(f"template database: {'already built' if existed else f'built in {time.monotonic() - t0:.1f} s'} "
           f"({backend.toolchain.lane_template})")
+    if not backend.toolchain.resolve_cache.is_file():  # one lane start records it (and warms the compile cache)
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory() as tmp:
+            await one_pool(1, Path(tmp), "default")
+        print(f"resolution cache: built in {time.monotonic() - t0:.1f} s ({backend.toolchain.resolve_cache})")
     print(f"cpus: {os.cpu_count()}, load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'variant':>14} {'lanes':>5} {'all ready s':>11} {'first ready s':>13} {'mean lane s':>11} "
+    print(f"{'variant':>14} {'lanes':>5} {'all ready s':>11} {'1st build s':>13} {'mean lane s':>11} "
           f"{'CPU s/lane':>10} {'load avg':>8}")
 
     totals: dict[tuple[str, int], list[float]] = {}
@@ -101,7 +119,7 @@ async def main() -> None:
                     print(f"{variant:>14} {count:>5} {total:>11.1f} {per_lane[0]:>13.1f} "
                           f"{sum(per_lane) / len(per_lane):>11.1f} {sum(cpu) / len(cpu):>10.1f} "
                           f"{os.getloadavg()[0]:>8.2f}", flush=True)
-    default = totals.get(("template", 4))
+    default = totals.get(("default", 4))
     if default:
         print(f"4 lanes: {sum(default) / len(default):.1f} s")
 

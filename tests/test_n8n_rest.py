@@ -63,7 +63,9 @@ def seeded() -> Iterator[Seeded]:
     admin = OwnerCredentials("admin@rest-test.invalid", "Adm1n-" + secrets.token_urlsafe(12), "Eval", "Admin")
     chat = OwnerCredentials("chat@rest-test.invalid", "Ch4t-" + secrets.token_urlsafe(12), "Eval", "Chat")
     with ScriptedModelServer(lane_model) as model:
-        env = {"N8N_INSTANCE_AI_MODEL_URL": model.base_url, "N8N_INSTANCE_AI_MODEL_API_KEY": MODEL_KEY}
+        # with its editor, as docker and Kubernetes lanes run: the full settings the fingerprint reads
+        env = {"N8N_INSTANCE_AI_MODEL_URL": model.base_url, "N8N_INSTANCE_AI_MODEL_API_KEY": MODEL_KEY,
+               "N8N_DISABLE_UI": "false"}
         with process_lane(env) as lane:
 
             async def reset() -> frozenset[str]:
@@ -93,7 +95,8 @@ async def test_invitations_are_rate_limited_in_production_mode() -> None:
                 await session.invite(["limit-over@limit-test.invalid"], rate_limit_waits=0)
             # the owner is logged in once per client (logins are rate-limited per email too)
             assert await client.owner_session() is await client.owner_session()
-            assert (await fetch_fingerprint(client))["n8n_version"] == "2.41.1"
+            fp = await fetch_fingerprint(client)  # an editor-less lane (the default): its Instance AI settings
+            assert fp["editor"] == "off" and fp["instance_ai.enabled"] == "true"
     assert limited.value.status == 429
     assert limited.value.retry_after_s is not None and 200 <= limited.value.retry_after_s <= 300
 

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from _process_lanes import alive, lane_pids, leftovers
 
@@ -43,6 +44,16 @@ async def test_two_lanes_seeded_used_and_torn_down_leave_nothing(tmp_path: Path)
         brokers = {e.meta["broker_port"] for e in ledger.open_entries("lane")}
         assert len(brokers) == 2, "each lane needs its own task-broker port"
         assert result.lanes[0].fingerprint == result.lanes[1].fingerprint
+        # no editor (the default): what the lane still reports, and the node types Instance AI reads
+        fp = result.lanes[0].fingerprint
+        assert fp["editor"] == "off" and "n8n_version" not in fp
+        assert fp["instance_ai.enabled"] == "true" and fp["instance_ai.sandboxEnvConfigured"] == "false"
+        if os.geteuid() == 0:  # later lanes started at a lower priority: each has it back once ready
+            assert [os.getpriority(os.PRIO_PROCESS, int(lane.handle)) for lane in result.lanes] == [0, 0]
+        for entry in ledger.open_entries("lane"):
+            assert (Path(entry.meta["folder"]) / ".cache/n8n/public/types/nodes.json").is_file()
+            async with httpx.AsyncClient() as http:
+                assert (await http.get(f"{entry.meta['base_url']}/")).status_code == 404
         for lane in result.lanes:
             async with N8nClient(lane.base_url) as client:
                 session = await client.login(owner.email, owner.password)

@@ -86,8 +86,10 @@ async def seed_owner(lane: Lane, owner: OwnerCredentials) -> None:
         )
         await client.set_feature("feat:folders", True)  # the reset stubs every license feature off
         session = await client.login(owner.email, owner.password)
-        await session.aclose()
-        lane.fingerprint = await fetch_fingerprint(client)
+        try:
+            lane.fingerprint = await fetch_fingerprint(client, session)  # one login (bcrypt) less per lane
+        finally:
+            await session.aclose()
     lane.owner = owner
 
 

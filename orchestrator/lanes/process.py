@@ -17,7 +17,15 @@ from an empty folder; a template that cannot be built is logged and the lane sta
 Node itself is tuned for the start (:meth:`~orchestrator.lanes.install.Toolchain.lane_node_env`):
 a compile cache shared by every lane of this n8n version (written when a lane exits cleanly, and
 by the template build) and a larger young generation; measured in ``bench/lanes_up.py``
-(``node_tuning=False`` starts without both).
+(``node_tuning=False`` starts without them). A lane also shares the module-resolution cache of
+its n8n install (``resolve_cache.cjs``).
+
+Process lanes run without n8n's editor (``N8N_DISABLE_UI=true``) unless the profile or
+``--env N8N_DISABLE_UI=false`` asks for it: n8n rewrites its whole editor bundle (~1,000 files) into
+the user folder at every start, ~2.5 CPU-s of a lane's ~8; nothing a build or a verification
+does needs it, but a person who wants to watch a lane in a browser does. Such a lane answers 404
+on ``/rest/settings`` and ``/rest/module-settings``, so its fingerprint is narrower
+(:mod:`orchestrator.lanes.fingerprint`).
 """
 
 from __future__ import annotations
@@ -81,6 +89,21 @@ async def _kill_group(pid: int, grace_s: float = STOP_GRACE_S) -> None:
     await terminate_group(pid, grace_s)
 
 
+#: Staggered starts: lane k (k ≥ 1) starts at nice min(k, STAGGER_STEPS) × STAGGER_NICE.
+STAGGER_NICE = 4
+STAGGER_STEPS = 3
+
+
+def _set_nice(pgid: int, nice: int) -> None:
+    """The CPU priority of a lane's process group. A lane runs in its own session, and with the
+    kernel's autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) a session's share
+    against other sessions is its autogroup's nice, not its processes': both are set."""
+    os.setpriority(os.PRIO_PGRP, pgid, nice)
+    autogroup = Path(f"/proc/{pgid}/autogroup")
+    if autogroup.exists():
+        autogroup.write_text(str(nice))
+
+
 @register_backend
 class ProcessBackend(LaneBackend):
     name = "process"
@@ -98,6 +121,9 @@ class ProcessBackend(LaneBackend):
         self.use_template = bool(options.get("lane_template", True))
         # node_tuning=False: no shared compile cache, Node's default young generation (bench: the "before")
         self.node_tuning = bool(options.get("node_tuning", True))
+        # stagger=True (root only: only root can give a lane its priority back): see start_lane
+        self.stagger = bool(options.get("stagger", True)) and os.geteuid() == 0
+        self._niced: set[str] = set()
 
     def lanes_dir(self) -> Path:
         return self.state_dir / "runs" / self.run_id / "lanes"
@@ -108,6 +134,7 @@ class ProcessBackend(LaneBackend):
     def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
         env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
         env.update(spec.env)
+        env.setdefault("N8N_DISABLE_UI", "true")  # headless unless the spec asks for the editor (see above)
         if self.node_tuning:
             tuned = self.toolchain.lane_node_env()
             if env.get("NODE_OPTIONS"):  # the profile's own Node options come after ours: they win
@@ -169,6 +196,7 @@ class ProcessBackend(LaneBackend):
             )
         lane.handle = str(proc.pid)
         self._procs[lane_id] = proc
+        self._stagger_start(lane_id, index, proc.pid)
         self.ledger.created(
             "lane", lane_id, lane=lane_id, backend=self.name, index=index, pid=proc.pid, port=port,
             broker_port=broker, folder=str(folder), base_url=lane.base_url,
@@ -186,6 +214,21 @@ class ProcessBackend(LaneBackend):
             log.warning("lane template not used, the lane migrates its own database: %s", redact(str(exc)))
             shutil.rmtree(folder / ".n8n", ignore_errors=True)
 
+    def _stagger_start(self, lane_id: str, index: int, pid: int) -> None:
+        """Start lanes after the first at a lower CPU priority (nice 4, 8, 12): a lane's start is
+        CPU-bound, so on a small machine equal shares bring every lane up at about the same late
+        moment, while staggered shares bring the first one up early (the first build starts then;
+        there is no barrier) and the rest at about the same moment as before. A lane gets its
+        priority back (its whole process group, the task runner too) once it answers ready."""
+        if not self.stagger or index == 0:
+            return
+        try:
+            _set_nice(pid, min(index, STAGGER_STEPS) * STAGGER_NICE)
+        except OSError as exc:
+            log.debug("lane %s: no staggered start: %s", lane_id, exc)
+            return
+        self._niced.add(lane_id)
+
     def _pid(self, lane: Lane) -> int:
         return int(lane.handle)
 
@@ -195,7 +238,14 @@ class ProcessBackend(LaneBackend):
             return False
         if proc is None and not pid_alive(self._pid(lane)):
             return False
-        return await answers_ready(self._http, lane.base_url)
+        ready = await answers_ready(self._http, lane.base_url)
+        if ready and lane.lane_id in self._niced:
+            self._niced.discard(lane.lane_id)
+            try:
+                _set_nice(self._pid(lane), 0)
+            except OSError as exc:
+                log.warning("lane %s keeps its lower start priority: %s", lane.lane_id, exc)
+        return ready
 
     async def is_gone(self, lane: Lane) -> bool:
         proc = self._procs.get(lane.lane_id)

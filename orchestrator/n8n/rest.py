@@ -265,12 +265,15 @@ def _data(method: str, path: str, response: httpx.Response) -> Any:
 
 @dataclass(frozen=True)
 class LaneConfiguration:
-    """``/rest/settings``, ``/rest/module-settings`` and ``/rest/instance-ai/settings`` of a lane."""
+    """``/rest/settings``, ``/rest/module-settings`` and ``/rest/instance-ai/settings`` of a lane.
+    ``editor`` False: the lane runs without its editor (``N8N_DISABLE_UI``), so it serves neither
+    settings route and both are empty."""
 
     settings: dict[str, Any]
     modules: dict[str, Any]
     instance_ai: dict[str, Any]
     authenticated: bool = True
+    editor: bool = True
 
 
 class N8nClient:
@@ -460,10 +463,16 @@ class N8nClient:
             return await self._configuration_as(await self.owner_session())
 
     async def _configuration_as(self, session: N8nSession | None) -> LaneConfiguration:
-        settings = await self.settings(session)
+        try:
+            settings = await self.settings(session)
+        except N8nNotFound:  # N8N_DISABLE_UI: no FrontendService routes (settings, module settings)
+            settings = {}
+            editor = False
+        else:
+            editor = True
         if session is None:
-            return LaneConfiguration(settings, {}, {}, authenticated=False)
-        modules = await session.get("/rest/module-settings")
+            return LaneConfiguration(settings, {}, {}, authenticated=False, editor=editor)
+        modules = await session.get("/rest/module-settings") if editor else {}
         try:
             instance_ai = await session.get("/rest/instance-ai/settings")
         except (N8nForbidden, N8nNotFound):
@@ -472,6 +481,7 @@ class N8nClient:
             settings,
             modules if isinstance(modules, dict) else {},
             instance_ai if isinstance(instance_ai, dict) else {},
+            editor=editor,
         )
 
 

@@ -54,13 +54,14 @@ class LateSecondLane(ProcessBackend):
 
 @register_backend
 class OddSecondLane(ProcessBackend):
-    """Lane 1 runs with another production concurrency limit: its fingerprint differs."""
+    """Lane 1 runs with a web-search service configured for Instance AI: its fingerprint differs (a
+    difference an editor-less lane reports, through its Instance AI settings)."""
 
     name = "process-odd-second"
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
         if index == 1:
-            spec = dataclasses.replace(spec, env={**spec.env, "N8N_CONCURRENCY_PRODUCTION_LIMIT": "7"})
+            spec = dataclasses.replace(spec, env={**spec.env, "N8N_INSTANCE_AI_SEARXNG_URL": "http://127.0.0.1:9"})
         return await super().start_lane(index, spec)
 
 
@@ -117,7 +118,7 @@ async def test_a_lane_configured_differently_is_removed_and_the_reason_recorded(
     good = next(lane_id for lane_id, r in creates.items() if r["meta"]["index"] == 0)
     # whichever came up first set the pool's fingerprint; the other one was removed, saying why
     [failure] = outcome.results.lane_failures
-    assert "configured differently" in failure and "concurrency" in failure
+    assert "configured differently" in failure and "instance_ai.searchEnvConfigured" in failure
     removed = odd if odd in failure.split(" removed:")[0] else good
     units = units_of(cfg.output_dir)
     assert {u["lane"] for u in units} == {odd, good} - {removed}
