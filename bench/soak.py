@@ -8,11 +8,12 @@ fault into ``--fault-rate`` of the builds (at their first request: claude printi
 spread over the run; never the last live lane). Units come from a generated case folder: copies
 of the smoke cases under distinct slugs (a lane runs one build per slug at a time) × iterations.
 
-Prints: units completed / lost (planned but with no result: must be 0), leaked resources (open
-ledger entries + processes labelled with the run id + lane folders + staged claude dirs: must be
-0), the orchestrator's peak RSS (``ru_maxrss`` of this process; the scripted model runs in a
-child process and lanes and claude are their own processes, so none of them is counted), wall
-time and the status mix. Exit 1 when anything was lost or leaked.
+Prints: units completed / lost (planned but with no result: must be 0) / recorded twice (must be
+0), leaked resources (open ledger entries + processes labelled with the run id + lane folders +
+staged claude dirs: must be 0), the orchestrator's peak RSS (``ru_maxrss`` of this process; the
+scripted model runs in a child process and lanes and claude are their own processes, so none of
+them is counted), wall time, its own CPU seconds per unit, and the status mix. Exit 1 when
+anything was lost, recorded twice or leaked.
 
     .venv/bin/python bench/soak.py [--units 500] [--lanes 4] [--iterations 10] [--concurrency 8]
                                    [--fault-rate 0.05] [--lane-kills 1] [--seed 1]
@@ -192,12 +193,16 @@ async def main() -> int:
     statuses = Counter(u["build"]["status"] for u in units)
     completed = sum(n for s, n in statuses.items() if s != "skipped")
     lost = planned - len(recorded)
+    twice = len(units) - len(recorded)  # a unit recorded more than once (run again after it finished)
     leaked = leaks(run_id, cfg.state_dir)
     print(f"units planned      {planned}")
     print(f"units completed    {completed}  ({', '.join(f'{s} {n}' for s, n in statuses.most_common())})")
     print(f"units lost         {lost}")
+    print(f"recorded twice     {twice}")
     print(f"leaked resources   {len(leaked)}" + (f"  {leaked[:10]}" if leaked else ""))
+    own = resource.getrusage(resource.RUSAGE_SELF)
     print(f"peak RSS           {peak_rss_mib():.0f} MiB (orchestrator process)")
+    print(f"orchestrator CPU   {own.ru_utime + own.ru_stime:.0f} s ({(own.ru_utime + own.ru_stime) / planned:.3f} s per unit)")
     print(f"wall time          {wall:.0f} s ({planned / wall * 60:.1f} units/min)")
     print(f"faults injected    {injected} over {attempts} claude attempts; lanes killed: {killed}")
     print(f"run errors         {outcome.errors or 'none'}; cleanup failures {len(outcome.cleanup_failures)}")
@@ -205,7 +210,7 @@ async def main() -> int:
         print(f"kept {tmp}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if lost or leaked else 0
+    return 1 if lost or twice or leaked else 0
 
 
 if __name__ == "__main__":

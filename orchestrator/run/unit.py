@@ -9,11 +9,13 @@ is the :class:`~orchestrator.build.builder.Builder` this runner was given; nothi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from orchestrator.allocator import Outcome, WorkUnit
 from orchestrator.build.builder import Builder, BuildRequest, BuildResult
@@ -37,6 +39,32 @@ from orchestrator.verify.verifier import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def run_to_end(aw: Awaitable[T]) -> T:
+    """Await ``aw`` to its end even when the calling task is cancelled meanwhile: the cancellation
+    is absorbed (the caller goes on and returns normally), and only a cancellation of ``aw``
+    itself is raised."""
+    inner = asyncio.ensure_future(aw)
+    absorbed = 0
+    while True:
+        try:
+            result = await asyncio.shield(inner)
+            break
+        except asyncio.CancelledError:
+            if inner.done():
+                if inner.cancelled():
+                    raise
+                result = inner.result()
+                break
+            absorbed += 1
+    me = asyncio.current_task()
+    if me is not None:
+        for _ in range(absorbed):
+            me.uncancel()
+    return result
 
 COMPLEX_TIMEOUT_FACTOR = 1.5
 
@@ -162,26 +190,42 @@ class UnitRunner:
             if exc.status is not None and exc.status >= 500:
                 return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
             raise
+        answer: tuple[Outcome, UnitResult | str] | None = None
         try:
             answer = await self._build_and_verify(ctx, unit, case, user, acc, attempt)
         except N8nTransportError as exc:
-            return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
+            answer = Outcome.lane_fault, redact(f"{lane_id}: {exc}")
         finally:
-            if ctx.lane.state == LaneState.dead:
-                # drained: a dead or hung lane would only time out; its user stays in the ledger and
-                # goes with the lane (owned lanes) or is reported at teardown (static lanes)
-                await user.session.aclose()
-                failures: list[CleanupFailure] = []
-            else:
-                failures = await ctx.users.release(user, keep=self.settings.keep_workflows)
-            for f in failures:
-                self.cleanup_failures.append(f)
-                if self.on_cleanup_failure:
-                    self.on_cleanup_failure(f)
+            if answer is None:  # cancelled (a drain, the run's end) or a bug: the user goes as always
+                await self._release(ctx, user)
         outcome, value = answer
-        if outcome is Outcome.done and isinstance(value, UnitResult) and self.persist is not None:
-            await self.persist(value)  # durable before the lane's slot is given to the next unit
+        if outcome is Outcome.done and isinstance(value, UnitResult):
+            # Finished: the record is written (durable before the lane's slot is given to the next
+            # unit) and the user released, even if a drain cancels this task meanwhile. Cancelled
+            # there, the unit would run again elsewhere while its record was already written: it
+            # would be in the results twice.
+            await run_to_end(self._finish(ctx, user, value))
+        else:
+            await self._release(ctx, user)
         return answer
+
+    async def _finish(self, ctx: BuildLane, user: BuildUser, record: UnitResult) -> None:
+        if self.persist is not None:
+            await self.persist(record)
+        await self._release(ctx, user)
+
+    async def _release(self, ctx: BuildLane, user: BuildUser) -> None:
+        if ctx.lane.state == LaneState.dead:
+            # drained: a dead or hung lane would only time out; its user stays in the ledger and
+            # goes with the lane (owned lanes) or is reported at teardown (static lanes)
+            await user.session.aclose()
+            failures: list[CleanupFailure] = []
+        else:
+            failures = await ctx.users.release(user, keep=self.settings.keep_workflows)
+        for f in failures:
+            self.cleanup_failures.append(f)
+            if self.on_cleanup_failure:
+                self.on_cleanup_failure(f)
 
     async def _build_and_verify(self, ctx: BuildLane, unit: WorkUnit, case: EvalCase, user: BuildUser,
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:

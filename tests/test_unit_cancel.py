@@ -1,0 +1,132 @@
+"""A unit cancelled by a drain (its lane died) while its finished record is being written still
+finishes: written once, its user released, reported done; so it is not run again elsewhere and
+recorded twice (the 500-unit soak found 504 records for 500 units). Cancelled before it finished,
+it is cancelled as before, with nothing written."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.allocator import Outcome, WorkUnit
+from orchestrator.build.builder import Builder, BuilderSettings, BuildRequest, BuildResult
+from orchestrator.build.lane import BuildLane
+from orchestrator.build.users import BuildUser
+from orchestrator.cases import load_disk
+from orchestrator.lanes.model import Lane
+from orchestrator.n8n.rest import N8nClient, N8nSession
+from orchestrator.results.model import BuildStatus, UnitResult
+from orchestrator.run.unit import UnitRunner, UnitSettings, run_to_end
+from orchestrator.verify.judge import Judge, JudgeConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class _GatedBuilder(Builder):
+    """Answers a timed-out build (a final record that needs no verification) once ``go`` is set."""
+
+    name = "gated"
+
+    def __init__(self, settings: BuilderSettings) -> None:
+        super().__init__(settings)
+        self.started = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        self.started.set()
+        await self.go.wait()
+        return BuildResult(BuildStatus.timeout, error="build timed out")
+
+
+class _Users:
+    """The lane's build-user pool, without n8n: hands out one user and counts releases."""
+
+    def __init__(self, user: BuildUser) -> None:
+        self.user = user
+        self.released = 0
+
+    async def acquire(self, credentials: Any, *, mcp_key: bool = False) -> BuildUser:
+        return self.user
+
+    async def release(self, user: BuildUser, *, keep: bool = False) -> list[Any]:
+        await asyncio.sleep(0)
+        self.released += 1
+        return []
+
+
+class _Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        loaded, issues = load_disk([REPO / "cases" / "seeded-repair-vat-code-attach.json"])
+        assert not issues
+        self.case = loaded[0]
+        self.lane = Lane("cancel-0", 0, "http://127.0.0.1:9", "process", "cancel-test")
+        self.client = N8nClient(self.lane.base_url)
+        owner = N8nSession(self.client, "cookie", {"id": "owner"})
+        self.users = _Users(BuildUser("member", "m@x.invalid", owner, None, "project"))
+        ctx = BuildLane(self.lane, self.client, owner, self.users)  # type: ignore[arg-type]
+        self.builder = _GatedBuilder(BuilderSettings(run_id="cancel-test", run_dir=tmp_path, model="scripted"))
+        self.runner = UnitRunner({self.case.slug: self.case}, {self.lane.lane_id: ctx}, self.builder,
+                                 Judge(JudgeConfig(api_key=None)),
+                                 UnitSettings(max_attempts=1, timeout_ms=60_000, keep_workflows=False))
+        self.written: list[UnitResult] = []
+        self.writing = asyncio.Event()
+        self.write_done = asyncio.Event()
+
+        async def persist(record: UnitResult) -> None:  # a slow fsync in a worker thread
+            self.writing.set()
+            await self.write_done.wait()
+            self.written.append(record)
+
+        self.runner.persist = persist
+
+    def start(self) -> asyncio.Task[Any]:
+        return asyncio.create_task(self.runner(self.lane.lane_id, WorkUnit(self.case.slug, 0), 0))
+
+
+async def test_a_unit_cancelled_while_its_record_is_written_finishes_once(tmp_path: Path) -> None:
+    s = _Setup(tmp_path)
+    task = s.start()
+    s.builder.go.set()
+    await asyncio.wait_for(s.writing.wait(), 10)
+    task.cancel()  # the drain of a lane that died just now
+    await asyncio.sleep(0.05)
+    assert not task.done()  # the record is still being written: the unit waits for it
+    s.write_done.set()
+    outcome, record = await asyncio.wait_for(task, 10)
+    assert not task.cancelled() and outcome is Outcome.done
+    assert s.written == [record] and record.build.status == BuildStatus.timeout
+    assert s.users.released == 1
+    await s.client.aclose()
+
+
+async def test_a_unit_cancelled_before_it_finished_is_cancelled_and_writes_nothing(tmp_path: Path) -> None:
+    s = _Setup(tmp_path)
+    task = s.start()
+    await asyncio.wait_for(s.builder.started.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    assert s.written == [] and s.users.released == 1
+    await s.client.aclose()
+
+
+async def test_run_to_end_raises_only_its_own_cancellation() -> None:
+    inner_go = asyncio.Event()
+
+    async def work() -> str:
+        await inner_go.wait()
+        return "done"
+
+    async def caller() -> str:
+        return await run_to_end(work())
+
+    task = asyncio.create_task(caller())
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)
+    task.cancel()  # twice: both absorbed
+    inner_go.set()
+    assert await task == "done" and task.cancelling() == 0
