@@ -1,7 +1,7 @@
-"""A unit cancelled by a drain (its lane died) while its finished record is being written still
-finishes: written once, its user released, reported done; so it is not run again elsewhere and
-recorded twice (the 500-unit soak found 504 records for 500 units). Cancelled before it finished,
-it is cancelled as before, with nothing written."""
+"""A unit cancelled by a drain (its lane died) while its finished record is being written, or
+while its user is cleaned up, still finishes: written once, reported done; so it is not run again
+elsewhere and recorded twice (the 500-unit soak found 504 records for 500 units). Cancelled before
+it finished, it is cancelled as before, with nothing written."""
 
 from __future__ import annotations
 
@@ -130,3 +130,23 @@ async def test_run_to_end_raises_only_its_own_cancellation() -> None:
     task.cancel()  # twice: both absorbed
     inner_go.set()
     assert await task == "done" and task.cancelling() == 0
+
+
+async def test_a_unit_cancelled_while_its_user_is_cleaned_up_is_still_done(tmp_path: Path) -> None:
+    s = _Setup(tmp_path)
+    s.write_done.set()
+    cleaning, never = asyncio.Event(), asyncio.Event()
+
+    async def slow_release(user: BuildUser, *, keep: bool = False) -> list[Any]:  # a lane that stopped answering
+        cleaning.set()
+        await never.wait()
+        return []
+
+    s.users.release = slow_release  # type: ignore[method-assign]
+    task = s.start()
+    s.builder.go.set()
+    await asyncio.wait_for(cleaning.wait(), 10)
+    task.cancel()  # the drain: the clean-up stops, the user goes with the lane
+    outcome, record = await asyncio.wait_for(task, 10)
+    assert outcome is Outcome.done and s.written == [record]
+    await s.client.aclose()

@@ -200,19 +200,26 @@ class UnitRunner:
                 await self._release(ctx, user)
         outcome, value = answer
         if outcome is Outcome.done and isinstance(value, UnitResult):
-            # Finished: the record is written (durable before the lane's slot is given to the next
-            # unit) and the user released, even if a drain cancels this task meanwhile. Cancelled
-            # there, the unit would run again elsewhere while its record was already written: it
-            # would be in the results twice.
-            await run_to_end(self._finish(ctx, user, value))
+            await self._finish(ctx, user, value)
         else:
             await self._release(ctx, user)
         return answer
 
     async def _finish(self, ctx: BuildLane, user: BuildUser, record: UnitResult) -> None:
+        """A finished unit stays finished when a drain (its lane died) cancels this task now:
+        cancelled, it would run again elsewhere while its record was already written, and be in
+        the results twice. So the record is written to the end (durable before the lane's slot is
+        given to the next unit), and a cancelled clean-up leaves the user to go with the lane, as
+        for a drained lane."""
         if self.persist is not None:
-            await self.persist(record)
-        await self._release(ctx, user)
+            await run_to_end(self.persist(record))
+        try:
+            await self._release(ctx, user)
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None:
+                me.uncancel()
+            await user.session.aclose()
 
     async def _release(self, ctx: BuildLane, user: BuildUser) -> None:
         if ctx.lane.state == LaneState.dead:
