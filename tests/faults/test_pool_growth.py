@@ -109,9 +109,19 @@ async def test_builds_start_while_another_lane_is_still_starting(model: ModelDes
 
 
 async def test_a_lane_configured_differently_is_removed_and_the_reason_recorded(model: ModelDesk, tmp_path: Path) -> None:
+    gate = BuildGate()
+    model.use(ms.demo_script(builder=gate))
     run_id = unique("oddlane")
     cfg = run_config(tmp_path, run_id, backend=OddSecondLane.name, lanes=2, filter=",".join(SMOKE_CASES[:2]))
-    outcome = await Run(cfg).execute()
+
+    async def act(run: Run, task: asyncio.Task[RunOutcome]) -> None:
+        # builds wait until the later lane was compared (and one of the two removed): the first
+        # lane alone could finish both units before the second (started at a lower priority) is up
+        def removed() -> bool:
+            return any(r.get("kind") == "lane" and r["op"] == "delete" for r in ledger_records(run_id, cfg.state_dir))
+        await wait_until(lambda: removed() or task.done(), 240, "a lane removed")
+
+    outcome = await _run_holding_builds(cfg, gate, act)
     assert outcome.ok and outcome.cleanup_failures == []
     creates = _lane_creates(run_id, cfg.state_dir)
     odd = next(lane_id for lane_id, r in creates.items() if r["meta"]["index"] == 1)
