@@ -66,6 +66,7 @@ async def run_to_end(aw: Awaitable[T]) -> T:
             me.uncancel()
     return result
 
+
 COMPLEX_TIMEOUT_FACTOR = 1.5
 
 
