@@ -12,14 +12,17 @@ import re
 import threading
 from typing import Any
 
+import ahocorasick
+
 MASK = "***"
 _MIN_LEN = 6
 _lock = threading.Lock()
 _secrets: set[str] = set()
 _pending: list[str] = []  # registered, not yet in a compiled bucket
-#: Compiled buckets of secrets, largest first; each holds at least twice the secrets of the next.
-_buckets: list[tuple[int, re.Pattern[str], list[str]]] = []
-_compiled_chars = 0  # total pattern text ever compiled (for the complexity test and the bench)
+#: Compiled buckets of secrets (Aho-Corasick automatons), largest first; each holds at least twice
+#: the secrets of the next.
+_buckets: list[tuple[int, Any, list[str]]] = []
+_compiled_chars = 0  # total secret text ever compiled (for the complexity test and the bench)
 
 #: Shapes that are secrets whoever produced them (bearer tokens, Anthropic/LangSmith keys, JWTs).
 _SHAPES = re.compile(
@@ -39,24 +42,28 @@ def register_secret(value: str | None) -> None:
             _pending.append(value)
 
 
-def _compile(values: list[str]) -> re.Pattern[str]:
-    """Every occurrence of any of ``values``, overlapping ones included: a zero-width lookahead at
-    each position captures the longest secret starting there (alternatives longest first)."""
+def _compile(values: list[str]) -> Any:
+    """An Aho-Corasick automaton of ``values`` (pyahocorasick): one pass over a text finds every
+    occurrence of every value, overlapping ones included, in time linear in the text whatever the
+    number of values. (One regex alternation of every secret costs time proportional to the text
+    times the secrets: 14 ms for a 2 kB log line and 0.7 s for 100 kB at 3,000 secrets, which the
+    500-unit soak reaches; the orchestrator then spent 1.9 CPU-s per unit, mostly redacting.)"""
     global _compiled_chars
-    text = "(?=(" + "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) + "))"
-    _compiled_chars += len(text)
-    return re.compile(text)
+    automaton = ahocorasick.Automaton()
+    for value in values:
+        automaton.add_word(value, len(value))
+    automaton.make_automaton()
+    _compiled_chars += sum(len(v) for v in values)
+    return automaton
 
 
-def _flush() -> list[tuple[int, re.Pattern[str], list[str]]]:
+def _flush() -> list[tuple[int, Any, list[str]]]:
     """Compile secrets registered since the last call; return the buckets to scan with.
 
-    Recompiling one alternation of every secret on each new batch costs O(N) per batch, O(N^2)
-    over a run (measured: ~50 s for 2,000 secrets registered 4 at a time). Buckets merge like a
-    binary counter instead -- a new bucket merges into the previous one while it is at least half
-    its size -- so each secret is compiled O(log N) times and a redaction scans O(log N) patterns
-    whose sizes sum to N. ``re`` caches every pattern text it compiles (up to 512), which would
-    keep the superseded buckets alive: the cache is purged after each flush.
+    Recompiling every secret on each new batch costs O(N) per batch, O(N^2) over a run (measured:
+    ~50 s for 2,000 secrets registered 4 at a time). Buckets merge like a binary counter instead --
+    a new bucket merges into the previous one while it is at least half its size -- so each secret
+    is compiled O(log N) times and a redaction makes O(log N) passes over the text.
     """
     if not _pending:
         return _buckets
@@ -67,12 +74,11 @@ def _flush() -> list[tuple[int, re.Pattern[str], list[str]]]:
             while _buckets and _buckets[-1][0] <= 2 * len(values):
                 values = _buckets.pop()[2] + values
             _buckets.append((len(values), _compile(values), values))
-            re.purge()
         return list(_buckets)
 
 
 def compiled_chars() -> int:
-    """Total pattern text compiled for registered secrets so far (grows ~N log N, not N^2)."""
+    """Total secret text compiled so far (grows ~N log N, not N^2)."""
     return _compiled_chars
 
 
@@ -86,8 +92,8 @@ def redact(text: str) -> str:
     if not text:
         return text
     spans: list[tuple[int, int]] = []
-    for _size, pattern, _values in _flush():
-        spans.extend(m.span(1) for m in pattern.finditer(text))
+    for _size, automaton, _values in _flush():
+        spans.extend((end - length + 1, end + 1) for end, length in automaton.iter(text))
     if spans:
         spans.sort()
         out: list[str] = []

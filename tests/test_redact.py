@@ -44,7 +44,7 @@ def test_many_secrets_do_not_pile_up_compiled_patterns() -> None:
     tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     assert grown < 20 * 1024 * 1024, f"redaction grew memory by {grown / 2**20:.1f} MiB for 600 secrets"
-    assert len(re._cache) < 50  # type: ignore[attr-defined]
+    assert not any("s3cret-" in str(key) for key in re._cache)  # type: ignore[attr-defined]  # no regex per secret
 
 
 def test_registering_2000_secrets_compiles_n_log_n_pattern_text_not_n_squared() -> None:
