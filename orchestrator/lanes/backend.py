@@ -70,9 +70,6 @@ class LaneBackend(abc.ABC):
         """The least time a lane of this backend may need to become ready (node scale-up, image pull)."""
         return 0.0
 
-    #: Seconds between readiness probes while a lane starts.
-    ready_poll_s: ClassVar[float] = 0.5
-
     @classmethod
     def preflight(cls, spec: LaneSpec) -> None:
         """Before anything starts: what this backend needs exists (one-line ``ConfigError`` if not)."""

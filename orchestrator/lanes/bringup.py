@@ -131,8 +131,7 @@ async def bring_up_one(
         lane = await backend.start_lane(index, spec)
         started.append(lane)
         try:
-            await wait_ready(backend, lane, max(spec.ready_timeout_s, backend.min_ready_timeout_s),
-                             backend.ready_poll_s)
+            await wait_ready(backend, lane, max(spec.ready_timeout_s, backend.min_ready_timeout_s))
             if lane.owner is None:
                 await seed_owner(lane, owner)
             else:  # a static lane with a given owner: never wiped, only checked

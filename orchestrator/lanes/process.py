@@ -109,7 +109,6 @@ class ProcessBackend(LaneBackend):
     name = "process"
     needs_local_n8n = True
     supports_sandbox = True
-    ready_poll_s = 0.2  # a loopback probe is cheap; a lane ready between two probes waits half of this
 
     def __init__(self, run_id, ledger, state_dir, **options):
         super().__init__(run_id, ledger, state_dir, **options)
