@@ -14,13 +14,18 @@ Variants, each adding to the one before:
   module-resolution cache shared per n8n install, a 32 MiB young generation;
 - ``headless``: tuned, and no editor (``N8N_DISABLE_UI``: n8n would rewrite its editor bundle
   into the user folder at every start);
-- ``default``: the default path: headless, and staggered starts (lanes after the first start at
+- ``lazy-runner``: headless, and the JS task runner starts with the lane's first Code node instead
+  of with n8n (``orchestrator.lanes.task_launcher``, n8n's launcher protocol);
+- ``default``: the default path: lazy-runner, and staggered starts (lanes after the first start at
   a lower CPU priority until they are ready, so the first one, and the first build, comes early;
   as root only).
 
+Then, on one lane of the default path, the price of the lazy runner: how long the first Code node
+takes (the runner starts for it) and the second.
+
 The template and both caches are built once before timing (their one-off cost is printed).
 
-    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,template,tuned,headless,default] [--repeat 1]
+    .venv/bin/python bench/lanes_up.py [--counts 1,2,4] [--variants fresh,template,tuned,headless,lazy-runner,default] [--repeat 1]
 
 The last line is ``4 lanes: <seconds> s``, the default path with 4 lanes (mean over repeats).
 """
@@ -41,6 +46,7 @@ from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend, group_members
 from orchestrator.ledger import Ledger
+from orchestrator.n8n.rest import N8nClient
 
 
 def group_cpu_s(pgid: int) -> float:
@@ -56,15 +62,54 @@ def group_cpu_s(pgid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-VARIANTS = ("fresh", "template", "tuned", "headless", "default")
+#: Manual Trigger → Code: runs without a model (no external call for the mock to answer).
+CODE_FLOW = {
+    "name": "lanes_up code node",
+    "nodes": [
+        {"id": "t", "name": "Manual Trigger", "type": "n8n-nodes-base.manualTrigger", "typeVersion": 1,
+         "position": [0, 0], "parameters": {}},
+        {"id": "c", "name": "Code", "type": "n8n-nodes-base.code", "typeVersion": 2, "position": [200, 0],
+         "parameters": {"jsCode": "return [{json: {sum: 1 + 2}}];"}},
+    ],
+    "connections": {"Manual Trigger": {"main": [[{"node": "Code", "type": "main", "index": 0}]]}},
+    "settings": {},
+}
+
+
+async def code_node_seconds(state: Path) -> list[float]:
+    """Seconds for a Code node on a fresh default lane: the first (the runner starts), the second."""
+    run_id = f"bench-code-{int(time.time())}"
+    backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state)
+    owner = make_owner(run_id)
+    result = await bring_up(backend, 1, make_spec("eval"), owner)
+    seconds: list[float] = []
+    try:
+        async with N8nClient(result.lanes[0].base_url) as client:
+            session = await client.login(owner.email, owner.password)
+            workflow_id = await session.create_workflow(CODE_FLOW)
+            for _ in range(2):
+                t0 = time.monotonic()
+                run = await session.execute_with_llm_mock(workflow_id, timeout_ms=60_000)
+                seconds.append(time.monotonic() - t0)
+                if not run.success:
+                    raise SystemExit(f"the Code node failed: {run.errors}")
+            await session.aclose()
+    finally:
+        await teardown_pool(backend, result.lanes)
+        await backend.close()
+    return seconds
+
+
+VARIANTS = ("fresh", "template", "tuned", "headless", "lazy-runner", "default")
 
 
 async def one_pool(count: int, state: Path, variant: str) -> tuple[float, list[float], list[float]]:
     run_id = f"bench-{variant}-{count}-{int(time.time())}"
     backend = ProcessBackend(run_id, Ledger.for_run(run_id, state), state, lane_template=variant != "fresh",
-                             node_tuning=variant in ("tuned", "headless", "default"), stagger=variant == "default")
+                             node_tuning=variant not in ("fresh", "template"), stagger=variant == "default",
+                             lazy_runner=variant in ("lazy-runner", "default"))
     spec = make_spec("eval")
-    if variant not in ("headless", "default"):
+    if variant in ("fresh", "template", "tuned"):
         spec = dataclasses.replace(spec, env={**spec.env, "N8N_DISABLE_UI": "false"})
     per_lane: list[float] = []
     cpu: list[float] = []
@@ -119,6 +164,10 @@ async def main() -> None:
                     print(f"{variant:>14} {count:>5} {total:>11.1f} {per_lane[0]:>13.1f} "
                           f"{sum(per_lane) / len(per_lane):>11.1f} {sum(cpu) / len(cpu):>10.1f} "
                           f"{os.getloadavg()[0]:>8.2f}", flush=True)
+        if "default" in variants:
+            first, second = await code_node_seconds(Path(tmp) / "code")
+            print(f"a Code node on a fresh default lane: first {first:.1f} s (its task runner starts), "
+                  f"then {second:.1f} s")
     default = totals.get(("default", 4))
     if default:
         print(f"4 lanes: {sum(default) / len(default):.1f} s")

@@ -10,14 +10,17 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
 from _tools import need
 
+from orchestrator.lanes import task_launcher
 from orchestrator.lanes.backend import READINESS_PATH
-from orchestrator.lanes.install import RESOLVE_CACHE_JS
+from orchestrator.lanes.install import RESOLVE_CACHE_JS, Toolchain
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
+from orchestrator.redact import redact
 
 
 def _env(tmp_path: Path, spec: LaneSpec, **options: object) -> dict[str, str]:
@@ -100,3 +103,58 @@ async def test_lanes_after_the_first_start_at_a_lower_priority_until_they_answer
             proc.wait()
         server.shutdown()
         await backend.close()
+
+
+def _with_runner(tmp_path: Path) -> Path:
+    """A toolchain cache that has n8n's task runner where the backend looks for it."""
+    start = Toolchain(tmp_path / "cache").task_runner_start
+    start.parent.mkdir(parents=True)
+    start.write_text("")
+    return start
+
+
+def test_lanes_start_their_task_runner_on_demand_unless_a_runner_mode_is_chosen(tmp_path: Path) -> None:
+    start = _with_runner(tmp_path)
+    backend = ProcessBackend("env-run", Ledger.for_run("env-run", tmp_path), tmp_path, cache=tmp_path / "cache")
+    env = backend._lane_env(make_spec("eval"), 0, tmp_path / "lane", 5701, 5702)
+    other = backend._lane_env(make_spec("eval"), 1, tmp_path / "lane1", 5703, 5704)
+    assert env["N8N_RUNNERS_MODE"] == "external" and env[task_launcher.START_ENV] == str(start)
+    token = env["N8N_RUNNERS_AUTH_TOKEN"]
+    assert len(token) >= 32 and token != other["N8N_RUNNERS_AUTH_TOKEN"]  # one per lane
+    assert token not in redact(f"token={token}")  # a secret like any other
+    assert env[task_launcher.NODE_OPTIONS_ENV] == f'--max-semi-space-size=32 --require "{RESOLVE_CACHE_JS}"'
+    cmd = backend._command(env)
+    assert cmd[:2] == ["/bin/sh", "-c"] and cmd[-3:] == [str(backend.toolchain.node_bin), str(backend.toolchain.n8n_entry), "start"]
+    assert 'task_launcher.py & exec "$@"' in cmd[2] and cmd[2].startswith(f"{task_launcher.LANE_PID_ENV}=$$ ")
+
+    # n8n's own way (the runner starts with n8n) when asked for, or when this n8n has no runner file
+    internal = backend._lane_env(make_spec("eval", ["N8N_RUNNERS_MODE=internal"]), 0, tmp_path / "lane", 5701, 5702)
+    off = _env(tmp_path, make_spec("eval"), lazy_runner=False)
+    for plain in (internal, off):
+        assert "N8N_RUNNERS_AUTH_TOKEN" not in plain and task_launcher.START_ENV not in plain
+        assert backend._command(plain) == [str(backend.toolchain.node_bin), str(backend.toolchain.n8n_entry), "start"]
+    start.unlink()
+    assert "N8N_RUNNERS_AUTH_TOKEN" not in _env(tmp_path, make_spec("eval"))
+
+
+def test_the_runner_gets_what_n8ns_internal_mode_gives_it_and_never_the_auth_token(tmp_path: Path) -> None:
+    _with_runner(tmp_path)
+    env = _env(tmp_path, make_spec("eval", ["GENERIC_TIMEZONE=Europe/Berlin", "N8N_RUNNERS_MAX_CONCURRENCY=3",
+                                            "N8N_RUNNERS_MAX_OLD_SPACE_SIZE=512"]))
+    cfg = task_launcher.LauncherConfig.from_env(env)
+    assert cfg.broker_uri == "http://127.0.0.1:5702" and cfg.ws_url == "ws://127.0.0.1:5702/runners/_ws"
+    assert cfg.flags == ("--disallow-code-generation-from-strings", "--disable-proto=delete")
+    runner = cfg.runner_env
+    assert "N8N_RUNNERS_AUTH_TOKEN" not in runner and env["N8N_RUNNERS_AUTH_TOKEN"] not in str(runner)
+    assert runner["N8N_RUNNERS_TASK_BROKER_URI"] == "http://127.0.0.1:5702"
+    assert runner["GENERIC_TIMEZONE"] == "Europe/Berlin" and runner["N8N_RUNNERS_MAX_CONCURRENCY"] == "3"
+    assert runner["N8N_RUNNERS_TASK_TIMEOUT"] == "300"  # n8n's default, as n8n passes it
+    assert runner["NODE_OPTIONS"].endswith("--max-old-space-size=512")
+    assert runner["NODE_COMPILE_CACHE"] == env["NODE_COMPILE_CACHE"]  # the lane's caches, for the runner too
+    assert runner["N8N_EVAL_RUN_ID"] == "env-run"  # found by `orchestrator cleanup` like its lane
+    assert not {"E2E_TESTS", "N8N_ENABLED_MODULES", "N8N_USER_FOLDER"} & set(runner)  # n8n's settings stay n8n's
+    insecure = task_launcher.LauncherConfig.from_env({**env, "N8N_RUNNERS_INSECURE_MODE": "true"})
+    assert insecure.flags == ()
+    missing = {k: v for k, v in env.items() if k != "N8N_RUNNERS_AUTH_TOKEN"}
+    with pytest.raises(ValueError, match="N8N_RUNNERS_AUTH_TOKEN"):
+        task_launcher.LauncherConfig.from_env(missing)

@@ -23,7 +23,7 @@ from _process_lanes import alive, lane_pids, leftovers
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import LaneState
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process import ProcessBackend, group_members
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 
@@ -181,3 +181,83 @@ def test_lanes_down_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr.strip().startswith("error: --run-id: no run 'nope'")
     assert "Traceback" not in res.stderr
+
+
+#: Manual Trigger → Code: runs without a model (no external call for the mock to answer).
+CODE_FLOW = {
+    "name": "lazy runner",
+    "nodes": [
+        {"id": "t", "name": "Manual Trigger", "type": "n8n-nodes-base.manualTrigger", "typeVersion": 1,
+         "position": [0, 0], "parameters": {}},
+        {"id": "c", "name": "Code", "type": "n8n-nodes-base.code", "typeVersion": 2, "position": [200, 0],
+         "parameters": {"jsCode": "return [{json: {sum: 1 + 2}}];"}},
+    ],
+    "connections": {"Manual Trigger": {"main": [[{"node": "Code", "type": "main", "index": 0}]]}},
+    "settings": {},
+}
+
+
+def _members_by_role(pgid: int) -> dict[str, list[int]]:
+    roles: dict[str, list[int]] = {"n8n": [], "launcher": [], "runner": [], "other": []}
+    for pid in group_members(pgid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = b" ".join(argv).decode(errors="replace")
+        role = ("runner" if "task-runner/dist/start.js" in text else "launcher" if "task_launcher.py" in text
+                else "n8n" if text.rstrip().endswith("n8n start") else "other")
+        roles[role].append(pid)
+    return roles
+
+
+async def _wait_for(condition, what: str, within_s: float = 10.0) -> None:
+    t0 = time.monotonic()
+    while not condition():
+        assert time.monotonic() - t0 < within_s, f"{what} not within {within_s:.0f} s"
+        await asyncio.sleep(0.1)
+
+
+async def test_task_runner_starts_with_the_first_code_node_again_after_it_dies_and_ends_with_n8n(tmp_path: Path) -> None:
+    run_id = "lanes-lazy-runner"
+    backend = ProcessBackend(run_id, Ledger.for_run(run_id, tmp_path), tmp_path)
+    owner = make_owner(run_id)
+    result = await bring_up(backend, 1, make_spec("eval"), owner)
+    [lane] = result.lanes
+    pgid = int(lane.handle)
+    try:
+        roles = _members_by_role(pgid)
+        assert roles["n8n"] == [pgid] and len(roles["launcher"]) == 1
+        assert roles["runner"] == [] and roles["other"] == []  # ready and seeded, no runner yet
+        async with N8nClient(lane.base_url) as client:
+            session = await client.login(owner.email, owner.password)
+            workflow_id = await session.create_workflow(CODE_FLOW)
+            outputs = []
+            runners = []
+            for attempt in range(2):
+                run = await session.execute_with_llm_mock(workflow_id, timeout_ms=60_000)
+                assert run.success, run.errors
+                outputs.append(run.node_results["Code"].outputs["main"][0][0]["json"])
+                [runner] = _members_by_role(pgid)["runner"]
+                runners.append(runner)
+                if attempt == 0:  # the next Code node needs a new one
+                    os.kill(runner, signal.SIGKILL)
+                    await _wait_for(lambda pid=runner: not alive(pid), "the killed runner's exit")
+            await session.aclose()
+        assert outputs == [{"sum": 3}, {"sum": 3}]
+        assert runners[0] != runners[1]
+        # the lane's runner auth token is nowhere in what the lane wrote
+        environ = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{pgid}/environ").read_bytes().split(b"\0") if b"=" in kv)
+        token = environ[b"N8N_RUNNERS_AUTH_TOKEN"].decode()
+        raw_log = (backend.lanes_dir() / lane.lane_id / "n8n.log").read_text(errors="replace")
+        assert token not in raw_log and "Bearer" not in raw_log
+        # n8n killed alone: its launcher goes with it, and stops the runner it started
+        [launcher] = _members_by_role(pgid)["launcher"]
+        os.kill(pgid, signal.SIGKILL)
+        await _wait_for(lambda: not alive(launcher) and not alive(runners[1]), "the launcher's and runner's exit")
+    finally:
+        await teardown_pool(backend, [lane])
+        await backend.close()
+    assert leftovers(run_id, tmp_path) == []
+    log = (tmp_path / "runs" / run_id / "logs" / f"{lane.lane_id}.log").read_text()
+    assert log.count("[eval task launcher] a task is waiting: task runner started") == 2

@@ -72,6 +72,11 @@ class Toolchain:
         return self.n8n_prefix / "node_modules" / "n8n" / "bin" / "n8n"
 
     @property
+    def task_runner_start(self) -> Path:
+        """n8n's JS task runner (what n8n's internal mode spawns; process lanes start it on demand)."""
+        return self.n8n_prefix / "node_modules" / "@n8n" / "task-runner" / "dist" / "start.js"
+
+    @property
     def claude_prefix(self) -> Path:
         return self.cache / f"claude-{self.claude_version}"
 

@@ -26,6 +26,14 @@ the user folder at every start, ~2.5 CPU-s of a lane's ~8; nothing a build or a 
 does needs it, but a person who wants to watch a lane in a browser does. Such a lane answers 404
 on ``/rest/settings`` and ``/rest/module-settings``, so its fingerprint is narrower
 (:mod:`orchestrator.lanes.fingerprint`).
+
+A lane's JS task runner (Code nodes) starts with its first Code node, not with n8n: n8n runs in
+``external`` runner mode with a per-lane auth token, and :mod:`.task_launcher`, started beside n8n
+in the lane's process group, does n8n's launcher handshake and starts n8n's own runner when the
+broker has a task for it. Measured in ``bench/lanes_up.py``: the runner took ~1 CPU-s of a lane's
+start, and more than that of the pool's (it starts while n8n itself does); the first Code node on a
+lane then takes ~1 s longer. ``N8N_RUNNERS_MODE=internal`` (profile or ``--env``) or
+``lazy_runner=False`` starts it with n8n as n8n does by default.
 """
 
 from __future__ import annotations
@@ -33,19 +41,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes import install
+from orchestrator.lanes import install, task_launcher
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.procs import group_members, pid_alive, terminate_group
-from orchestrator.redact import redact
+from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
 
 log = logging.getLogger(__name__)
@@ -124,6 +135,8 @@ class ProcessBackend(LaneBackend):
         # stagger=True (root only: only root can give a lane its priority back): see start_lane
         self.stagger = bool(options.get("stagger", True)) and os.geteuid() == 0
         self._niced: set[str] = set()
+        # lazy_runner=True: the JS task runner starts with a lane's first Code node (task_launcher)
+        self.lazy_runner = bool(options.get("lazy_runner", True))
 
     def lanes_dir(self) -> Path:
         return self.state_dir / "runs" / self.run_id / "lanes"
@@ -135,8 +148,19 @@ class ProcessBackend(LaneBackend):
         env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
         env.update(spec.env)
         env.setdefault("N8N_DISABLE_UI", "true")  # headless unless the spec asks for the editor (see above)
-        if self.node_tuning:
-            tuned = self.toolchain.lane_node_env()
+        tuned = self.toolchain.lane_node_env() if self.node_tuning else {}
+        if self._runs_launcher(env):
+            token = secrets.token_urlsafe(24)
+            register_secret(token)
+            env.update({
+                "N8N_RUNNERS_MODE": "external",
+                "N8N_RUNNERS_AUTH_TOKEN": token,
+                task_launcher.NODE_ENV: str(self.toolchain.node_bin),
+                task_launcher.START_ENV: str(self.toolchain.task_runner_start),
+                task_launcher.NODE_OPTIONS_ENV: tuned.get("NODE_OPTIONS", ""),
+                task_launcher.LABELS_ENV: f"{RUN_LABEL},{INDEX_LABEL}",
+            })
+        if tuned:
             if env.get("NODE_OPTIONS"):  # the profile's own Node options come after ours: they win
                 tuned["NODE_OPTIONS"] += f" {env['NODE_OPTIONS']}"
             env.update(tuned)
@@ -153,6 +177,26 @@ class ProcessBackend(LaneBackend):
             **{RUN_LABEL: self.run_id, INDEX_LABEL: str(index)},
         )
         return env
+
+    def _runs_launcher(self, env: dict[str, str]) -> bool:
+        """Whether this lane's JS task runner starts on demand (see :mod:`.task_launcher`): the
+        default, unless the profile or ``--env`` chose a runner mode (``N8N_RUNNERS_MODE=internal``
+        starts it with n8n, as n8n does by default), or this n8n has no runner where we look."""
+        if not self.lazy_runner or "N8N_RUNNERS_MODE" in env:
+            return False
+        if not self.toolchain.task_runner_start.is_file():
+            log.warning("no %s: task runners start with n8n", self.toolchain.task_runner_start)
+            return False
+        return True
+
+    def _command(self, env: dict[str, str]) -> list[str]:
+        """n8n's start, and beside it in the lane's process group (when runners start on demand) the
+        task launcher: ``sh`` starts it, then becomes n8n (``exec``), the launcher's parent."""
+        n8n = [str(self.toolchain.node_bin), str(self.toolchain.n8n_entry), "start"]
+        if env.get("N8N_RUNNERS_MODE") != "external" or task_launcher.NODE_ENV not in env:
+            return n8n
+        launcher = f"{shlex.quote(sys.executable)} -I {shlex.quote(str(Path(task_launcher.__file__)))}"
+        return ["/bin/sh", "-c", f'{task_launcher.LANE_PID_ENV}=$$ {launcher} & exec "$@"', "sh", *n8n]
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
         if not self.toolchain.n8n_ready():
@@ -186,7 +230,7 @@ class ProcessBackend(LaneBackend):
                 raise LaneError(f"lane {lane_id}: sandbox service: {exc}") from exc
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
-                [str(self.toolchain.node_bin), str(self.toolchain.n8n_entry), "start"],
+                self._command(env),
                 cwd=folder,
                 env=env,
                 stdin=subprocess.DEVNULL,
