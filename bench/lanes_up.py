@@ -18,7 +18,7 @@ Variants, each adding to the one before:
   of with n8n (``orchestrator.lanes.task_launcher``, n8n's launcher protocol);
 - ``default``: the default path: lazy-runner, and staggered starts (lanes after the first start at
   a lower CPU priority until they are ready, so the first one, and the first build, comes early;
-  as root only).
+  while more lanes start than there are CPUs, each is held to one CPU; as root only).
 
 Then, on one lane of the default path, the price of the lazy runner: how long the first Code node
 takes (the runner starts for it) and the second.

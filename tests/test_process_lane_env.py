@@ -105,6 +105,39 @@ async def test_lanes_after_the_first_start_at_a_lower_priority_until_they_answer
         await backend.close()
 
 
+async def test_while_more_lanes_start_than_there_are_cpus_each_is_held_to_one_until_ready(tmp_path: Path) -> None:
+    need(os.geteuid() == 0, "staggered starts are for root only")
+    cpus = sorted(os.sched_getaffinity(0))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    backend = ProcessBackend("pin-run", Ledger.for_run("pin-run", tmp_path), tmp_path, cache=tmp_path / "cache")
+    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(len(cpus) + 1)]
+    try:
+        lanes = []
+        for index, proc in enumerate(procs):
+            lane = Lane(lane_id=f"p{index}", index=index, base_url=f"http://127.0.0.1:{server.server_port}",
+                        backend="process", run_id="pin-run", handle=str(proc.pid))
+            backend._procs[lane.lane_id] = proc
+            backend._stagger_start(lane.lane_id, index, proc.pid)
+            lanes.append(lane)
+            if index < len(cpus):  # a CPU for each starting lane so far: none is held
+                assert all(os.sched_getaffinity(p.pid) == set(cpus) for p in procs[: index + 1])
+        assert [os.sched_getaffinity(p.pid) for p in procs] == [{cpus[i % len(cpus)]} for i in range(len(procs))]
+        assert await backend.health(lanes[1])
+        assert os.sched_getaffinity(procs[1].pid) == set(cpus)  # ready: every CPU again
+        assert os.sched_getaffinity(procs[0].pid) == {cpus[0]}
+        await backend.teardown(lanes[0])  # gone before it was ready: no longer counted, nor held
+        assert backend._starting.keys() == {lane.lane_id for lane in lanes[2:]}
+        assert await backend.health(lanes[-1])
+        assert os.sched_getaffinity(procs[-1].pid) == set(cpus)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        server.shutdown()
+        await backend.close()
+
+
 def _with_runner(tmp_path: Path) -> Path:
     """A toolchain cache that has n8n's task runner where the backend looks for it."""
     start = Toolchain(tmp_path / "cache").task_runner_start

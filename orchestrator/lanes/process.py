@@ -115,6 +115,21 @@ def _set_nice(pgid: int, nice: int) -> None:
         autogroup.write_text(str(nice))
 
 
+def _set_affinity(pgid: int, cpus: set[int]) -> None:
+    """The CPUs every thread of a lane's process group may run on (a thread keeps its own mask, so
+    each one is set; threads started later inherit their creator's)."""
+    for pid in group_members(pgid):
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:  # gone meanwhile
+                pass
+
+
 @register_backend
 class ProcessBackend(LaneBackend):
     name = "process"
@@ -135,6 +150,8 @@ class ProcessBackend(LaneBackend):
         # stagger=True (root only: only root can give a lane its priority back): see start_lane
         self.stagger = bool(options.get("stagger", True)) and os.geteuid() == 0
         self._niced: set[str] = set()
+        self._starting: dict[str, tuple[int, int]] = {}  # lane id → (index, pid) until ready
+        self._pinned: set[str] = set()
         # lazy_runner=True: the JS task runner starts with a lane's first Code node (task_launcher)
         self.lazy_runner = bool(options.get("lazy_runner", True))
 
@@ -263,8 +280,18 @@ class ProcessBackend(LaneBackend):
         CPU-bound, so on a small machine equal shares bring every lane up at about the same late
         moment, while staggered shares bring the first one up early (the first build starts then;
         there is no barrier) and the rest at about the same moment as before. A lane gets its
-        priority back (its whole process group, the task runner too) once it answers ready."""
-        if not self.stagger or index == 0:
+        priority back (its whole process group, the task runner too) once it answers ready.
+
+        While more lanes start than there are CPUs, each starting lane is also held to one CPU
+        (lane k to the k-th CPU, round robin) until it is ready: lanes sharing a CPU then take turns
+        by priority there instead of all of them moving across every CPU. Measured with 4 lanes on
+        2 CPUs (``bench/lanes_up.py``, 5 pools each): all ready after 10.5–13.8 s instead of
+        11.4–15.0 s, ~7 % less CPU."""
+        if not self.stagger:
+            return
+        self._starting[lane_id] = (index, pid)
+        self._pin_starting()
+        if index == 0:
             return
         try:
             _set_nice(pid, min(index, STAGGER_STEPS) * STAGGER_NICE)
@@ -272,6 +299,28 @@ class ProcessBackend(LaneBackend):
             log.debug("lane %s: no staggered start: %s", lane_id, exc)
             return
         self._niced.add(lane_id)
+
+    def _pin_starting(self) -> None:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(self._starting) <= len(cpus):
+            return  # a CPU for each
+        for lane_id, (index, pid) in self._starting.items():
+            if lane_id not in self._pinned:
+                _set_affinity(pid, {cpus[index % len(cpus)]})
+                self._pinned.add(lane_id)
+
+    def _started(self, lane_id: str, pid: int) -> None:
+        """The lane is ready (or gone): its priority and CPUs back."""
+        self._starting.pop(lane_id, None)
+        if lane_id in self._pinned:
+            self._pinned.discard(lane_id)
+            _set_affinity(pid, os.sched_getaffinity(0))
+        if lane_id in self._niced:
+            self._niced.discard(lane_id)
+            try:
+                _set_nice(pid, 0)
+            except OSError as exc:
+                log.warning("lane %s keeps its lower start priority: %s", lane_id, exc)
 
     def _pid(self, lane: Lane) -> int:
         return int(lane.handle)
@@ -283,12 +332,8 @@ class ProcessBackend(LaneBackend):
         if proc is None and not pid_alive(self._pid(lane)):
             return False
         ready = await answers_ready(self._http, lane.base_url)
-        if ready and lane.lane_id in self._niced:
-            self._niced.discard(lane.lane_id)
-            try:
-                _set_nice(self._pid(lane), 0)
-            except OSError as exc:
-                log.warning("lane %s keeps its lower start priority: %s", lane.lane_id, exc)
+        if ready and lane.lane_id in self._starting:
+            self._started(lane.lane_id, self._pid(lane))
         return ready
 
     async def is_gone(self, lane: Lane) -> bool:
@@ -307,6 +352,9 @@ class ProcessBackend(LaneBackend):
 
     async def teardown(self, lane: Lane) -> None:
         pid = self._pid(lane)
+        self._starting.pop(lane.lane_id, None)  # a lane that never got ready starts no one's count
+        self._pinned.discard(lane.lane_id)
+        self._niced.discard(lane.lane_id)
         await _kill_group(pid)
         proc = self._procs.pop(lane.lane_id, None)
         if proc is not None:
