@@ -3,11 +3,13 @@ and its staggered start priority."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import shlex
 import subprocess
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -74,68 +76,60 @@ class _Ready(http.server.BaseHTTPRequestHandler):
         pass
 
 
-async def test_lanes_after_the_first_start_at_a_lower_priority_until_they_answer_ready(tmp_path: Path) -> None:
-    need(os.geteuid() == 0, "only root can give a lane its priority back")
+@contextlib.asynccontextmanager
+async def _sleeping_lanes(tmp_path: Path, run_id: str, count: int) -> AsyncIterator[tuple[ProcessBackend, list[Lane]]]:
+    """``count`` stand-in lanes (``sleep`` in its own session each) that answer ready, on a backend."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ready)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    backend = ProcessBackend("nice-run", Ledger.for_run("nice-run", tmp_path), tmp_path, cache=tmp_path / "cache")
-    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(3)]
+    backend = ProcessBackend(run_id, Ledger.for_run(run_id, tmp_path), tmp_path, cache=tmp_path / "cache")
+    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(count)]
+    lanes = [Lane(lane_id=f"p{index}", index=index, base_url=f"http://127.0.0.1:{server.server_port}",
+                  backend="process", run_id=run_id, handle=str(proc.pid)) for index, proc in enumerate(procs)]
+    backend._procs.update({lane.lane_id: proc for lane, proc in zip(lanes, procs)})
     try:
-        lanes = []
-        for index, proc in enumerate(procs):
-            lane = Lane(lane_id=f"p{index}", index=index, base_url=f"http://127.0.0.1:{server.server_port}",
-                        backend="process", run_id="nice-run", handle=str(proc.pid))
-            backend._procs[lane.lane_id] = proc
-            backend._stagger_start(lane.lane_id, index, proc.pid)
-            lanes.append(lane)
-
-        def nice(pid: int) -> tuple[int, str]:  # the process's own, and its session's (autogroup) share
-            return os.getpriority(os.PRIO_PROCESS, pid), Path(f"/proc/{pid}/autogroup").read_text().split()[-1]
-
-        assert [nice(p.pid) for p in procs] == [(0, "0"), (4, "4"), (8, "8")]
-        assert await backend.health(lanes[1])
-        assert [nice(p.pid) for p in procs] == [(0, "0"), (0, "0"), (8, "8")]
-        assert await backend.health(lanes[2])
-        assert [nice(p.pid) for p in procs] == [(0, "0")] * 3
+        yield backend, lanes
     finally:
         for proc in procs:
             proc.kill()
             proc.wait()
         server.shutdown()
         await backend.close()
+
+
+async def test_lanes_after_the_first_start_at_a_lower_priority_until_they_answer_ready(tmp_path: Path) -> None:
+    need(os.geteuid() == 0, "only root can give a lane its priority back")
+    async with _sleeping_lanes(tmp_path, "nice-run", 3) as (backend, lanes):
+        pids = [int(lane.handle) for lane in lanes]
+        for lane in lanes:
+            backend._stagger_start(lane.lane_id, lane.index, int(lane.handle))
+
+        def nice(pid: int) -> tuple[int, str]:  # the process's own, and its session's (autogroup) share
+            return os.getpriority(os.PRIO_PROCESS, pid), Path(f"/proc/{pid}/autogroup").read_text().split()[-1]
+
+        assert [nice(pid) for pid in pids] == [(0, "0"), (4, "4"), (8, "8")]
+        assert await backend.health(lanes[1])
+        assert [nice(pid) for pid in pids] == [(0, "0"), (0, "0"), (8, "8")]
+        assert await backend.health(lanes[2])
+        assert [nice(pid) for pid in pids] == [(0, "0")] * 3
 
 
 async def test_while_more_lanes_start_than_there_are_cpus_each_is_held_to_one_until_ready(tmp_path: Path) -> None:
     need(os.geteuid() == 0, "staggered starts are for root only")
     cpus = sorted(os.sched_getaffinity(0))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ready)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    backend = ProcessBackend("pin-run", Ledger.for_run("pin-run", tmp_path), tmp_path, cache=tmp_path / "cache")
-    procs = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(len(cpus) + 1)]
-    try:
-        lanes = []
-        for index, proc in enumerate(procs):
-            lane = Lane(lane_id=f"p{index}", index=index, base_url=f"http://127.0.0.1:{server.server_port}",
-                        backend="process", run_id="pin-run", handle=str(proc.pid))
-            backend._procs[lane.lane_id] = proc
-            backend._stagger_start(lane.lane_id, index, proc.pid)
-            lanes.append(lane)
-            if index < len(cpus):  # a CPU for each starting lane so far: none is held
-                assert all(os.sched_getaffinity(p.pid) == set(cpus) for p in procs[: index + 1])
-        assert [os.sched_getaffinity(p.pid) for p in procs] == [{cpus[i % len(cpus)]} for i in range(len(procs))]
+    async with _sleeping_lanes(tmp_path, "pin-run", len(cpus) + 1) as (backend, lanes):
+        pids = [int(lane.handle) for lane in lanes]
+        for lane in lanes:
+            backend._stagger_start(lane.lane_id, lane.index, int(lane.handle))
+            if lane.index < len(cpus):  # a CPU for each starting lane so far: none is held
+                assert all(os.sched_getaffinity(pid) == set(cpus) for pid in pids[: lane.index + 1])
+        assert [os.sched_getaffinity(pid) for pid in pids] == [{cpus[i % len(cpus)]} for i in range(len(pids))]
         assert await backend.health(lanes[1])
-        assert os.sched_getaffinity(procs[1].pid) == set(cpus)  # ready: every CPU again
-        assert os.sched_getaffinity(procs[0].pid) == {cpus[0]}
+        assert os.sched_getaffinity(pids[1]) == set(cpus)  # ready: every CPU again
+        assert os.sched_getaffinity(pids[0]) == {cpus[0]}
         await backend.teardown(lanes[0])  # gone before it was ready: no longer counted, nor held
         assert backend._starting.keys() == {lane.lane_id for lane in lanes[2:]}
         assert await backend.health(lanes[-1])
-        assert os.sched_getaffinity(procs[-1].pid) == set(cpus)
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-        server.shutdown()
-        await backend.close()
+        assert os.sched_getaffinity(pids[-1]) == set(cpus)
 
 
 def _with_runner(tmp_path: Path) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _process_lanes import alive, lane_pids, leftovers
+from _workflow_samples import main, node
 
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import LaneState
@@ -186,13 +187,9 @@ def test_lanes_down_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
 #: Manual Trigger → Code: runs without a model (no external call for the mock to answer).
 CODE_FLOW = {
     "name": "lazy runner",
-    "nodes": [
-        {"id": "t", "name": "Manual Trigger", "type": "n8n-nodes-base.manualTrigger", "typeVersion": 1,
-         "position": [0, 0], "parameters": {}},
-        {"id": "c", "name": "Code", "type": "n8n-nodes-base.code", "typeVersion": 2, "position": [200, 0],
-         "parameters": {"jsCode": "return [{json: {sum: 1 + 2}}];"}},
-    ],
-    "connections": {"Manual Trigger": {"main": [[{"node": "Code", "type": "main", "index": 0}]]}},
+    "nodes": [node("Manual Trigger", "n8n-nodes-base.manualTrigger", 1),
+              node("Code", "n8n-nodes-base.code", 2, {"jsCode": "return [{json: {sum: 1 + 2}}];"}, 200)],
+    "connections": {"Manual Trigger": main("Code")},
     "settings": {},
 }
 
