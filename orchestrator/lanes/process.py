@@ -46,6 +46,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -130,6 +131,16 @@ def _set_affinity(pgid: int, cpus: set[int]) -> None:
                 pass
 
 
+@dataclass
+class _StartHold:
+    """A lane in its staggered start: what was changed for it, to undo once it answers ready."""
+
+    index: int
+    pid: int
+    niced: bool = False
+    pinned: bool = False
+
+
 @register_backend
 class ProcessBackend(LaneBackend):
     name = "process"
@@ -149,9 +160,7 @@ class ProcessBackend(LaneBackend):
         self.node_tuning = bool(options.get("node_tuning", True))
         # stagger=True (root only: only root can give a lane its priority back): see start_lane
         self.stagger = bool(options.get("stagger", True)) and os.geteuid() == 0
-        self._niced: set[str] = set()
-        self._starting: dict[str, tuple[int, int]] = {}  # lane id → (index, pid) until ready
-        self._pinned: set[str] = set()
+        self._starting: dict[str, _StartHold] = {}  # lane id → what its staggered start changed, until ready
         # lazy_runner=True: the JS task runner starts with a lane's first Code node (task_launcher)
         self.lazy_runner = bool(options.get("lazy_runner", True))
 
@@ -210,7 +219,7 @@ class ProcessBackend(LaneBackend):
         """n8n's start, and beside it in the lane's process group (when runners start on demand) the
         task launcher: ``sh`` starts it, then becomes n8n (``exec``), the launcher's parent."""
         n8n = [str(self.toolchain.node_bin), str(self.toolchain.n8n_entry), "start"]
-        if env.get("N8N_RUNNERS_MODE") != "external" or task_launcher.NODE_ENV not in env:
+        if task_launcher.NODE_ENV not in env:  # set by _lane_env only when the launcher runs
             return n8n
         launcher = f"{shlex.quote(sys.executable)} -I {shlex.quote(str(Path(task_launcher.__file__)))}"
         return ["/bin/sh", "-c", f'{task_launcher.LANE_PID_ENV}=$$ {launcher} & exec "$@"', "sh", *n8n]
@@ -289,36 +298,33 @@ class ProcessBackend(LaneBackend):
         less CPU; the first lane ~0.6 s later."""
         if not self.stagger:
             return
-        self._starting[lane_id] = (index, pid)
+        hold = self._starting[lane_id] = _StartHold(index, pid)
         self._pin_starting()
         if index == 0:
             return
         try:
             _set_nice(pid, min(index, STAGGER_STEPS) * STAGGER_NICE)
+            hold.niced = True
         except OSError as exc:
             log.debug("lane %s: no staggered start: %s", lane_id, exc)
-            return
-        self._niced.add(lane_id)
 
     def _pin_starting(self) -> None:
         cpus = sorted(os.sched_getaffinity(0))
         if len(self._starting) <= len(cpus):
             return  # a CPU for each
-        for lane_id, (index, pid) in self._starting.items():
-            if lane_id not in self._pinned:
-                _set_affinity(pid, {cpus[index % len(cpus)]})
-                self._pinned.add(lane_id)
+        for hold in self._starting.values():
+            if not hold.pinned:
+                _set_affinity(hold.pid, {cpus[hold.index % len(cpus)]})
+                hold.pinned = True
 
-    def _started(self, lane_id: str, pid: int) -> None:
+    def _started(self, lane_id: str) -> None:
         """The lane answers ready: its priority and all CPUs back."""
-        self._starting.pop(lane_id, None)
-        if lane_id in self._pinned:
-            self._pinned.discard(lane_id)
-            _set_affinity(pid, os.sched_getaffinity(0))
-        if lane_id in self._niced:
-            self._niced.discard(lane_id)
+        hold = self._starting.pop(lane_id)
+        if hold.pinned:
+            _set_affinity(hold.pid, os.sched_getaffinity(0))
+        if hold.niced:
             try:
-                _set_nice(pid, 0)
+                _set_nice(hold.pid, 0)
             except OSError as exc:
                 log.warning("lane %s keeps its lower start priority: %s", lane_id, exc)
 
@@ -333,7 +339,7 @@ class ProcessBackend(LaneBackend):
             return False
         ready = await answers_ready(self._http, lane.base_url)
         if ready and lane.lane_id in self._starting:
-            self._started(lane.lane_id, self._pid(lane))
+            self._started(lane.lane_id)
         return ready
 
     async def is_gone(self, lane: Lane) -> bool:
@@ -353,8 +359,6 @@ class ProcessBackend(LaneBackend):
     async def teardown(self, lane: Lane) -> None:
         pid = self._pid(lane)
         self._starting.pop(lane.lane_id, None)  # a lane that never got ready starts no one's count
-        self._pinned.discard(lane.lane_id)
-        self._niced.discard(lane.lane_id)
         await _kill_group(pid)
         proc = self._procs.pop(lane.lane_id, None)
         if proc is not None:

@@ -90,11 +90,10 @@ class LauncherConfig:
         for name in filter(None, env.get(LABELS_ENV, "").split(",")):
             if name in env:
                 runner_env[name] = env[name]
-        options = [env.get(NODE_OPTIONS_ENV, "")]
-        if env.get("N8N_RUNNERS_MAX_OLD_SPACE_SIZE"):
-            options.append(f"--max-old-space-size={env['N8N_RUNNERS_MAX_OLD_SPACE_SIZE']}")
-        if " ".join(options).strip():
-            runner_env["NODE_OPTIONS"] = " ".join(options).strip()
+        old_space = env.get("N8N_RUNNERS_MAX_OLD_SPACE_SIZE")
+        options = " ".join(filter(None, [env.get(NODE_OPTIONS_ENV), old_space and f"--max-old-space-size={old_space}"]))
+        if options:
+            runner_env["NODE_OPTIONS"] = options
         insecure = env.get("N8N_RUNNERS_INSECURE_MODE", "").lower() == "true"
         return cls(
             broker_uri=broker_uri,
