@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.build.builder import BuilderSettings, BuildRequest, get_builder
-from orchestrator.build.lane import BuildLane
+from orchestrator.builders.builder import BuilderSettings, BuildRequest, get_builder
+from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import load_disk
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.pool import make_spec

@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.build.seeds import deleter_for
+from orchestrator.builders.seeds import deleter_for
 from orchestrator.deletion import close_with_lane, delete_one, in_delete_order
 from orchestrator.lanes.backend import get_backend
 from orchestrator.lanes.bringup import safe_teardown

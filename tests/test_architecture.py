@@ -9,8 +9,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "orchestrator"
 BUILDERS_AND_BACKENDS = (
-    "orchestrator.build.mcp_builder", "orchestrator.build.claude_runner", "orchestrator.build.instance_ai",
-    "orchestrator.build.prebuilt_builder",
+    "orchestrator.builders.mcp_builder", "orchestrator.builders.claude_runner", "orchestrator.builders.instance_ai",
+    "orchestrator.builders.prebuilt_builder",
     "orchestrator.lanes.process", "orchestrator.lanes.docker_lanes", "orchestrator.lanes.kubernetes_lanes",
     "orchestrator.lanes.static",
 )

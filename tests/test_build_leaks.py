@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.allocator import Outcome, WorkUnit
-from orchestrator.build.builder import Builder, BuilderSettings, BuildRequest, BuildResult
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.leaks import foreign_workflow_reads
-from orchestrator.build.users import BuildUser, BuildUserPool
+from orchestrator.builders.builder import Builder, BuilderSettings, BuildRequest, BuildResult
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.leaks import foreign_workflow_reads
+from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import load_disk
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger

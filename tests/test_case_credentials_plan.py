@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from _lanes import process_lane
 
-from orchestrator.build.compaction import NOT_CHECKABLE, CompactionCheck
-from orchestrator.build.credentials import (
+from orchestrator.builders.compaction import NOT_CHECKABLE, CompactionCheck
+from orchestrator.builders.credentials import (
     INVALID_PLACEHOLDER,
     PLACEHOLDER,
     bypass_test_ids,
     plan_credentials,
 )
-from orchestrator.build.users import BuildUserPool
+from orchestrator.builders.users import BuildUserPool
 from orchestrator.cases import CredentialSpec
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger

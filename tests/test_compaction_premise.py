@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchestrator.build.compaction import (
+from orchestrator.builders.compaction import (
     NO_CURSOR,
     NO_ROWS,
     NOT_CHECKABLE,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from _lanes import process_lane
 
-from orchestrator.build.credentials import (
+from orchestrator.builders.credentials import (
     PLACEHOLDER,
     SUPPORTED_TYPES,
     TEMPLATES,

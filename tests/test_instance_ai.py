@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.build.instance_ai import (
+from orchestrator.builders.instance_ai import (
     RunReader,
     RunState,
     answer_confirmation,
@@ -308,7 +308,7 @@ def test_an_attachment_only_opening_is_sent_as_the_editor_hand_off() -> None:
         "complexity": "simple", "tags": ["t"], "outcomeExpectations": ["x"],
         "seed": {"mode": "inline", "workflows": [{"id": "wfSeed0001", "name": "W", "nodes": [], "connections": {}}]},
     })
-    assert unsupported_reason(case) is None  # sent with only its attachment (orchestrator.build.seeds)
+    assert unsupported_reason(case) is None  # sent with only its attachment (orchestrator.builders.seeds)
     ok = EvalCase.model_validate({"conversation": [{"role": "user", "text": "Build it"}], "complexity": "simple",
                                   "tags": ["t"], "outcomeExpectations": ["x"]})
     assert unsupported_reason(ok) is None

@@ -24,14 +24,14 @@ from _process_lanes import leftovers
 from _static_lane import started_static_lane
 from _tools import require
 
-from orchestrator.build.builder import (
+from orchestrator.builders.builder import (
     BuilderSettings,
     BuildEvents,
     BuildRequest,
     get_builder,
 )
-from orchestrator.build.compaction import NOT_CHECKABLE
-from orchestrator.build.lane import BuildLane
+from orchestrator.builders.compaction import NOT_CHECKABLE
+from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.ledger import Ledger

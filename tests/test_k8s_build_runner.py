@@ -19,14 +19,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestrator.build.build_runner import (
+from orchestrator.builders.build_runner import (
     BuildRunnerServer,
     RemoteBuildRunner,
     RunnerError,
     result_from_json,
     result_to_json,
 )
-from orchestrator.build.claude_runner import AttemptResult
+from orchestrator.builders.claude_runner import AttemptResult
 from orchestrator.outage import OutageInfo
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang

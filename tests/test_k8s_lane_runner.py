@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 from k8s_fake_api import FakeApiServer
 
-from orchestrator.build.remote_builder import ENDPOINT
+from orchestrator.builders.remote_builder import ENDPOINT
 from orchestrator.lanes import k8s_objects as k8s
 from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
 from orchestrator.lanes.model import LaneSpec

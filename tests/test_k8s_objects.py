@@ -330,7 +330,7 @@ def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
     n8n, runner, sandbox = pod["spec"]["containers"]
     assert (n8n["name"], runner["name"], sandbox["name"]) == ("n8n", "build-runner", "sandbox")
     assert runner["image"] == sandbox["image"] == "registry.invalid/n8n-eval-orchestrator:1"
-    assert runner["command"][:4] == ["python", "-m", "orchestrator.build.build_runner", "serve"]
+    assert runner["command"][:4] == ["python", "-m", "orchestrator.builders.build_runner", "serve"]
     assert "http://127.0.0.1:5678" in runner["command"]
     assert sandbox["command"][:4] == ["python", "-m", "orchestrator.sandbox", "serve"]
     assert {"name": "N8N_EVAL_SANDBOX_URL", "value": "http://127.0.0.1:8791"} in n8n["env"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build.prebuilt_builder import (
+from orchestrator.builders.prebuilt_builder import (
     check_manifest_slugs,
     load_manifest,
     workflow_for,
@@ -45,7 +45,7 @@ def test_unknown_and_missing_slugs() -> None:
 def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: Path) -> None:
     """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (taken by the
     builder's own ``options_from_config``): nothing is read back from the run's folder."""
-    from orchestrator.build.builder import BuilderSettings, get_builder
+    from orchestrator.builders.builder import BuilderSettings, get_builder
     from orchestrator.run.config import RunConfig
 
     manifest = tmp_path / "m.json"

@@ -27,10 +27,10 @@ import pytest
 from _model_switch import Switch
 from _tools import free_port, require
 
-from orchestrator.build.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
-from orchestrator.build.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.remote_builder import ENDPOINT, RemoteBuilder
+from orchestrator.builders.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
+from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.remote_builder import ENDPOINT, RemoteBuilder
 from orchestrator.cases import load_disk
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
@@ -108,7 +108,7 @@ def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lane, Ledge
 
 
 class RunnerProcess:
-    """``python -m orchestrator.build.build_runner serve`` as its own process, next to the lane."""
+    """``python -m orchestrator.builders.build_runner serve`` as its own process, next to the lane."""
 
     def __init__(self, lane_url: str, model_url: str, root: Path, log_path: Path) -> None:
         self.port = free_port()
@@ -117,7 +117,7 @@ class RunnerProcess:
                "N8N_EVAL_RUNNER_TOKEN": TOKEN, "CLAUDE_CODE_MAX_RETRIES": "0"}
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.build.build_runner", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "orchestrator.builders.build_runner", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--root", str(root), "--n8n-url", lane_url, "--slots", "2"],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30

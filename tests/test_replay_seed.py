@@ -13,11 +13,16 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from _tools import require
 
-from orchestrator.build.builder import BuilderSettings, BuildRequest
-from orchestrator.build.instance_ai import InstanceAiBuilder
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.replay_seed import ReplayUnavailable, compile_sdk_code, materialize_replay, resolve_replay_seed
-from orchestrator.build.users import BuildUser, BuildUserPool
+from orchestrator.builders.builder import BuilderSettings, BuildRequest
+from orchestrator.builders.instance_ai import InstanceAiBuilder
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.replay_seed import (
+    ReplayUnavailable,
+    compile_sdk_code,
+    materialize_replay,
+    resolve_replay_seed,
+)
+from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import EvalCase
 from orchestrator.cases.seed import InlineSeed, ReplaySeed
 from orchestrator.lanes.install import Toolchain, default_cache_dir

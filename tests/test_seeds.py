@@ -1,4 +1,4 @@
-"""The inline-seed restore plan (orchestrator.build.seeds): every rule of the reference, without n8n."""
+"""The inline-seed restore plan (orchestrator.builders.seeds): every rule of the reference, without n8n."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.build import seeds
+from orchestrator.builders import seeds
 from orchestrator.cases import EvalCase
 from orchestrator.cases.model import Attachment
 from orchestrator.cases.seed import InlineSeed, SeedFolder, seed_slot

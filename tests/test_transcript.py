@@ -153,7 +153,7 @@ async def test_a_build_only_case_without_a_workflow_is_still_graded(tmp_path: Pa
 
 
 def test_transcript_path_defaults_into_the_run_folder(tmp_path: Path) -> None:
-    from orchestrator.build.builder import BuildRequest
+    from orchestrator.builders.builder import BuildRequest
     from orchestrator.transcript import transcript_path_for
 
     chosen = BuildRequest(CASE, 1, 0, 1000, tmp_path / "x.jsonl")
@@ -189,8 +189,8 @@ def test_final_narration_is_the_root_agents_last_turn(tmp_path: Path) -> None:
 
 
 def test_mcp_narration_is_claudes_result_without_the_trailer() -> None:
-    from orchestrator.build.claude_runner import AttemptResult
-    from orchestrator.build.mcp_builder import narration_of
+    from orchestrator.builders.claude_runner import AttemptResult
+    from orchestrator.builders.mcp_builder import narration_of
 
     def attempt(text: str | None) -> AttemptResult:
         return AttemptResult(workflow_id="W1", cost_usd=0, turns=1, duration_s=1, exit_code=0, timed_out=False,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from orchestrator.allocator import Outcome, WorkUnit
-from orchestrator.build.builder import Builder, BuilderSettings, BuildRequest, BuildResult
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.users import BuildUser
+from orchestrator.builders.builder import Builder, BuilderSettings, BuildRequest, BuildResult
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.users import BuildUser
 from orchestrator.cases import load_disk
 from orchestrator.lanes.model import Lane
 from orchestrator.n8n.rest import N8nClient, N8nSession

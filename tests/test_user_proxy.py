@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.build import user_proxy as bp
-from orchestrator.build.instance_ai import answer_confirmation
-from orchestrator.build.user_proxy import (
+from orchestrator.builders import user_proxy as bp
+from orchestrator.builders.instance_ai import answer_confirmation
+from orchestrator.builders.user_proxy import (
     AutoApprove,
     ProxyConfig,
     UserProxy,
@@ -399,7 +399,7 @@ def test_the_scripted_agent_replies_with_text_instead_of_a_build_for_both_archet
 
 
 def test_the_instance_ai_builder_checks_the_proxy_effort_before_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.build.instance_ai import InstanceAiBuilder
+    from orchestrator.builders.instance_ai import InstanceAiBuilder
     from orchestrator.errors import ConfigError
 
     monkeypatch.setenv("N8N_INSTANCE_AI_EVAL_EFFORT", "huge")

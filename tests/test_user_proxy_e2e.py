@@ -14,8 +14,8 @@ import pytest
 from _process_lanes import leftovers
 from _tools import require
 
-from orchestrator.build.builder import BuilderSettings, BuildRequest, get_builder
-from orchestrator.build.lane import BuildLane
+from orchestrator.builders.builder import BuilderSettings, BuildRequest, get_builder
+from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.install import Toolchain, default_cache_dir

@@ -17,7 +17,7 @@ console = Console(stderr=True)
 
 async def check_prebuilt_selection(cfg: RunConfig) -> None:
     """``--prebuilt-workflows``: every manifest slug is a case, every selected case has workflows."""
-    from orchestrator.build.prebuilt_builder import check_manifest_slugs, load_manifest
+    from orchestrator.builders.prebuilt_builder import check_manifest_slugs, load_manifest
     from orchestrator.cases import load_disk, load_selected
 
     if cfg.prebuilt_workflows is None:

@@ -533,7 +533,7 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
     if pod.build_runner.enabled:
         containers.append(_sidecar(
             BUILD_RUNNER_CONTAINER, pod.build_runner, image, pull_policy,
-            ["python", "-m", "orchestrator.build.build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
+            ["python", "-m", "orchestrator.builders.build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
              "--root", BUILD_ROOT, "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
             BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
         volumes.append({"name": "builds", "emptyDir": {}})

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.build.builder import get_builder
+from orchestrator.builders.builder import get_builder
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends, get_backend
 from orchestrator.lanes.pool import make_spec, parse_base_urls

@@ -29,7 +29,7 @@ from rich.console import Console
 
 from orchestrator.allocator import Allocator
 from orchestrator.allocator.durations import expected_for_run
-from orchestrator.build.builder import Builder, BuilderSettings, BuildEvents, get_builder
+from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents, get_builder
 from orchestrator.errors import CleanupFailure, ConfigError
 from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, readiness_status
 from orchestrator.lanes.install import ensure_toolchain

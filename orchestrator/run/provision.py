@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from orchestrator.allocator import Allocator
-from orchestrator.build.builder import Builder
-from orchestrator.build.lane import BuildLane
+from orchestrator.builders.builder import Builder
+from orchestrator.builders.lane import BuildLane
 from orchestrator.lanes.backend import LaneBackend, LaneError
 from orchestrator.lanes.bringup import (
     PoolEvents,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from orchestrator.build.lane import BuildLane
+from orchestrator.builders.lane import BuildLane
 from orchestrator.deletion import N8N_KINDS, close_with_lane, delete_one, in_delete_order, open_failures
 from orchestrator.errors import CleanupFailure, ResourceKind
 from orchestrator.lanes.backend import LaneBackend

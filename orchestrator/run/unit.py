@@ -4,7 +4,7 @@ The allocator calls :meth:`UnitRunner.__call__` with the lane it picked. The ans
 to do next: ``done`` (a final result, whatever the agent built), ``retry_elsewhere`` (the builder
 built nothing and asks for another lane), ``lane_fault`` (the lane itself failed: counts towards
 quarantine). Cost and turns of every attempt are summed into the final record. Which builder runs
-is the :class:`~orchestrator.build.builder.Builder` this runner was given; nothing here depends on it.
+is the :class:`~orchestrator.builders.builder.Builder` this runner was given; nothing here depends on it.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from orchestrator.allocator import Outcome, WorkUnit
-from orchestrator.build.builder import Builder, BuildRequest, BuildResult
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.leaks import leak_reason
-from orchestrator.build.users import BuildUser
+from orchestrator.builders.builder import Builder, BuildRequest, BuildResult
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.leaks import leak_reason
+from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
 from orchestrator.errors import CleanupFailure
 from orchestrator.lanes.model import LaneState

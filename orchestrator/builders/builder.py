@@ -1,7 +1,7 @@
 """The builder interface: how one unit's workflow gets built on a lane, and the registry of builders.
 
 A builder takes one build request (the case, which iteration, which attempt), the lane it runs on
-(:class:`~orchestrator.build.lane.BuildLane`: owner session, REST client, ledger) and a freshly
+(:class:`~orchestrator.builders.lane.BuildLane`: owner session, REST client, ledger) and a freshly
 invited build user whose personal project holds the build, and returns a :class:`BuildResult`.
 It never verifies, scores or deletes the build user: the unit runner does that, the same way for
 every builder. Whatever a builder creates on the lane goes into the ledger *before* it is used.
@@ -14,13 +14,14 @@ Builders are plug-ins, chosen by name (``orchestrator run --builder NAME``): sub
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.users import BuildUser
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.errors import ConfigError
 from orchestrator.results.model import BuildStatus
@@ -161,13 +162,13 @@ def register_builder(cls: type[Builder]) -> type[Builder]:
 
 def _load_builtin(name: str) -> None:
     if name == "mcp":
-        from orchestrator.build import mcp_builder  # noqa: F401
+        from orchestrator.builders import mcp_builder  # noqa: F401
     elif name == "instance-ai":
-        from orchestrator.build import instance_ai  # noqa: F401
+        from orchestrator.builders import instance_ai  # noqa: F401
     elif name == "prebuilt":
-        from orchestrator.build import prebuilt_builder  # noqa: F401
+        from orchestrator.builders import prebuilt_builder  # noqa: F401
     elif name == "remote":
-        from orchestrator.build import remote_builder  # noqa: F401
+        from orchestrator.builders import remote_builder  # noqa: F401
 
 
 def available_builders() -> list[str]:

@@ -22,14 +22,14 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.build.builder import (
+from orchestrator.builders.builder import (
     Builder,
     BuildRequest,
     BuildResult,
     register_builder,
 )
-from orchestrator.build.lane import BuildLane
-from orchestrator.build.users import BuildUser
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.users import BuildUser
 from orchestrator.errors import ConfigError
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact

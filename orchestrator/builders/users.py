@@ -14,12 +14,12 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 
-from orchestrator.build.credentials import plan_credentials
-from orchestrator.build.seeds import cleanup as seed_cleanup
+from orchestrator.builders.credentials import plan_credentials
+from orchestrator.builders.seeds import cleanup as seed_cleanup
 from orchestrator.cases import CredentialSpec
-from orchestrator.lanes.model import Lane
 from orchestrator.deletion import delete_one
 from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import INVITE_BATCH_SIZE, N8nClient, N8nSession

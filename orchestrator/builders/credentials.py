@@ -113,7 +113,7 @@ def template_for(credential_type: str) -> CredentialTemplate:
         return TEMPLATES[credential_type]
     except KeyError:
         raise UnknownCredentialType(
-            f"credential type {credential_type!r} has no template in orchestrator/build/credentials.py "
+            f"credential type {credential_type!r} has no template in orchestrator/builders/credentials.py "
             f"(supported: {', '.join(sorted(SUPPORTED_TYPES))})"
         ) from None
 

@@ -8,7 +8,7 @@ Per unit (as n8n's reference harness does it):
    declared credentials, which the user pool already created there;
 3. the event stream is opened **before** the first chat request and read until ``run-finish``
    (reconnecting with ``Last-Event-ID`` when it drops); a single-prompt case sends its one turn, a
-   multi-turn case is driven by the user proxy (:mod:`orchestrator.build.user_proxy`), which sends
+   multi-turn case is driven by the user proxy (:mod:`orchestrator.builders.user_proxy`), which sends
    each next message once the previous run finished, within the case's ``messageBudget``;
 4. every confirmation is answered: single-prompt cases by :func:`answer_confirmation` (approve,
    first option, …), multi-turn cases by the user proxy;
@@ -28,7 +28,6 @@ create request; built workflows and agents as soon as their tool result arrives)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
@@ -36,31 +35,31 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.build.builder import (
+from orchestrator.builders import seeds
+from orchestrator.builders.builder import (
     Builder,
     BuildRequest,
     BuildResult,
     register_builder,
 )
-from orchestrator.build.compaction import CompactionCheck
-from orchestrator.build.lane import BuildLane
-from orchestrator.build import seeds
-from orchestrator.build.leaks import foreign_workflow_reads
-from orchestrator.build.replay_seed import ReplayUnavailable, materialize_replay
+from orchestrator.builders.compaction import CompactionCheck
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.leaks import foreign_workflow_reads
+from orchestrator.builders.replay_seed import ReplayUnavailable, materialize_replay
+from orchestrator.builders.user_proxy import ConversationDriver, ProxyConfig, conversation_driver, fallback_answer
+from orchestrator.builders.users import BuildUser
+from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
+from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
 from orchestrator.outage import (
     OUTAGE_ERROR_TYPES,
     OutageInfo,
     classify_status,
     retry_provider_outage,
 )
-from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
-from orchestrator.build.user_proxy import ConversationDriver, ProxyConfig, conversation_driver, fallback_answer
-from orchestrator.build.users import BuildUser
-from orchestrator.cases import EvalCase, strip_director_notes
-from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
-from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
 from orchestrator.redact import redact
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
+from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +345,7 @@ def user_turns(case: EvalCase) -> list[str]:
 def unsupported_reason(case: EvalCase) -> str | None:
     """Why this builder cannot drive the case yet (a harness limit, not the agent's), or None.
 
-    Inline seeds are restored (:mod:`orchestrator.build.seeds`) and an opening turn that is only an
+    Inline seeds are restored (:mod:`orchestrator.builders.seeds`) and an opening turn that is only an
     attachment is sent as the editor's hand-off; a case the builder cannot drive is a framework
     fault, never a builder failure."""
     if not case.conversation:
@@ -542,7 +541,7 @@ class InstanceAiBuilder(Builder):
 
     async def _restore_seed(self, lane: BuildLane, user: BuildUser, thread_id: str, case: EvalCase,
                             transcript: Transcript) -> tuple[seeds.SeedRestore | None, str | None]:
-        """Restore the case's inline seed into the thread (orchestrator.build.seeds); a failure is the
+        """Restore the case's inline seed into the thread (orchestrator.builders.seeds); a failure is the
         harness's (the unit is a framework fault: a seeded case cannot run unseeded)."""
         assert case.inline_seed is not None
         try:
@@ -582,7 +581,7 @@ class InstanceAiBuilder(Builder):
                 raise BuildTimedOut
             try:
                 event = await stream.next(timeout_s=left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise BuildTimedOut from None
             if stream.stats.reconnects != reconnects:
                 reconnects = stream.stats.reconnects
@@ -634,7 +633,7 @@ class InstanceAiBuilder(Builder):
         while time.monotonic() < end:
             try:
                 event = await stream.next(timeout_s=max(0.1, end - time.monotonic()))
-            except (asyncio.TimeoutError, N8nError):
+            except (TimeoutError, N8nError):
                 return
             reader.feed(event)
             if event.kind == "run-finish":

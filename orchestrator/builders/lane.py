@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.build.users import BuildUserPool
+from orchestrator.builders.users import BuildUserPool
 from orchestrator.errors import CleanupFailure
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
@@ -24,7 +24,7 @@ class BuildLane:
         return self.users.ledger
 
     @classmethod
-    async def open(cls, lane: Lane, ledger: Ledger) -> "BuildLane":
+    async def open(cls, lane: Lane, ledger: Ledger) -> BuildLane:
         if lane.owner is None:
             raise RuntimeError(f"{lane.describe()} has no owner")
         client = N8nClient(lane.base_url)

@@ -31,16 +31,16 @@ import json
 import logging
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any
 
+from orchestrator.builders.trailer import last_workflow_id
 from orchestrator.outage import OutageInfo, classify_cli_text, classify_result_event
-from orchestrator.build.trailer import last_workflow_id
 from orchestrator.procs import terminate_group
 from orchestrator.redact import redact, redact_obj, register_secret
 
@@ -81,7 +81,7 @@ class ClaudeConfig:
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, claude_bin: Path, env: Mapping[str, str] | None = None, **overrides: Any) -> "ClaudeConfig":
+    def from_env(cls, claude_bin: Path, env: Mapping[str, str] | None = None, **overrides: Any) -> ClaudeConfig:
         """Model, key and base URL from ``ANTHROPIC_MODEL`` / ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {
@@ -361,14 +361,14 @@ async def run_build_attempt(
         try:
             await asyncio.wait_for(asyncio.shield(pumps), timeout=timeout_s or None)
             await proc.wait()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
         finally:
             await _terminate(proc, config.kill_grace_s)
             if not pumps.done():
                 try:
                     await asyncio.wait_for(pumps, timeout=5)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
+                except (TimeoutError, asyncio.CancelledError):
                     pumps.cancel()
         result = _result_from(state, proc.returncode, time.monotonic() - started, timed_out, stderr_tail, timeout_s)
         log.info("claude attempt: workflow=%s exit=%s turns=%d cost=$%.4f %.1fs%s%s", result.workflow_id,

@@ -20,10 +20,10 @@ as ``Authorization: Bearer …``):
 ``GET /healthz``         ``{"slots": n, "running": k}``
 =======================  =======================================================================
 
-The build itself is :func:`orchestrator.build.claude_runner.run_build_attempt` — the same code the
+The build itself is :func:`orchestrator.builders.claude_runner.run_build_attempt` — the same code the
 orchestrator runs locally — with the model key and base URL from the container's env
 (``ANTHROPIC_API_KEY`` from the lane Secret). :class:`RemoteBuildRunner` is the orchestrator's side.
-Run it with ``python -m orchestrator.build.build_runner serve --port 8790 --root /builds``.
+Run it with ``python -m orchestrator.builders.build_runner serve --port 8790 --root /builds``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from orchestrator.build.claude_runner import (
+from orchestrator.builders.claude_runner import (
     AttemptResult,
     ClaudeConfig,
     run_build_attempt,
@@ -122,7 +122,7 @@ class BuildRunnerServer:
         self._http_thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                              name="build-runner-http", daemon=True)
 
-    def start(self) -> "BuildRunnerServer":
+    def start(self) -> BuildRunnerServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self._loop_thread.start()
         self._http_thread.start()
@@ -180,7 +180,7 @@ class BuildRunnerServer:
             result = future.result(timeout=0)
         except FutureTimeout:
             return 200, {"state": "running", "seconds": round(time.monotonic() - build.started, 1), **answer}
-        except Exception as exc:  # noqa: BLE001 - a runner bug must reach the orchestrator, redacted
+        except Exception as exc:
             return 200, {"state": "failed", "error": redact(f"{type(exc).__name__}: {exc}"), **answer}
         return 200, {"state": "done", "result": result_to_json(result), **answer}
 
@@ -244,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(*self.runner.cancel(parts[1]))
         return self._send(404, {"error": "unknown path"})
 
-    do_GET = do_POST = do_DELETE = _handle  # noqa: N815
+    do_GET = do_POST = do_DELETE = _handle
 
 
 class RunnerError(RuntimeError):
@@ -357,7 +357,7 @@ def _claude_bin() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.build.build_runner",
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.builders.build_runner",
                                      description="Run MCP builds next to their lane.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve")

@@ -10,28 +10,28 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.build.builder import Builder, BuildRequest, BuildResult, register_builder
-from orchestrator.build.claude_runner import (
+from orchestrator.builders.builder import Builder, BuildRequest, BuildResult, register_builder
+from orchestrator.builders.claude_runner import (
     AttemptResult,
     ClaudeConfig,
     EventSink,
     run_build_attempt,
     should_retry_attempt,
 )
-from orchestrator.build.lane import BuildLane
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.prompt import build_prompt
+from orchestrator.builders.trailer import TRAILER_PATTERN
+from orchestrator.builders.users import BuildUser
+from orchestrator.cases import EvalCase
+from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.outage import retry_provider_outage
-from orchestrator.build.prompt import build_prompt
-from orchestrator.build.trailer import TRAILER_PATTERN
+from orchestrator.redact import redact
+from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.transcript import (
     ClaudeStreamTranscript,
     Transcript,
     transcript_path_for,
 )
-from orchestrator.build.users import BuildUser
-from orchestrator.cases import EvalCase
-from orchestrator.n8n.errors import N8nError, N8nTransportError
-from orchestrator.redact import redact
-from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 
 log = logging.getLogger(__name__)
 
