@@ -61,7 +61,7 @@ def test_newer_keys_are_carried() -> None:
     assert case.credential_fixture == "anthropic" and case.context_assertions[0].must_appear is False
     assert [(m.text, m.anchor) for m in case.memory_expectations] == [
         ("The context names the channel.", None), ("Several runs.", "turn-end")]
-    assert case.intent_expectation is not None and case.intent_expectation.accepts[0].anchor == "wf"
+    assert case.intent_expectation is not None and (case.intent_expectation.accepts or [])[0].anchor == "wf"
     body = case.to_json()
     assert body["intentExpectation"]["rationale"] == "fixed trigger"
     assert body["contextAssertions"][0] == {"text": "#ops-alerts", "mustAppear": False, "note": "n", "anchor": "turn-end"}
@@ -95,3 +95,14 @@ def test_session_boundary_is_carried_and_a_workflow_folder_name_becomes_a_seed_f
     assert child.name == "weekly" and folders[child.parent_folder_id or ""].name == "reports"
     again = ok(seed=seed).inline_seed
     assert again is not None and [f.id for f in again.folders] == [f.id for f in inline.folders]
+
+
+def test_a_compound_intent_expectation_lists_one_classification_per_part() -> None:
+    """agents-exam compound cases: ``intentExpectation.parts[]`` (each with ``accepts``) in place of
+    a top-level ``accepts``; exactly one of the two."""
+    case = ok(intentExpectation={"parts": [{"label": "digest", "accepts": [{"anchor": "wf", "embedsOther": False}]},
+                                           {"label": "assistant", "accepts": [{"anchor": "agent"}]}]})
+    assert case.intent_expectation is not None and case.intent_expectation.parts is not None
+    assert [p.label for p in case.intent_expectation.parts] == ["digest", "assistant"]
+    _, issues = parse_case({**BASE, "intentExpectation": {"context": "standalone"}}, "t.json")
+    assert [(i.field, "exactly one of accepts" in i.message) for i in issues] == [("intentExpectation", True)]

@@ -146,11 +146,27 @@ class IntentAccept(OpenModel):
     embeds_other: bool | str | None = None
 
 
+class IntentPart(OpenModel):
+    """One independent automation of a compound request, classified on its own."""
+
+    label: str | None = None
+    accepts: list[IntentAccept] = Field(min_length=1)
+
+
 class IntentExpectation(OpenModel):
     """What the agent's fenced ``intent`` block must say (agents-exam cases): any one of
-    ``accepts``. Other keys (``context``, ``rationale``, ``source``) are kept as authored."""
+    ``accepts``, or for a compound request one classification per part (``parts``, in order).
+    Other keys (``context``, ``rationale``, ``source``) are kept as authored."""
 
-    accepts: list[IntentAccept] = Field(min_length=1)
+    accepts: list[IntentAccept] | None = Field(default=None, min_length=1)
+    parts: list[IntentPart] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> IntentExpectation:
+        if (self.accepts is None) == (self.parts is None):
+            raise ValueError("intentExpectation needs exactly one of accepts (one classification) or parts "
+                             "(one per independent automation)")
+        return self
 
 
 class EvalCase(CaseModel):
