@@ -101,6 +101,9 @@ class BuildResult:
     not_judged_reason: str | None = None
     #: ground truth the judge sees with the expectations (e.g. observational-memory rows)
     judge_context: str | None = None
+    #: Agents and config-evals the build produced (``orchestrator.verify.artifacts.ArtifactRef``),
+    #: rendered into the expectation judge's context
+    artifact_refs: list[Any] = field(default_factory=list)
     attempts: int = 0
     cost_usd: float = 0.0
     turns: int = 0
@@ -123,6 +126,9 @@ class Builder(abc.ABC):
     needs_sandbox: ClassVar[bool] = False
     #: builds run on a build runner next to each lane (the backend starts one per lane)
     needs_build_runner: ClassVar[bool] = False
+    #: its transcript is a chat whose process n8n grades (False: MCP builds, whose process
+    #: expectations n8n never judges; ``--judge-mcp-process`` judges them as an unscored extra)
+    process_gradable: ClassVar[bool] = True
     #: the lane env variable whose value is the model this builder builds with (None: ``settings.model``)
     model_env: ClassVar[str | None] = None
 

@@ -60,6 +60,7 @@ from orchestrator.outage import (
 from orchestrator.redact import redact
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
+from orchestrator.verify.artifacts import ArtifactRef, add_ref, agent_ref, config_eval_ref
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +200,9 @@ class RunState:
     workflow_ids: list[str] = field(default_factory=list)  # successful build-workflow results, in order
     main_workflow_id: str | None = None  # the last non-supporting one
     agent_ids: list[str] = field(default_factory=list)
+    #: Agents and config-evals the build made (``orchestrator.verify.artifacts``), in order
+    artifact_refs: list[ArtifactRef] = field(default_factory=list)
+    call_args: dict[str, Any] = field(default_factory=dict)  # toolCallId → args
     errors: list[dict[str, Any]] = field(default_factory=list)
     outage: OutageInfo | None = None
     sandbox_fault: str | None = None
@@ -254,6 +258,7 @@ class RunReader:
         elif kind == "tool-call":
             call_id, tool = str(payload.get("toolCallId", "")), str(payload.get("toolName", ""))
             s.tools[call_id] = tool
+            s.call_args[call_id] = payload.get("args")
             self.transcript.add("tool_call", tool=tool, call_id=call_id, args=payload.get("args") or {},
                                 agent=event.agent_id)
         elif kind == "tool-result":
@@ -261,6 +266,9 @@ class RunReader:
             tool = s.tools.get(call_id, "")
             result = payload.get("result")
             self.transcript.add("tool_result", tool=tool or None, call_id=call_id, result=result, agent=event.agent_id)
+            made = config_eval_ref(tool, s.call_args.get(call_id), result)
+            if made is not None:
+                add_ref(s.artifact_refs, made)
             if isinstance(result, dict) and result.get("success") is False:
                 errors = result.get("errors") or [result.get("error")]
                 s.sandbox_fault = s.sandbox_fault or sandbox_fault(" ".join(str(e) for e in errors if e))
@@ -289,6 +297,9 @@ class RunReader:
             target: dict[str, Any] = raw_target if isinstance(raw_target, dict) else {}
             self.transcript.add("agent", role=payload.get("role"), agent_kind=payload.get("kind"),
                                 target=target or None, agent=event.agent_id)
+            spawned = agent_ref(payload)
+            if spawned is not None:
+                add_ref(s.artifact_refs, spawned)
             if target.get("type") == "agent" and isinstance(target.get("id"), str) and target["id"] not in s.agent_ids:
                 s.agent_ids.append(target["id"])
                 if self.on_agent:
@@ -436,6 +447,7 @@ class InstanceAiBuilder(Builder):
             if not self.settings.keep_workflows:
                 await self._delete_threads(lane, threads)
         total.turns = outcome.state.runs
+        total.artifact_refs = list(outcome.state.artifact_refs)
         total.narration = final_narration(read_transcript(transcript_path))
         total.duration_s = time.monotonic() - started
         state = outcome.state

@@ -55,6 +55,8 @@ SHARED: list[P] = [
     _opt("build_cwd", Optional[Path], None, "Working directory for claude."),
     _opt("output_dir", Optional[Path], None, "Where results go (default results/<run-id>)."),
     _opt("keep_workflows", bool, False, "Keep built workflows and build users."),
+    _opt("judge_mcp_process", bool, False, "Also judge process expectations of MCP builds (an extra, reported "
+         "but never scored: n8n skips them)."),
     _opt("experiment_name", Optional[str], None, "Experiment name (LangSmith)."),
     _opt("dataset", Optional[str], None, "LangSmith dataset."),
     _opt("baseline", Optional[Path], None, "A baseline eval-results.json to compare against."),

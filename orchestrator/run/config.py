@@ -88,6 +88,8 @@ class RunConfig(BaseModel):
     build_model: str = Field(default_factory=lambda: os.environ.get("ANTHROPIC_MODEL") or DEFAULT_BUILD_MODEL)
     output_dir: Path | None = None
     keep_workflows: bool = False
+    #: judge MCP builds' process expectations too (reported, never scored: n8n skips them)
+    judge_mcp_process: bool = False
     experiment_name: str | None = None
     dataset: str | None = None
     baseline: Path | None = None

@@ -241,7 +241,8 @@ class Run:
         transcripts = plan.run_dir / "transcripts"
         transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
         settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
-                                keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts)
+                                keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts,
+                                judge_mcp_process=cfg.judge_mcp_process)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
                             on_cleanup_failure=self.observers.on_cleanup_failure)
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)

@@ -29,11 +29,13 @@ from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import Attribution, BuildRecord, BuildStatus, UnitResult
+from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import (
     Verification,
     expectations_not_judged,
     harness_fault,
+    judge_failed_build,
     not_built,
     verify_workflow,
 )
@@ -93,6 +95,8 @@ class UnitSettings:
     timeout_ms: int
     keep_workflows: bool
     transcripts_dir: Path | None = None
+    #: judge the process expectations of MCP builds too (an extra, never scored: n8n skips them)
+    judge_mcp_process: bool = False
 
 
 class UnitRunner:
@@ -116,6 +120,10 @@ class UnitRunner:
         self.cleanup_failures: list[CleanupFailure] = []
         #: writes a finished unit's record (off the event loop) before the allocator hears of it
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
+
+    def _scope(self) -> JudgeScope:
+        return JudgeScope(process_gradable=self.builder.process_gradable,
+                          judge_process_anyway=self.settings.judge_mcp_process)
 
     def _timeout_ms(self, case: EvalCase) -> int:
         factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
@@ -255,7 +263,8 @@ class UnitRunner:
                                                  timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path,
                                                  narration=result.narration,
                                                  not_judged_reason=result.not_judged_reason,
-                                                 ground_truth=result.judge_context)
+                                                 ground_truth=result.judge_context, scope=self._scope(),
+                                                 artifact_refs=result.artifact_refs, project_id=user.project_id)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
                                               transcript_path=result.transcript_path)
@@ -276,4 +285,8 @@ class UnitRunner:
         v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
         if result.not_judged_reason is not None:
             v.expectations = expectations_not_judged(case, result.not_judged_reason)
+        else:  # n8n judges the expectations of a failed build too (all incomplete without agent output)
+            v.expectations = await judge_failed_build(case, ctx.owner, self.judge, transcript_path=kept,
+                                                      scope=self._scope(), artifact_refs=result.artifact_refs,
+                                                      project_id=user.project_id, ground_truth=result.judge_context)
         return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)

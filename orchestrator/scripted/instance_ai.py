@@ -13,6 +13,8 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   rebuilds the same file (an update of the bound workflow, which asks for approval);
   When the current user turn says "ask me", the agent first asks one ``ask-user`` question (a
   ``questions`` confirmation the harness answers) and mentions the answer in its final text.
+  An opening turn that asks for a standalone Agent (:func:`agent_action`) gets ``build-agent
+  {name, message}`` (n8n creates the Agent and announces it in ``agent-spawned``) and no workflow.
   Seeded cases (:func:`seeded_action`): a turn naming a folder lists it (``workflows {action: list,
   folderPath}``); an attached workflow (the ``<thread-artifacts>`` block n8n adds) is run when the
   user asks for a run (``executions {action: run}``, which asks for confirmation), greeted with a
@@ -209,6 +211,9 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         seeded = seeded_action(request, turn_text, this_turn, offered)
         if seeded is not None:
             return seeded
+        agent = agent_action(opening, this_turn, offered) if len(texts) == 1 else None
+        if agent is not None:
+            return agent
         if not builds and not any(c.get("name") == WRITE_FILE for c, _ in this_turn):
             early = before_building(texts, turn_text)
             if early is not None:
@@ -246,6 +251,42 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         return Reply([ToolUseBlock(BUILD_TOOL, args)])
 
     return script
+
+
+# ------------------------------------------------------------------------------------------------
+# standalone Agents (n8n's ``build-agent`` tool)
+
+BUILD_AGENT = "build-agent"
+_AGENT_REQUEST = re.compile(r"\b(?:create|build|make|set up|give me)\b[^.?!]*?\bagent\b", re.I)
+_AGENT_NAME = re.compile(r"\b(?:called|named)\s+[\"“']?(?P<name>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)", re.S)
+
+
+def asks_for_agent(prompt: str) -> bool:
+    """The opening turn asks for a standalone Agent (not a workflow, not an AI Agent node in one)."""
+    return bool(_AGENT_REQUEST.search(prompt)) and not re.search(r"\bworkflows?\b", prompt, re.I)
+
+
+def agent_name(prompt: str) -> str:
+    match = _AGENT_NAME.search(prompt)
+    if match:
+        return match.group("name")[:60]
+    return ("Scripted " + " ".join(slug_of(prompt).split("-")[:-1]) + " agent")[:60]
+
+
+def agent_action(prompt: str, this_turn: list, offered: set[str]) -> Action | None:
+    """Build a standalone Agent through ``build-agent`` when the opening turn asks for one; the
+    builder gets the user's words as its hand-off message. None: not an agent request."""
+    if BUILD_AGENT not in offered or not asks_for_agent(prompt):
+        return None
+    name = agent_name(prompt)
+    done = _last(this_turn, BUILD_AGENT)
+    if done is None:
+        return Reply([TextBlock(f'I\'ll create the agent "{name}".'),
+                      ToolUseBlock(BUILD_AGENT, {"name": name, "message": prompt})])
+    result = result_json(done[1])
+    agent_id = result.get("agentId") or "?"
+    status = "created" if result.get("ok") is not False else f"created, but its builder reported: {result.get('error')}"
+    return text_reply(f'I {status} the agent "{name}" (id {agent_id}); no workflow was needed.')
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""Agent and config-eval artifacts on a real lane, offline: ``orchestrator run --builder instance-ai``
+on a process lane with the embedded scripted model and sandbox. The judge's input
+(``judge-inputs.jsonl``) carries the Agent / Config-eval section with the artifact's content."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from _process_lanes import leftovers
+from _tools import require
+
+from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.ledger import Ledger
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import run
+
+pytestmark = [pytest.mark.n8n, pytest.mark.slow]
+CASES = Path(__file__).resolve().parents[1] / "cases"
+
+
+async def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slug: str, **extra) -> tuple[dict, list[dict]]:
+    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
+    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    run_id = f"artifacts-{int(time.time() * 1000) % 10_000_000}"
+    state, out = tmp_path / "state", tmp_path / "out"
+    cfg = RunConfig(cases_paths=[CASES], filter=slug, backend="process", lanes=1, builder="instance-ai",
+                    model_server="scripted", state_dir=state, output_dir=out, run_id=run_id, **extra)
+    outcome = await run(cfg)
+    assert outcome.ok, outcome.errors
+    assert outcome.cleanup_failures == []
+    assert leftovers(run_id, state) == []
+    assert Ledger.for_run(run_id, state).open_entries() == []
+    data = json.loads((out / "eval-results.json").read_text())["orchestrator"]
+    inputs = [json.loads(line) for line in (out / "judge-inputs.jsonl").read_text().splitlines() if line.strip()]
+    return data, inputs
+
+
+async def test_a_standalone_agent_case_is_graded_on_its_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reference README "Artifact types": the Agent the build created (``agent-spawned``
+    targetResource, n8n ``harness/artifacts/agent-handler.ts``) is fetched and rendered into the
+    judge context (config + skills); a scenario-less agent case without a workflow is graded on its
+    expectations, not a build failure."""
+    data, inputs = await _run(tmp_path, monkeypatch, "agent-standalone-order-status-helper")
+    [unit] = data["units"]
+    assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"] is None, unit["build"]
+    assert {e["verdict"] for e in unit["expectations"]} == {"pass"}, unit["expectations"]
+    [call] = [i for i in inputs if i["target"] == "expectations"]
+    prompt = call["prompt"]
+    section = prompt.split("\n## Agent\n", 1)[1].split("\n## Config-eval\n", 1)[0]
+    print(section[:1500])
+    assert section.startswith("\n### Agent config") and '"name": "Order Status Helper"' in section
+    assert "### Agent skills" in section
+    assert "## Config-eval\n\n(no config-eval produced)" in prompt
+    assert "(no workflow built)" in prompt
+    assert sorted(call["kinds"]) == ["outcome", "outcome", "process"]  # one call for both kinds
