@@ -73,7 +73,7 @@ async def rejudge(results: EvalResults, inputs: list[dict[str, Any]], judge: Jud
                     s.attribution = Attribution(category) if category in Attribution.__members__ else j.attribution
         elif item["target"] == "expectations":
             kinds = [str(k) for k in item.get("kinds") or ["outcome"] * len(names)]
-            by_key = {(e.kind, e.text): e for e in unit.expectations}
+            by_key: dict[tuple[str, str], Any] = {(e.kind, e.text): e for e in unit.expectations}
             for text, kind, j in zip(names, kinds, verdicts):
                 e = by_key.get((kind, text))
                 if e is None:

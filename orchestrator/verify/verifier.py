@@ -127,6 +127,19 @@ def expectations_not_judged(case: EvalCase, reason: str) -> list[ExpectationResu
                       for t in case.process_expectations]
 
 
+def scenario_evidence(result: Any) -> dict[str, Any]:
+    """What the scenario judge sees of a mock execution: success, errors, mock errors, and per node
+    its outputs, execution mode and the requests the mock layer intercepted (n8n's scenario
+    verifier grades the requests a node sent, not only what came back)."""
+    return {
+        "success": result.success,
+        "errors": result.errors,
+        "mockErrors": result.mock_errors,
+        "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode", "intercepted_requests"})
+                        for name, node in result.node_results.items()},
+    }
+
+
 async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario, timeout_ms: int) -> ScenarioResult:
     run = await execute_scenario(owner, workflow_id, scenario.data_setup, timeout_ms)
     if run.gap:
@@ -141,12 +154,7 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
         return ScenarioResult(name=scenario.name, verdict=Verdict.failed, failure_category="framework_issue",
                               attribution=Attribution.framework_issue, reason=redact(framework[0])[:500],
                               execution_id=result.execution_id)
-    execution = {
-        "success": result.success,
-        "errors": result.errors,
-        "mockErrors": result.mock_errors,
-        "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode", "intercepted_requests"}) for name, node in result.node_results.items()},
-    }
+    execution = scenario_evidence(result)
     prompt = scenario_prompt(workflow, scenario, execution)
     [judgement] = await judge.judge(SCENARIO_SYSTEM, prompt, 1)
     category = judgement.category
