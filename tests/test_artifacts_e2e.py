@@ -57,3 +57,23 @@ async def test_a_standalone_agent_case_is_graded_on_its_agent(tmp_path: Path, mo
     assert "## Config-eval\n\n(no config-eval produced)" in prompt
     assert "(no workflow built)" in prompt
     assert sorted(call["kinds"]) == ["outcome", "outcome", "process"]  # one call for both kinds
+
+
+async def test_a_config_eval_case_shows_the_evaluation_and_its_dataset(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reference README "Artifact types" and n8n ``harness/artifacts/config-eval-handler.ts``: the
+    ``eval-config`` create call's owning workflow is the ref; its evaluation configs and a sample of
+    the referenced data table are rendered into the judge context (``render-config-eval.ts``).
+    The lane offers the tool with config evals enabled (``N8N_CONFIG_EVALS_ENABLED``)."""
+    data, inputs = await _run(tmp_path, monkeypatch, "config-eval-greeting-correctness",
+                              env=["N8N_CONFIG_EVALS_ENABLED=true"])
+    [unit] = data["units"]
+    assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"], unit["build"]
+    [call] = [i for i in inputs if i["target"] == "expectations"]
+    section = call["prompt"].split("\n## Config-eval\n", 1)[1].split("\n## Conversation transcript", 1)[0]
+    print(section[:2500])
+    assert section.startswith("\n### Evaluation configs") and '"Greeting correctness"' in section
+    assert '"datasetSource": "data_table"' in section and unit["build"]["workflow_id"] not in section
+    assert '"expected_answer"' in section and "hello from the scripted model" in section  # columns + sample rows
+    assert "## Agent\n\n(no agent produced)" in call["prompt"]
+    assert {e["verdict"] for e in unit["expectations"]} == {"pass"}, unit["expectations"]

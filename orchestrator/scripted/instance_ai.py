@@ -15,6 +15,10 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   ``questions`` confirmation the harness answers) and mentions the answer in its final text.
   An opening turn that asks for a standalone Agent (:func:`agent_action`) gets ``build-agent
   {name, message}`` (n8n creates the Agent and announces it in ``agent-spawned``) and no workflow.
+  An opening turn that asks for an evaluation gets, once the workflow is built, a config-based
+  evaluation on it (:func:`config_eval_action`: ``credentials list``, ``data-tables create`` and
+  ``insert-rows``, ``eval-config create``; the tool is there when the lane runs with
+  ``N8N_CONFIG_EVALS_ENABLED=true``).
   Seeded cases (:func:`seeded_action`): a turn naming a folder lists it (``workflows {action: list,
   folderPath}``); an attached workflow (the ``<thread-artifacts>`` block n8n adds) is run when the
   user asks for a run (``executions {action: run}``, which asks for confirmation), greeted with a
@@ -230,6 +234,10 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
             answer = f" You chose: {', '.join(picked) or 'no option'}."
         if builds:
             result = result_json(builds[-1][1])
+            if result.get("success") is True and len(texts) == 1:
+                evaluation = config_eval_action(opening, str(result.get("workflowId", "")), this_turn, offered)
+                if evaluation is not None:
+                    return evaluation
             if result.get("success") is True:
                 wf = result.get("workflowId", "")
                 name = result.get("workflowName") or workflow_for(opening)["name"]
@@ -287,6 +295,71 @@ def agent_action(prompt: str, this_turn: list, offered: set[str]) -> Action | No
     agent_id = result.get("agentId") or "?"
     status = "created" if result.get("ok") is not False else f"created, but its builder reported: {result.get('error')}"
     return text_reply(f'I {status} the agent "{name}" (id {agent_id}); no workflow was needed.')
+
+
+# ------------------------------------------------------------------------------------------------
+# config-based evaluations (n8n's ``eval-config`` tool, behind the config-evals flag)
+
+EVAL_CONFIG = "eval-config"
+LOAD_TOOL = "load_tool"
+DATA_TABLES = "data-tables"
+CREDENTIALS_TOOL = "credentials"
+#: credential types n8n's LLM-judge providers accept (``LLM_JUDGE_PROVIDERS``)
+JUDGE_CREDENTIAL_TYPES = ("openAiApi", "anthropicApi", "googlePalmApi", "azureOpenAiApi", "mistralCloudApi", "groqApi")
+_EVAL_REQUEST = re.compile(r"\b(?:evaluation|evaluate|eval)\b", re.I)
+EVAL_COLUMNS = [{"name": "question", "type": "string"}, {"name": "expected_answer", "type": "string"}]
+EVAL_ROWS = [{"question": "Say hello", "expected_answer": "hello from the scripted model"},
+             {"question": "Greet the team", "expected_answer": "hello from the scripted model"}]
+
+
+def asks_for_config_eval(prompt: str) -> bool:
+    return bool(_EVAL_REQUEST.search(prompt))
+
+
+def config_eval_action(prompt: str, workflow_id: str, this_turn: list, offered: set[str]) -> Action | None:
+    """After building the workflow, set up a config-based evaluation on it when the opening turn asks
+    for one: find an LLM credential for the judge metric (``credentials list``), create the dataset
+    data table and fill it (``data-tables create`` / ``insert-rows``), then ``eval-config create`` on
+    the built workflow (start and end: its Set node). None: not an evaluation request, or done."""
+    if not asks_for_config_eval(prompt) or not {DATA_TABLES, CREDENTIALS_TOOL} <= offered or not workflow_id:
+        return None
+    if EVAL_CONFIG not in offered:  # a deferred tool: loaded by name (n8n's load_tool)
+        if LOAD_TOOL not in offered or _last(this_turn, LOAD_TOOL, toolName=EVAL_CONFIG) is not None:
+            return None
+        return Reply([TextBlock("I'll load the evaluation tool."), ToolUseBlock(LOAD_TOOL, {"toolName": EVAL_CONFIG})])
+    creds = _last(this_turn, CREDENTIALS_TOOL, action="list")
+    if creds is None:
+        return Reply([TextBlock("Now the evaluation: first the judge model's credential."),
+                      ToolUseBlock(CREDENTIALS_TOOL, {"action": "list"})])
+    judge_cred = next((c for c in result_json(creds[1]).get("credentials") or []
+                       if isinstance(c, dict) and c.get("type") in JUDGE_CREDENTIAL_TYPES), None)
+    if judge_cred is None:
+        return text_reply("I built the workflow, but there is no LLM credential for the evaluation's judge, "
+                          "so I did not set up the evaluation.")
+    created = _last(this_turn, DATA_TABLES, action="create")
+    if created is None:
+        name = ("Eval " + " ".join(slug_of(prompt).split("-")[:-1]))[:60]
+        return Reply([ToolUseBlock(DATA_TABLES, {"action": "create", "name": name, "columns": EVAL_COLUMNS})])
+    table = result_json(created[1]).get("table") or {}
+    table_id = str(table.get("id") or "") if isinstance(table, dict) else ""
+    if not table_id:
+        return text_reply(f"I could not create the evaluation dataset: {result_json(created[1])}"[:500])
+    if _last(this_turn, DATA_TABLES, action="insert-rows") is None:
+        return Reply([ToolUseBlock(DATA_TABLES, {"action": "insert-rows", "dataTableId": table_id, "rows": EVAL_ROWS})])
+    made = _last(this_turn, EVAL_CONFIG, action="create")
+    if made is None:
+        provider_model = "claude-haiku-4-5" if judge_cred.get("type") == "anthropicApi" else "gpt-4o-mini"
+        return Reply([ToolUseBlock(EVAL_CONFIG, {
+            "action": "create", "workflowId": workflow_id, "name": "Greeting correctness",
+            "startNodeName": "Set Fields", "endNodeName": "Set Fields", "dataTableId": table_id,
+            "metrics": [{"name": "Correctness", "preset": "correctness", "credentialId": str(judge_cred.get("id")),
+                         "model": provider_model, "outputType": "numeric", "actualAnswer": "={{ $json.greeting }}",
+                         "expectedAnswer": "={{ $json.expected_answer }}"}]})])
+    result = result_json(made[1])
+    if isinstance(result.get("config"), dict):
+        return text_reply(f'I built the workflow and set up the evaluation "Greeting correctness" on it, with a '
+                          f"{len(EVAL_ROWS)}-row dataset (question, expected_answer) and a correctness metric.")
+    return text_reply(f"I built the workflow, but the evaluation could not be set up: {result.get('error') or result}"[:500])
 
 
 # ------------------------------------------------------------------------------------------------
