@@ -436,6 +436,7 @@ class InstanceAiBuilder(Builder):
             if not self.settings.keep_workflows:
                 await self._delete_threads(lane, threads)
         total.turns = outcome.state.runs
+        total.thread_id = outcome.thread_id
         total.narration = final_narration(read_transcript(transcript_path))
         total.duration_s = time.monotonic() - started
         state = outcome.state
