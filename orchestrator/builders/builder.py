@@ -109,6 +109,8 @@ class BuildResult:
     turns: int = 0
     duration_s: float = 0.0
     transcript_path: Path | None = None
+    #: the Instance AI thread of the attempt that counted (None for builders without threads)
+    thread_id: str | None = None
     #: what the builder told the user it did (redacted): the chat's last reply, claude's final result
     #: text. The ``communication`` workflow check grades it against the built workflow.
     narration: str | None = None

@@ -448,6 +448,7 @@ class InstanceAiBuilder(Builder):
                 await self._delete_threads(lane, threads)
         total.turns = outcome.state.runs
         total.artifact_refs = list(outcome.state.artifact_refs)
+        total.thread_id = outcome.thread_id
         total.narration = final_narration(read_transcript(transcript_path))
         total.duration_s = time.monotonic() - started
         state = outcome.state

@@ -81,8 +81,10 @@ class Attempts:
     turns: int = 0
     duration_s: float = 0.0
     started_at: float = field(default_factory=time.time)
+    thread_id: str | None = None
 
     def add(self, result: BuildResult) -> None:
+        self.thread_id = result.thread_id or self.thread_id
         self.attempts += result.attempts
         self.cost_usd += result.cost_usd
         self.turns += result.turns
@@ -151,7 +153,8 @@ class UnitRunner:
         return UnitResult(
             case=unit.case, iteration=unit.iteration, lane=lane_id, started_at=acc.started_at, finished_at=time.time(),
             build=BuildRecord(status=status, workflow_id=workflow_id, attempts=acc.attempts, cost_usd=round(acc.cost_usd, 6),
-                              turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause),
+                              turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause,
+                              thread_id=acc.thread_id),
             scenarios=verification.scenarios, expectations=verification.expectations, structural=verification.structural,
             failure_category=failure_category, attribution=attribution, verify_duration_s=round(verify_s, 3),
             **unit_extras(verification, builder=self.builder.name, base_url=self.lanes[lane_id].lane.base_url
