@@ -27,7 +27,7 @@ async def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slug: str, **ext
         monkeypatch.delenv(key, raising=False)
     run_id = f"artifacts-{int(time.time() * 1000) % 10_000_000}"
     state, out = tmp_path / "state", tmp_path / "out"
-    cfg = RunConfig(cases_paths=[CASES], filter=slug, backend="process", lanes=1, builder="instance-ai",
+    cfg = RunConfig(cases_paths=[CASES], filter=slug or None, backend="process", lanes=1, builder="instance-ai",
                     model_server="scripted", state_dir=state, output_dir=out, run_id=run_id, **extra)
     outcome = await run(cfg)
     assert outcome.ok, outcome.errors
@@ -77,3 +77,21 @@ async def test_a_config_eval_case_shows_the_evaluation_and_its_dataset(tmp_path:
     assert '"expected_answer"' in section and "hello from the scripted model" in section  # columns + sample rows
     assert "## Agent\n\n(no agent produced)" in call["prompt"]
     assert {e["verdict"] for e in unit["expectations"]} == {"pass"}, unit["expectations"]
+
+
+async def test_the_agents_tier_runs_its_cases_under_the_absolute_gate(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reference README: ``--tier agents`` runs the agent cases, and "PR runs use an absolute pass
+    gate" (n8n ``comparison/gate.ts`` ``evaluateGate``): ``eval-pr-comment.md`` shows the gate in
+    place of a baseline comparison, and the exit code follows it."""
+    from orchestrator.cli.run_cmd import gate_exit_code
+    from orchestrator.compare.gate import run_gate
+    from orchestrator.results.model import EvalResults
+
+    data, _ = await _run(tmp_path, monkeypatch, "", tier="agents")
+    assert {u["case"] for u in data["units"]} == {"agent-standalone-order-status-helper", "seeded-agent-adds-refund-rule"}
+    comment = (tmp_path / "out" / "eval-pr-comment.md").read_text()
+    assert "### Gate" in comment and "Gate green" in comment and "### Comparison" not in comment
+    results = EvalResults.model_validate(data)
+    gate = run_gate(results)
+    assert gate is not None and gate["green"] and gate_exit_code(gate) == 0
