@@ -105,7 +105,7 @@ async def test_an_unparseable_reply_is_retried_and_a_dead_judge_leaves_every_row
     rows, prompts = await _judged(tmp_path, "still not json")
     assert len(prompts) == 2
     assert {r.verdict for r in rows} == {Verdict.incomplete}
-    assert all(r.reason.startswith(JUDGE_PRODUCED_NOTHING) for r in rows)
+    assert all(r.reason.startswith(f"not judged: {JUDGE_PRODUCED_NOTHING}") for r in rows)
 
 
 async def test_a_failed_build_is_judged_when_the_agent_produced_output(tmp_path: Path) -> None:

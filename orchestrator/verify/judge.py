@@ -4,10 +4,12 @@ Model and effort come from ``N8N_INSTANCE_AI_EVAL_JUDGE_MODEL`` / ``N8N_INSTANCE
 (the reference harness's names). Each call is retried with a per-attempt timeout. When every attempt
 fails the judge never raises:
 
-- the provider was down or the judge timed out → every verdict is ``incomplete`` (not judged,
-  excluded from scoring, attributed ``verification_gap``): an outage is not a quality signal;
-- the judge answered but never in a usable shape → every verdict is ``fail`` (the reference's
-  all-fail fallback), attributed ``verification_gap``.
+- whether the provider was down, the judge timed out, or it answered but never in a usable shape,
+  every verdict is ``incomplete`` (not judged, excluded from scoring, attributed
+  ``verification_gap``), as n8n leaves a unit whose verifier was exhausted without a verdict.
+
+Scenario calls escalate their per-attempt cap (60 s, 120 s, 240 s, as n8n's checklist verifier);
+expectation calls follow n8n's assertion judge (:meth:`Judge.judge_expectations`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,13 @@ class JudgeConfig:
     api_key: str | None = None
     base_url: str | None = None
     attempts: int = 3
-    attempt_timeout_s: float = 120.0
+    #: cap of any one attempt (a run's ``judge_attempt_timeout_s`` lowers it)
+    attempt_timeout_s: float = 240.0
+    #: per-attempt caps of the scenario judge, escalating (n8n ``checklist/verifier.ts``
+    #: ``VERIFY_ATTEMPT_TIMEOUTS_MS``: 60 s, 120 s, 240 s), each at most ``attempt_timeout_s``
+    timeout_ladder_s: tuple[float, ...] = (60.0, 120.0, 240.0)
+    #: per-attempt cap of the expectation judge (n8n ``assertion-judge.ts``: 120 s)
+    expectation_timeout_s: float = 120.0
     backoff_s: float = 2.0
 
     @classmethod
@@ -88,7 +96,11 @@ class Judge:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _ask(self, system: str, prompt: str) -> str:
+    def ladder_timeout(self, attempt: int) -> float:
+        ladder = self.config.timeout_ladder_s or (self.config.attempt_timeout_s,)
+        return min(ladder[min(attempt - 1, len(ladder) - 1)], self.config.attempt_timeout_s)
+
+    async def _ask(self, system: str, prompt: str, timeout_s: float | None = None) -> str:
         kwargs: dict[str, Any] = {}
         budget = EFFORT_BUDGET.get(self.config.effort, 0)
         if budget:
@@ -102,7 +114,7 @@ class Judge:
                 messages=[{"role": "user", "content": prompt}],
                 **kwargs,
             ),
-            timeout=self.config.attempt_timeout_s,
+            timeout=timeout_s or self.config.attempt_timeout_s,
         )
         record_model_call("judge", self.config.model, getattr(msg, "usage", None), effort=self.config.effort,
                           duration_s=time.monotonic() - started, stop_reason=getattr(msg, "stop_reason", None))
@@ -118,10 +130,13 @@ class Judge:
         outage = False
         last_error = ""
 
+        tries = 0
+
         async def once() -> list[Judgement]:
-            nonlocal outage, last_error
+            nonlocal outage, last_error, tries
+            tries += 1
             try:
-                text = await self._ask(system, prompt)
+                text = await self._ask(system, prompt, self.ladder_timeout(tries))
             except (TimeoutError, anthropic.APIError) as exc:
                 outage = outage or classify_exception(exc) is not None or isinstance(
                     exc, (asyncio.TimeoutError, anthropic.APITimeoutError))
@@ -150,9 +165,11 @@ class Judge:
                     return await once()
         except (TimeoutError, anthropic.APIError, _UnusableReply):
             log.warning("judge gave up after %d attempt(s): %s", self.config.attempts, last_error)
-        verdict = Verdict.incomplete if outage else Verdict.failed
-        reason = f"not judged: {last_error}" if outage else f"judge failed: {last_error}"
-        return [Judgement(verdict, reason, "verification_failure", Attribution.verification_gap) for _ in range(count)]
+        # n8n: a verifier that never produced a verdict leaves the unit without one (``gate.ts``:
+        # "verifier exhausted" units are excluded), whether it was down or answered unusably
+        reason = f"not judged: {last_error}" if outage else f"not judged: judge failed: {last_error}"
+        return [Judgement(Verdict.incomplete, reason, "verification_failure", Attribution.verification_gap)
+                for _ in range(count)]
 
 
     async def judge_expectations(self, system: str, prompt: str, count: int) -> list[Judgement]:
@@ -165,7 +182,7 @@ class Judge:
         last_error = ""
         for attempt in range(1, EXPECTATION_ATTEMPTS + 1):
             try:
-                text = await self._ask(system, prompt)
+                text = await self._ask(system, prompt, min(self.config.expectation_timeout_s, self.config.attempt_timeout_s))
             except (TimeoutError, anthropic.APIError) as exc:
                 last_error = redact(f"{type(exc).__name__}: {exc}")[:300]
                 log.warning("expectation judge attempt %d/%d failed: %s", attempt, EXPECTATION_ATTEMPTS, last_error)
@@ -175,8 +192,9 @@ class Judge:
                 return [found.get(i) or Judgement(Verdict.incomplete, NO_VERDICT_RETURNED) for i in range(count)]
             last_error = "judge reply held no verdict for any expectation"
             log.warning("expectation judge attempt %d/%d: %s", attempt, EXPECTATION_ATTEMPTS, last_error)
-        reason = f"{JUDGE_PRODUCED_NOTHING}: {last_error}" if last_error else JUDGE_PRODUCED_NOTHING
-        return [Judgement(Verdict.incomplete, reason) for _ in range(count)]
+        reason = f"not judged: {JUDGE_PRODUCED_NOTHING} ({last_error})" if last_error else f"not judged: {JUDGE_PRODUCED_NOTHING}"
+        return [Judgement(Verdict.incomplete, reason, "verification_failure", Attribution.verification_gap)
+                for _ in range(count)]
 
 
 #: n8n's expectation judge tries twice (``assertion-judge.ts`` ``MAX_VERIFY_ATTEMPTS``)
