@@ -433,3 +433,31 @@ def test_a_sandbox_crash_mid_build_is_a_framework_fault(crash_lane, model, tmp_p
     assert killed.is_set()
     assert built.result.status == BuildStatus.failed and built.result.framework_fault, built.result
     assert "sandbox" in (built.result.error or "").lower() and built.failures == []
+
+
+async def test_a_failed_build_still_has_its_expectations_judged(sandbox_lane, model, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                script_override: Switch) -> None:
+    """n8n ``build-expectations/select.ts`` ``selectAuthorExpectations`` and the runner: a build that
+    saved no workflow but where the agent said something has its expectations judged (one call,
+    "(no workflow built)"); its scenarios fail as the builder's."""
+    lane, _, _ = sandbox_lane
+    owner = lane.owner
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    script_override.override = lambda request: (text_reply("I would rather not build this one.")
+                                                if ia.is_instance_ai_agent(request) else SWITCH.default(request))
+    cfg = RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-set-static-fields", iterations=1, backend="static",
+        base_url=lane.base_url, lanes=1, email=owner.email, password=owner.password, model_server="real",
+        state_dir=tmp_path / "state", output_dir=tmp_path / "out", run_id="ia-failed-build", builder="instance-ai",
+    )
+    outcome = await run(cfg)
+    assert outcome.ok, outcome.errors
+    [unit] = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]["units"]
+    assert unit["build"]["status"] == "failed" and unit["attribution"] == "builder_issue", unit["build"]
+    assert {s["verdict"] for s in unit["scenarios"]} == {"fail"}
+    assert unit["expectations"] and {e["verdict"] for e in unit["expectations"]} <= {"pass", "fail"}, unit["expectations"]
+    inputs = [json.loads(x) for x in (tmp_path / "out" / "judge-inputs.jsonl").read_text().splitlines() if x.strip()]
+    [call] = [i for i in inputs if i["target"] == "expectations"]
+    assert "(no workflow built)" in call["prompt"] and "I would rather not build this one." in call["prompt"]
