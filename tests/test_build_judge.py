@@ -236,3 +236,30 @@ def test_the_scenario_judge_sees_the_intercepted_requests() -> None:
     evidence = scenario_evidence(result)
     assert evidence["nodeResults"]["Slack"]["interceptedRequests"][0]["body"] == {"channel": "#general"}
     assert json.dumps(evidence)
+
+
+async def test_rejudge_replays_the_one_call_batch_by_kind_and_text(tmp_path: Path) -> None:
+    """The recorded build-expectations call (process + outcome, n8n's one call) is replayed with the
+    same partial-verdict rules (``assertion-judge.ts`` ``judgeExpectations``) and each verdict lands
+    on the row of its kind and text."""
+    from orchestrator.results.model import EvalResults, ExpectationResult
+    from orchestrator.results.rejudge import rejudge
+    from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM
+
+    rows = [ExpectationResult(kind="process", text="Asked first.", verdict=Verdict.passed),
+            ExpectationResult(kind="outcome", text="Posts to Slack.", verdict=Verdict.passed)]
+    from eval_results_factory import unit
+
+    u = unit("c", 0)
+    u.expectations = rows
+    res = EvalResults(run_id="r", started_at=1.0, config={"iterations": 1}, units=[u])
+    item = {"case": "c", "iteration": 0, "target": "expectations", "system": BUILD_JUDGE_SYSTEM,
+            "prompt": "## Expectations\n0. Asked first.\n1. Posts to Slack.\n", "count": 2,
+            "names": ["Asked first.", "Posts to Slack."], "kinds": ["process", "outcome"], "partial": True}
+    with ScriptedModelServer(judge({"verdicts": [{"index": 1, "pass": False, "reason": "no Slack"}]})) as srv:
+        j = _judge(srv)
+        out = await rejudge(res, [item], j)
+        await j.aclose()
+    got = {(e.kind, e.text): (e.verdict, e.reason) for e in out.results.units[0].expectations}
+    assert got[("process", "Asked first.")] == (Verdict.incomplete, NO_VERDICT_RETURNED)
+    assert got[("outcome", "Posts to Slack.")] == (Verdict.failed, "no Slack")
