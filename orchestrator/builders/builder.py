@@ -76,7 +76,10 @@ class BuildRequest:
     case: EvalCase
     iteration: int
     attempt: int  # 0 for the first try of this unit; retries on other lanes count up
-    timeout_ms: int  # the case's own timeout (``--timeout-ms``, complex × 1.5)
+    #: the build budget (``--build-timeout-ms``, complex cases × 1.5; 0: none): a chat builder's
+    #: budget per user turn (:mod:`orchestrator.builders.budgets`); the claude builders bound each
+    #: attempt with ``BuilderSettings.build_timeout_ms`` instead
+    timeout_ms: int
     transcript_path: Path | None = None  # where the builder writes the unit's redacted transcript
     case_slug: str = ""  # the case's slug in this run ("" when the caller has none)
 
@@ -109,6 +112,9 @@ class BuildResult:
     #: what the builder told the user it did (redacted): the chat's last reply, claude's final result
     #: text. The ``communication`` workflow check grades it against the built workflow.
     narration: str | None = None
+    #: the budget that ended the conversation early (``Run timed out after …``); what the agent
+    #: had saved by then is still graded (a timeout with nothing saved is ``BuildStatus.timeout``)
+    budget_timeout: str | None = None
 
 
 class Builder(abc.ABC):

@@ -209,6 +209,9 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         seeded = seeded_action(request, turn_text, this_turn, offered)
         if seeded is not None:
             return seeded
+        setup = credential_setup(opening, everything, offered)
+        if isinstance(setup, Reply):
+            return setup
         if not builds and not any(c.get("name") == WRITE_FILE for c, _ in this_turn):
             early = before_building(texts, turn_text)
             if early is not None:
@@ -228,12 +231,17 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
             if result.get("success") is True:
                 wf = result.get("workflowId", "")
                 name = result.get("workflowName") or workflow_for(opening)["name"]
+                if isinstance(setup, dict):
+                    return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Schedule Trigger followed by a "
+                                      f"GitHub node that creates the issue, with your GitHub credential attached.")
+                ask_run = " Since its output is random, could you run it once and tell me what you got?" \
+                    if _RANDOM.search(opening) else ""
                 return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Manual Trigger followed by a Set node. "
-                                  f"You can run it from the editor.{answer}")
+                                  f"You can run it from the editor.{answer}{ask_run}")
             if len(builds) >= MAX_BUILDS_PER_TURN:
                 errors = result.get("errors") or [result.get("error") or "unknown error"]
                 return text_reply(f"I could not build the workflow: {'; '.join(str(e) for e in errors)[:500]}")
-        workflow = workflow_for(opening, turns=len(texts))
+        workflow = setup if isinstance(setup, dict) else workflow_for(opening, turns=len(texts))
         path = f"src/workflows/{slug_of(opening)}.workflow.json"
         source = json.dumps(workflow, indent=2)
         writes = [c for c, _ in this_turn if c.get("name") == WRITE_FILE]
@@ -246,6 +254,61 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         return Reply([ToolUseBlock(BUILD_TOOL, args)])
 
     return script
+
+
+# ------------------------------------------------------------------------------------------------
+# the credential archetype: a GitHub issue needs a credential set up through the card
+
+CREDENTIALS_TOOL = "credentials"
+_GITHUB_ISSUE = re.compile(r"\b(?:open|create)s?\s+an\s+issue\b.*\bgithub\b|\bgithub\b.*\b(?:open|create)s?\s+an\s+issue\b", re.I | re.S)
+_TITLED = re.compile(r"titled\s+['\"]([^'\"]+)['\"]", re.I)
+_REPO = re.compile(r"\b([\w.-]+)/([\w.-]+)\b")
+_RANDOM = re.compile(r"\brandom\b", re.I)
+
+
+def credential_setup(opening: str, everything: list, offered: set[str]) -> Reply | dict[str, Any] | None:
+    """A prompt that opens a GitHub issue: first ``credentials {action: setup}`` for ``githubApi``
+    (the card the harness answers), then the workflow, with the selected credential attached when
+    the card gave one (None: not this archetype)."""
+    if not _GITHUB_ISSUE.search(opening) or CREDENTIALS_TOOL not in offered:
+        return None
+    done = _last(everything, CREDENTIALS_TOOL, action="setup")
+    if done is None:
+        return Reply([TextBlock("I'll need a GitHub credential before the workflow can create issues."),
+                      ToolUseBlock(CREDENTIALS_TOOL, {
+                          "action": "setup", "requireUserSelection": True,
+                          "credentials": [{"credentialType": "githubApi", "reason": "Create issues in the repository"}]})])
+    if done[1] is None:
+        return None
+    chosen = result_json(done[1]).get("credentials")
+    credential_id = chosen.get("githubApi") if isinstance(chosen, dict) else None
+    return github_issue_workflow(opening, credential_id if isinstance(credential_id, str) else None)
+
+
+def github_issue_workflow(opening: str, credential_id: str | None) -> dict[str, Any]:
+    title = _TITLED.search(opening)
+    repo = _REPO.search(opening)
+    owner, name = (repo.group(1), repo.group(2)) if repo else ("acme", "widgets")
+    issue: dict[str, Any] = {
+        "id": "5d1c7f4e-2a3b-4c5d-8e9f-0a1b2c3d4e5f", "name": "Create Issue", "type": "n8n-nodes-base.github",
+        "typeVersion": 1.1, "position": [220, 0],
+        "parameters": {"resource": "issue", "operation": "create",
+                       "owner": {"__rl": True, "mode": "name", "value": owner},
+                       "repository": {"__rl": True, "mode": "name", "value": name},
+                       "title": title.group(1) if title else "Scripted issue", "body": "", "labels": [], "assignees": []},
+    }
+    if credential_id:
+        issue["credentials"] = {"githubApi": {"id": credential_id, "name": "GitHub account"}}
+    return {
+        "name": "Scripted weekly GitHub issue",
+        "nodes": [
+            {"id": "8c2d4e6f-1a3b-4c5d-9e8f-7a6b5c4d3e2f", "name": "Every Monday", "type": "n8n-nodes-base.scheduleTrigger",
+             "typeVersion": 1.2, "position": [0, 0],
+             "parameters": {"rule": {"interval": [{"field": "weeks", "triggerAtDay": [1], "triggerAtHour": 9}]}}},
+            issue,
+        ],
+        "connections": {"Every Monday": {"main": [[{"node": "Create Issue", "type": "main", "index": 0}]]}},
+    }
 
 
 # ------------------------------------------------------------------------------------------------
