@@ -44,7 +44,7 @@ class BudgetBreach:
         return f"Run timed out after {round(self.elapsed_s * 1000)}ms ({self.kind} budget, user turn {self.turn})"
 
     def as_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "turn": self.turn, "elapsed_ms": round(self.elapsed_s * 1000)}
+        return {"budget": self.kind, "turn": self.turn, "elapsed_ms": round(self.elapsed_s * 1000)}
 
 
 class Budgets:

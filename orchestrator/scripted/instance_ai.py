@@ -233,9 +233,9 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
                 name = result.get("workflowName") or workflow_for(opening)["name"]
                 if isinstance(setup, dict):
                     return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Schedule Trigger followed by a "
-                                      f"GitHub node that creates the issue, with your GitHub credential attached.")
+                                      f"GitHub node that creates the issue, {setup_outcome(everything)}.")
                 ask_run = " Since its output is random, could you run it once and tell me what you got?" \
-                    if _RANDOM.search(opening) else ""
+                    if _RANDOM.search(opening) and len(texts) == 1 else ""
                 return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Manual Trigger followed by a Set node. "
                                   f"You can run it from the editor.{answer}{ask_run}")
             if len(builds) >= MAX_BUILDS_PER_TURN:
@@ -259,7 +259,6 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
 # ------------------------------------------------------------------------------------------------
 # the credential archetype: a GitHub issue needs a credential set up through the card
 
-CREDENTIALS_TOOL = "credentials"
 _GITHUB_ISSUE = re.compile(r"\b(?:open|create)s?\s+an\s+issue\b.*\bgithub\b|\bgithub\b.*\b(?:open|create)s?\s+an\s+issue\b", re.I | re.S)
 _TITLED = re.compile(r"titled\s+['\"]([^'\"]+)['\"]", re.I)
 _REPO = re.compile(r"\b([\w.-]+)/([\w.-]+)\b")
@@ -267,25 +266,29 @@ _RANDOM = re.compile(r"\brandom\b", re.I)
 
 
 def credential_setup(opening: str, everything: list, offered: set[str]) -> Reply | dict[str, Any] | None:
-    """A prompt that opens a GitHub issue: first ``credentials {action: setup}`` for ``githubApi``
-    (the card the harness answers), then the workflow, with the selected credential attached when
-    the card gave one (None: not this archetype)."""
-    if not _GITHUB_ISSUE.search(opening) or CREDENTIALS_TOOL not in offered:
+    """A prompt that opens a GitHub issue (None: not this archetype): the workflow is built with an
+    unset GitHub credential (the dict returned), then the workflow's setup card is raised
+    (``workflows {action: setup}`` for ``githubApi``, the Reply returned) for the harness to
+    answer; its result decides the final words."""
+    if not _GITHUB_ISSUE.search(opening) or WORKFLOWS_TOOL not in offered:
         return None
-    done = _last(everything, CREDENTIALS_TOOL, action="setup")
-    if done is None:
-        return Reply([TextBlock("I'll need a GitHub credential before the workflow can create issues."),
-                      ToolUseBlock(CREDENTIALS_TOOL, {
-                          "action": "setup", "requireUserSelection": True,
-                          "credentials": [{"credentialType": "githubApi", "reason": "Create issues in the repository"}]})])
-    if done[1] is None:
-        return None
-    chosen = result_json(done[1]).get("credentials")
-    credential_id = chosen.get("githubApi") if isinstance(chosen, dict) else None
-    return github_issue_workflow(opening, credential_id if isinstance(credential_id, str) else None)
+    built = [result_json(r) for c, r in everything if c.get("name") == BUILD_TOOL and result_json(r).get("success") is True]
+    if built and _last(everything, WORKFLOWS_TOOL, action="setup") is None:
+        return Reply([TextBlock("The workflow needs a GitHub credential; here is its setup card."),
+                      ToolUseBlock(WORKFLOWS_TOOL, {"action": "setup", "workflowId": str(built[-1].get("workflowId")),
+                                                    "preferNewCredentials": ["githubApi"]})])
+    return github_issue_workflow(opening)
 
 
-def github_issue_workflow(opening: str, credential_id: str | None) -> dict[str, Any]:
+def setup_outcome(everything: list) -> str:
+    done = _last(everything, WORKFLOWS_TOOL, action="setup")
+    result = result_json(done[1]) if done else {}
+    if result.get("success") is True and not result.get("deferred"):
+        return "with your GitHub credential attached"
+    return "the GitHub credential is still to be set up"
+
+
+def github_issue_workflow(opening: str) -> dict[str, Any]:
     title = _TITLED.search(opening)
     repo = _REPO.search(opening)
     owner, name = (repo.group(1), repo.group(2)) if repo else ("acme", "widgets")
@@ -297,8 +300,6 @@ def github_issue_workflow(opening: str, credential_id: str | None) -> dict[str, 
                        "repository": {"__rl": True, "mode": "name", "value": name},
                        "title": title.group(1) if title else "Scripted issue", "body": "", "labels": [], "assignees": []},
     }
-    if credential_id:
-        issue["credentials"] = {"githubApi": {"id": credential_id, "name": "GitHub account"}}
     return {
         "name": "Scripted weekly GitHub issue",
         "nodes": [
@@ -354,8 +355,14 @@ def answer_text(turn_text: str) -> str:
     return f"No workflow needed for this, so I did not build one: {body}"
 
 
+_RAN_IT = re.compile(r"^\s*I ran it\b", re.I)
+
+
 def before_building(texts: list[tuple[int, str]], turn_text: str) -> Action | None:
-    """What the agent says instead of building this turn, if anything (see the two archetypes)."""
+    """What the agent says instead of building this turn, if anything (see the archetypes; a user
+    who reports having run the workflow is thanked, nothing rebuilt)."""
+    if len(texts) > 1 and _RAN_IT.search(clean_prompt(turn_text)):
+        return text_reply("Thanks for running it yourself; I take your result as the test of the workflow.")
     question = clarifying_question(texts)
     if question is not None:
         return text_reply(question)
