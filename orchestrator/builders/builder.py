@@ -42,6 +42,7 @@ class BuilderSettings:
     api_key: str | None = field(default=None, repr=False)  # the model route's key (secret)
     base_url: str | None = None  # the model route's base URL (a scripted server when offline)
     claude_bin: Path | None = None
+    #: the build budget (``--build-timeout-ms``, resolved per builder; 0: none)
     build_timeout_ms: int = 600_000
     mcp_timeout_ms: int = 60_000
     max_retries: int | None = None
@@ -131,6 +132,9 @@ class Builder(abc.ABC):
     needs_build_runner: ClassVar[bool] = False
     #: the lane env variable whose value is the model this builder builds with (None: ``settings.model``)
     model_env: ClassVar[str | None] = None
+    #: ``--build-timeout-ms`` when the run gives none: the reference's ``--build-timeout-ms`` default,
+    #: a wall-clock cap per claude attempt (a chat builder overrides it with its per-turn budget)
+    default_build_timeout_ms: ClassVar[int] = 1_800_000
 
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:
         self.settings = settings

@@ -387,6 +387,9 @@ class InstanceAiBuilder(Builder):
     needs_mcp_key = False
     needs_sandbox = True
     model_env = "N8N_INSTANCE_AI_MODEL"
+    #: per user turn: the reference's ``DEFAULT_TIMEOUT_MS`` (``harness/build-workflow.ts``), which its
+    #: ``--timeout-ms`` sets there; here ``--build-timeout-ms`` does (``--timeout-ms`` is verification's)
+    default_build_timeout_ms = 900_000
 
     @classmethod
     def check_config(cls, run_config: Any) -> None:

@@ -90,9 +90,12 @@ class Attempts:
 @dataclass
 class UnitSettings:
     max_attempts: int
+    #: the verification budget (``--timeout-ms``); complex cases × 1.5
     timeout_ms: int
     keep_workflows: bool
     transcripts_dir: Path | None = None
+    #: the build budget (``--build-timeout-ms``, resolved for the builder); complex cases × 1.5
+    build_timeout_ms: int = 900_000
 
 
 class UnitRunner:
@@ -118,8 +121,14 @@ class UnitRunner:
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
 
     def _timeout_ms(self, case: EvalCase) -> int:
+        """The case's verification budget (the reference's ``effectiveTimeoutMs``: complex × 1.5)."""
         factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
         return int(self.settings.timeout_ms * factor)
+
+    def _build_timeout_ms(self, case: EvalCase) -> int:
+        """The case's build budget (complex × 1.5, as the reference scales a build turn; 0 stays 0)."""
+        factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
+        return int(self.settings.build_timeout_ms * factor)
 
     def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
                 workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
@@ -239,7 +248,8 @@ class UnitRunner:
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:
         lane_id = ctx.lane.lane_id
         transcripts = self.settings.transcripts_dir
-        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt, timeout_ms=self._timeout_ms(case),
+        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt,
+                               timeout_ms=self._build_timeout_ms(case),
                                transcript_path=transcripts / f"{unit.case}.{unit.iteration}.{attempt}.jsonl"
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
