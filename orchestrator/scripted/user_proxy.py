@@ -26,7 +26,7 @@ from typing import Any
 
 from orchestrator.scripted.replies import Action, text_reply
 
-#: Must equal :data:`orchestrator.builders.user_proxy.PROXY_MARKER` (a test holds them together).
+#: Must equal :data:`orchestrator.builders.proxy_decision.PROXY_MARKER` (a test holds them together).
 PROXY_MARKER = "[n8n-eval user proxy]"
 NEUTRAL_ANSWER = "Use your best judgement and sensible defaults."
 NONE_ANSWER = "I don't have one. Please skip it and carry on without it."
