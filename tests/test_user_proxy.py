@@ -290,10 +290,14 @@ async def test_a_setup_card_with_an_open_value_is_dismissed_when_a_direction_wit
 
 
 async def test_a_standalone_credential_card_is_deferred(server) -> None:
+    """n8n ``utils/confirmation-payload.ts`` ``tryInfrastructureResponse``: without an engaging
+    direction a standalone credential card is answered before any model call with an empty
+    ``credentialSelection``."""
     proxy = proxy_for(corpus("behaviour-user-runs-it-themselves"), server)
     payload = {"requestId": "c1", "toolName": "credentials", "message": "Connect Slack", "args": {},
                "credentialRequests": [{"credentialType": "slackApi", "reason": "post", "existingCredentials": []}]}
-    assert await proxy.answer(payload) == {"kind": "approval", "approved": False, "userInput": "I'll set them up later."}
+    assert await proxy.answer(payload) == {"kind": "credentialSelection", "credentials": {}}
+    assert proxy.model_calls == 0
 
 
 async def test_a_plan_is_approved_by_the_model(server) -> None:

@@ -447,8 +447,8 @@ class UserProxy:
             return {"kind": "credentialSelection", "credentials": chosen}
         reason = ("credentials are deferred by default" if engaged is None
                   else f"direction {engaged.index} engages, but no matching credential exists on the card")
-        self._record("credential", ProxyDecision(action="deny", text="I'll set them up later.", reason=reason), "rule")
-        return {"kind": "approval", "approved": False, "userInput": "I'll set them up later."}
+        self._record("credential", ProxyDecision(action="deny", reason=reason), "rule")
+        return {"kind": "credentialSelection", "credentials": {}}  # n8n tryInfrastructureResponse: nothing picked
 
     def _setup_deferral(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """Credential-only setup cards are deferred (skipped) without the model unless engaged."""
