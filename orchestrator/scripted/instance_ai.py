@@ -21,6 +21,10 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   a first turn that wants someone notified without saying where gets a plain-text question instead
   of a build (:func:`clarifying_question`), and a turn that only asks something ("just tell me …",
   "unrelated question: …?") is answered without building (:func:`answers_without_building`);
+  a prompt that opens a GitHub issue is built with an unset GitHub credential and then raises the
+  workflow's setup card (``workflows {action: setup}``, :func:`credential_setup`); a workflow with
+  random output ends its first reply asking the user to run it, and a user who says "I ran it" is
+  thanked without a rebuild;
 - the **thread-title generator** (no tools, "short descriptive title"): a title;
 - the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
   triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
