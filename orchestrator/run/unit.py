@@ -254,6 +254,9 @@ class UnitRunner:
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
+        if result.leaked_workflows and result.budget_timeout is not None and result.status == BuildStatus.ok:
+            # a budget ended the conversation: a timeout still wins over a leak (neutral, not graded)
+            result.status, result.error = BuildStatus.timeout, result.budget_timeout
         if result.leaked_workflows and result.status != BuildStatus.timeout:  # a timeout still wins
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
