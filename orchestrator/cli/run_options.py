@@ -47,8 +47,11 @@ SHARED: list[P] = [
     _opt("env", list[str], [], "KEY=VALUE for every lane (repeatable).", "--env"),
     _opt("concurrency", Optional[int], None, "Global cap on concurrent builds (default lanes × 2)."),
     _opt("per_lane_builds", int, 4, "Cap on concurrent builds per lane."),
-    _opt("timeout_ms", int, 900_000, "Verification budget per unit (complex cases × 1.5)."),
-    _opt("build_timeout_ms", int, 1_800_000, "Wall-clock cap per claude attempt; 0 disables."),
+    _opt("timeout_ms", int, 900_000, "Verification budget per unit: each execution scenario (complex cases × 1.5). "
+         "Does not bound the build (see --build-timeout-ms)."),
+    _opt("build_timeout_ms", Optional[int], None, "Build budget, for every builder: mcp/remote, the wall clock per "
+         "claude attempt (default 1800000); instance-ai, each user turn (default 900000; the conversation gets 2×, "
+         "240 s of silence ends a run, complex cases × 1.5). 0 disables."),
     _opt("build_max_attempts", int, 3, "Attempts per unit when claude prints no workflow id."),
     _opt("build_mcp_timeout_ms", int, 120_000, "MCP_TIMEOUT for claude: one MCP tool call."),
     _opt("mcp_server", str, "n8n-local", "MCP server name in the staged claude config."),

@@ -94,11 +94,14 @@ class Attempts:
 @dataclass
 class UnitSettings:
     max_attempts: int
+    #: the verification budget (``--timeout-ms``); complex cases × 1.5
     timeout_ms: int
     keep_workflows: bool
     transcripts_dir: Path | None = None
     #: judge the process expectations of MCP builds too (an extra, never scored: n8n skips them)
     judge_mcp_process: bool = False
+    #: the build budget (``--build-timeout-ms``, resolved for the builder); complex cases × 1.5
+    build_timeout_ms: int = 900_000
 
 
 class UnitRunner:
@@ -128,8 +131,14 @@ class UnitRunner:
                           judge_process_anyway=self.settings.judge_mcp_process)
 
     def _timeout_ms(self, case: EvalCase) -> int:
+        """The case's verification budget (the reference's ``effectiveTimeoutMs``: complex × 1.5)."""
         factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
         return int(self.settings.timeout_ms * factor)
+
+    def _build_timeout_ms(self, case: EvalCase) -> int:
+        """The case's build budget (complex × 1.5, as the reference scales a build turn; 0 stays 0)."""
+        factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
+        return int(self.settings.build_timeout_ms * factor)
 
     def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
                 workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
@@ -250,11 +259,15 @@ class UnitRunner:
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:
         lane_id = ctx.lane.lane_id
         transcripts = self.settings.transcripts_dir
-        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt, timeout_ms=self._timeout_ms(case),
+        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt,
+                               timeout_ms=self._build_timeout_ms(case),
                                transcript_path=transcripts / f"{unit.case}.{unit.iteration}.{attempt}.jsonl"
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
+        if result.leaked_workflows and result.budget_timeout is not None and result.status == BuildStatus.ok:
+            # a budget ended the conversation: a timeout still wins over a leak (neutral, not graded)
+            result.status, result.error = BuildStatus.timeout, result.budget_timeout
         if result.leaked_workflows and result.status != BuildStatus.timeout:  # a timeout still wins
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)

@@ -27,6 +27,10 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   a first turn that wants someone notified without saying where gets a plain-text question instead
   of a build (:func:`clarifying_question`), and a turn that only asks something ("just tell me …",
   "unrelated question: …?") is answered without building (:func:`answers_without_building`);
+  a prompt that opens a GitHub issue is built with an unset GitHub credential and then raises the
+  workflow's setup card (``workflows {action: setup}``, :func:`credential_setup`); a workflow with
+  random output ends its first reply asking the user to run it, and a user who says "I ran it" is
+  thanked without a rebuild;
 - the **thread-title generator** (no tools, "short descriptive title"): a title;
 - the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
   triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
@@ -218,6 +222,9 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         agent = agent_action(opening, this_turn, offered) if len(texts) == 1 else None
         if agent is not None:
             return agent
+        setup = credential_setup(opening, everything, offered)
+        if isinstance(setup, Reply):
+            return setup
         if not builds and not any(c.get("name") == WRITE_FILE for c, _ in this_turn):
             early = before_building(texts, turn_text)
             if early is not None:
@@ -241,12 +248,17 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
             if result.get("success") is True:
                 wf = result.get("workflowId", "")
                 name = result.get("workflowName") or workflow_for(opening)["name"]
+                if isinstance(setup, dict):
+                    return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Schedule Trigger followed by a "
+                                      f"GitHub node that creates the issue, {setup_outcome(everything)}.")
+                ask_run = " Since its output is random, could you run it once and tell me what you got?" \
+                    if _RANDOM.search(opening) and len(texts) == 1 else ""
                 return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Manual Trigger followed by a Set node. "
-                                  f"You can run it from the editor.{answer}")
+                                  f"You can run it from the editor.{answer}{ask_run}")
             if len(builds) >= MAX_BUILDS_PER_TURN:
                 errors = result.get("errors") or [result.get("error") or "unknown error"]
                 return text_reply(f"I could not build the workflow: {'; '.join(str(e) for e in errors)[:500]}")
-        workflow = workflow_for(opening, turns=len(texts))
+        workflow = setup if isinstance(setup, dict) else workflow_for(opening, turns=len(texts))
         path = f"src/workflows/{slug_of(opening)}.workflow.json"
         source = json.dumps(workflow, indent=2)
         writes = [c for c, _ in this_turn if c.get("name") == WRITE_FILE]
@@ -363,6 +375,62 @@ def config_eval_action(prompt: str, workflow_id: str, this_turn: list, offered: 
 
 
 # ------------------------------------------------------------------------------------------------
+# the credential archetype: a GitHub issue needs a credential set up through the card
+
+_GITHUB_ISSUE = re.compile(r"\b(?:open|create)s?\s+an\s+issue\b.*\bgithub\b|\bgithub\b.*\b(?:open|create)s?\s+an\s+issue\b", re.I | re.S)
+_TITLED = re.compile(r"titled\s+['\"]([^'\"]+)['\"]", re.I)
+_REPO = re.compile(r"\b([\w.-]+)/([\w.-]+)\b")
+_RANDOM = re.compile(r"\brandom\b", re.I)
+
+
+def credential_setup(opening: str, everything: list, offered: set[str]) -> Reply | dict[str, Any] | None:
+    """A prompt that opens a GitHub issue (None: not this archetype): the workflow is built with an
+    unset GitHub credential (the dict returned), then the workflow's setup card is raised
+    (``workflows {action: setup}`` for ``githubApi``, the Reply returned) for the harness to
+    answer; its result decides the final words."""
+    if not _GITHUB_ISSUE.search(opening) or WORKFLOWS_TOOL not in offered:
+        return None
+    built = [result_json(r) for c, r in everything if c.get("name") == BUILD_TOOL and result_json(r).get("success") is True]
+    if built and _last(everything, WORKFLOWS_TOOL, action="setup") is None:
+        return Reply([TextBlock("The workflow needs a GitHub credential; here is its setup card."),
+                      ToolUseBlock(WORKFLOWS_TOOL, {"action": "setup", "workflowId": str(built[-1].get("workflowId")),
+                                                    "preferNewCredentials": ["githubApi"]})])
+    return github_issue_workflow(opening)
+
+
+def setup_outcome(everything: list) -> str:
+    done = _last(everything, WORKFLOWS_TOOL, action="setup")
+    result = result_json(done[1]) if done else {}
+    if result.get("success") is True and not result.get("deferred"):
+        return "with your GitHub credential attached"
+    return "the GitHub credential is still to be set up"
+
+
+def github_issue_workflow(opening: str) -> dict[str, Any]:
+    title = _TITLED.search(opening)
+    repo = _REPO.search(opening)
+    owner, name = (repo.group(1), repo.group(2)) if repo else ("acme", "widgets")
+    issue: dict[str, Any] = {
+        "id": "5d1c7f4e-2a3b-4c5d-8e9f-0a1b2c3d4e5f", "name": "Create Issue", "type": "n8n-nodes-base.github",
+        "typeVersion": 1.1, "position": [220, 0],
+        "parameters": {"resource": "issue", "operation": "create",
+                       "owner": {"__rl": True, "mode": "name", "value": owner},
+                       "repository": {"__rl": True, "mode": "name", "value": name},
+                       "title": title.group(1) if title else "Scripted issue", "body": "", "labels": [], "assignees": []},
+    }
+    return {
+        "name": "Scripted weekly GitHub issue",
+        "nodes": [
+            {"id": "8c2d4e6f-1a3b-4c5d-9e8f-7a6b5c4d3e2f", "name": "Every Monday", "type": "n8n-nodes-base.scheduleTrigger",
+             "typeVersion": 1.2, "position": [0, 0],
+             "parameters": {"rule": {"interval": [{"field": "weeks", "triggerAtDay": [1], "triggerAtHour": 9}]}}},
+            issue,
+        ],
+        "connections": {"Every Monday": {"main": [[{"node": "Create Issue", "type": "main", "index": 0}]]}},
+    }
+
+
+# ------------------------------------------------------------------------------------------------
 # conversation archetypes: ask before building, answer without building
 
 _NOTIFY = re.compile(r"\b(let(?:s|ting)? (?:the team|us|me|everyone) know|notif(?:y|ies|ication)|alert the team|tell the team)\b", re.I)
@@ -405,8 +473,14 @@ def answer_text(turn_text: str) -> str:
     return f"No workflow needed for this, so I did not build one: {body}"
 
 
+_RAN_IT = re.compile(r"^\s*I ran it\b", re.I)
+
+
 def before_building(texts: list[tuple[int, str]], turn_text: str) -> Action | None:
-    """What the agent says instead of building this turn, if anything (see the two archetypes)."""
+    """What the agent says instead of building this turn, if anything (see the archetypes; a user
+    who reports having run the workflow is thanked, nothing rebuilt)."""
+    if len(texts) > 1 and _RAN_IT.search(clean_prompt(turn_text)):
+        return text_reply("Thanks for running it yourself; I take your result as the test of the workflow.")
     question = clarifying_question(texts)
     if question is not None:
         return text_reply(question)
