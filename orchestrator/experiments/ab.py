@@ -23,25 +23,39 @@ concurrent claude processes): timeouts and durations of one arm would depend on 
 which biases exactly what an A/B compares, and doubles peak memory. Running sequentially costs
 wall time only. ``interleaved`` (one pool, arms as lane profiles) needs the allocator to route a
 unit to a lane of its arm's profile and is not supported yet.
+
+``--sequential`` (:func:`run_arms_sequential`, two arms): both arms run *at the same time*, each on
+its own ``--lanes`` lanes (an arm's model and env are its lanes' env, so a lane cannot serve both),
+with the same seeded schedule, so the (case, iteration) pairs start and finish together and both
+arms meet the same machine load — the bias of running two pools at once hits both arms alike. Each
+build pair that completes goes into the mixture SPRT (:mod:`orchestrator.experiments.sequential`);
+once it decides — a difference either way, or futile — neither arm starts another build.
+``--iterations`` is the most rounds it runs (the fixed design it is measured against).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.errors import ConfigError
+from orchestrator.experiments.plan import build_scores
+from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState
 from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
-from orchestrator.results.model import EvalResults
+from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
 from orchestrator.run.config import RunConfig
-from orchestrator.run.pipeline import RunHooks, RunOutcome, run
+from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run
 
 log = logging.getLogger(__name__)
 
@@ -243,3 +257,114 @@ def default_experiment(base: RunConfig) -> str:
     from orchestrator.experiments.langsmith_sync import default_experiment_name
 
     return default_experiment_name(os.environ)
+
+
+# --------------------------------------------------------------------------- sequential mode
+
+
+@dataclass
+class SequentialOutcome:
+    """What the sequential controller saw: the test's state and what was run against the fixed design."""
+
+    state: SequentialState
+    fixed_builds: int  # both arms, every case × every iteration
+    builds_run: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    stop_reason: str | None = None
+
+    @property
+    def builds_saved(self) -> int:
+        return max(self.fixed_builds - self.builds_run, 0)
+
+    @property
+    def saved_share(self) -> float:
+        return self.builds_saved / self.fixed_builds if self.fixed_builds else 0.0
+
+    @property
+    def cost_saved_usd(self) -> float:
+        """The saved builds at the mean cost of the builds that ran."""
+        return self.builds_saved * (self.cost_usd / self.builds_run) if self.builds_run else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.state.design.describe(), **self.state.to_dict(), "fixed_builds": self.fixed_builds,
+                "builds_run": self.builds_run, "builds_saved": self.builds_saved, "saved_share": self.saved_share,
+                "cost_usd": self.cost_usd, "cost_saved_usd": self.cost_saved_usd, "wall_s": self.wall_s,
+                "stop_reason": self.stop_reason}
+
+
+class SequentialController:
+    """Pairs the two arms' builds as they finish, feeds each pair to the test, and stops both runs
+    (no new build starts; running ones finish) once the test decides."""
+
+    def __init__(self, design: SequentialDesign, control: str, variant: str) -> None:
+        self.state = SequentialState(design)
+        self.arms = (control, variant)
+        self.units: dict[str, dict[tuple[str, int], UnitResult]] = {control: {}, variant: {}}
+        self.runs: dict[str, Run] = {}
+        self.stop_reason: str | None = None
+
+    def hook(self, arm: str) -> RunHooks:
+        controller = self
+
+        class _ArmHook(RunHooks):
+            async def on_unit(self, unit: UnitResult) -> None:
+                controller.add(arm, unit)
+
+        return _ArmHook()
+
+    def add(self, arm: str, unit: UnitResult) -> None:
+        key = (unit.case, unit.iteration)
+        self.units[arm][key] = unit
+        control, variant = (self.units[a].get(key) for a in self.arms)
+        if control is None or variant is None or self.state.decision is not None:
+            return
+        a, b = build_scores([control]).get(key), build_scores([variant]).get(key)
+        if a is None or b is None:  # lost to the infrastructure, skipped or timed out in one arm: no pair
+            return
+        decision = self.state.observe((b > a) - (b < a))
+        if decision is not None and decision is not Decision.undecided:
+            self.stop(f"sequential A/B: {decision.value} after {self.state.pairs} build pairs "
+                      f"(Λ = {math.exp(self.state.log_lr):.3g})")
+
+    def stop(self, reason: str) -> None:
+        self.stop_reason = reason
+        log.warning("%s: no new builds start", reason)
+        for run_ in self.runs.values():
+            if run_.stop_reason is None:
+                run_.stop_reason = reason
+            if run_.allocator is not None:
+                run_.allocator.stop_new(reason)
+
+
+async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: SequentialDesign, *, ab_id: str,
+                              experiment_name: str, output_root: Path, hooks_for: HooksFactory | None = None,
+                              on_arm: Callable[[Arm, RunConfig], None] | None = None,
+                              ) -> tuple[list[ArmRun], SequentialOutcome]:
+    """Both arms at once, each on its own lanes, in the same seeded schedule (matched order: a
+    (case, iteration) starts at about the same time in both arms, so both see the same machine load);
+    the test looks after every build pair and stops both arms once it decides."""
+    if len(arms) != 2:
+        raise ConfigError(f"--sequential: compares exactly 2 arms (a control and a variant), got {len(arms)}")
+    control, variant = arms
+    controller = SequentialController(design, control.name, variant.name)
+    cfgs = []
+    for arm in arms:
+        cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
+        if on_arm is not None:
+            on_arm(arm, cfg)
+        hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]
+        controller.runs[arm.name] = Run(cfg.validate(), hooks)
+        cfgs.append(cfg)
+    t0 = time.monotonic()
+    outcomes = await asyncio.gather(*(controller.runs[a.name].execute() for a in arms))
+    done = [ArmRun(arm, cfg, outcome) for arm, cfg, outcome in zip(arms, cfgs, outcomes)]
+    if controller.state.decision is None:  # every pair seen, no boundary crossed
+        controller.state.decision = Decision.undecided
+        controller.state.decided_at = controller.state.pairs
+    ran = [u for r in done for u in r.results.units if u.build.status is not BuildStatus.skipped]
+    units_total = sum((r.results.summary.units_total if r.results.summary else len(r.results.units)) for r in done)
+    outcome = SequentialOutcome(controller.state, fixed_builds=units_total, builds_run=len(ran),
+                                cost_usd=sum(u.build.cost_usd for u in ran), wall_s=time.monotonic() - t0,
+                                stop_reason=controller.stop_reason)
+    return done, outcome
