@@ -112,6 +112,16 @@ def paired_difference(both_pass: int, control_only: int, variant_only: int, both
     return PairedDifference(est, max(-1.0, low), min(1.0, high))
 
 
+def mcnemar_exact(control_only: int, variant_only: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts ``b`` and ``c``."""
+    if control_only < 0 or variant_only < 0:
+        raise ValueError(f"discordant counts must be >= 0, got b={control_only} c={variant_only}")
+    n = control_only + variant_only
+    if n == 0:
+        return 1.0
+    return min(1.0, float(binomtest(control_only, n, 0.5, alternative="two-sided").pvalue))
+
+
 def mcnemar(pairs: Iterable[VerdictPair]) -> McNemar:
     both_pass = control_only = variant_only = both_fail = 0
     for p in pairs:
