@@ -44,9 +44,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
+from orchestrator.builders.builder import Builder
 from orchestrator.errors import ConfigError
 from orchestrator.experiments.plan import build_scores
 from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState
@@ -287,10 +288,85 @@ class SequentialOutcome:
         return self.builds_saved * (self.cost_usd / self.builds_run) if self.builds_run else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"test": self.state.design.describe(), **self.state.to_dict(), "fixed_builds": self.fixed_builds,
+        return {"test": self.state.design.describe(), **self.state.to_dict(), "max_pairs": self.fixed_builds // 2,
+                "fixed_builds": self.fixed_builds,
                 "builds_run": self.builds_run, "builds_saved": self.builds_saved, "saved_share": self.saved_share,
                 "cost_usd": self.cost_usd, "cost_saved_usd": self.cost_saved_usd, "wall_s": self.wall_s,
                 "stop_reason": self.stop_reason}
+
+
+class Lockstep:
+    """Keeps the two arms in matched rounds: an arm starts its n-th build only once the other arm has
+    finished n − ``slack`` builds (the arm behind never waits). Without it the arm whose builds fail
+    fast would run ahead — and the builds it ran beyond the decision would be wasted. A build waiting
+    here has cost nothing yet. Once an arm's run is over, or the test has decided, the gate is open
+    (a build waiting then still runs: at most ``slack`` per arm)."""
+
+    def __init__(self, arms: tuple[str, str], slack: int = 1) -> None:
+        self.arms = arms
+        self.slack = max(1, slack)
+        self.started = dict.fromkeys(arms, 0)
+        self.finished = dict.fromkeys(arms, 0)
+        self.waited_s = dict.fromkeys(arms, 0.0)
+        self.is_open = False
+        self._cond = asyncio.Condition()
+
+    def _other(self, arm: str) -> str:
+        return self.arms[1] if arm == self.arms[0] else self.arms[0]
+
+    async def enter(self, arm: str) -> None:
+        other = self._other(arm)
+        t0 = time.monotonic()
+        async with self._cond:
+            n = self.started[arm] + 1
+            await self._cond.wait_for(lambda: self.is_open or self.finished[other] >= n - self.slack)
+            self.started[arm] = n
+        self.waited_s[arm] += time.monotonic() - t0
+
+    async def leave(self, arm: str) -> None:
+        async with self._cond:
+            self.finished[arm] += 1
+            self._cond.notify_all()
+
+    async def open(self) -> None:
+        async with self._cond:
+            self.is_open = True
+            self._cond.notify_all()
+
+
+class _LockstepBuilder:
+    """The arm's builder, each build behind the :class:`Lockstep` gate (everything else passes through)."""
+
+    def __init__(self, inner: Builder, gate: Lockstep, arm: str) -> None:
+        self._inner, self._gate, self._arm = inner, gate, arm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def build(self, request: Any, lane: Any, user: Any) -> Any:
+        await self._gate.enter(self._arm)
+        try:
+            return await self._inner.build(request, lane, user)
+        finally:
+            await self._gate.leave(self._arm)
+
+
+class _LockstepRun(Run):
+    """A pipeline run whose builder goes through the lockstep gate."""
+
+    def __init__(self, cfg: RunConfig, hooks: list[RunHooks], gate: Lockstep, arm: str) -> None:
+        self._gate, self._arm = gate, arm
+        self._builder: Builder | None = None
+        super().__init__(cfg, hooks)
+
+    @property
+    def builder(self) -> Builder | None:
+        return self._builder
+
+    @builder.setter
+    def builder(self, value: Builder | None) -> None:
+        gated = _LockstepBuilder(value, self._gate, self._arm) if value is not None else None
+        self._builder = cast(Builder | None, gated)
 
 
 class SequentialController:
@@ -303,6 +379,7 @@ class SequentialController:
         self.units: dict[str, dict[tuple[str, int], UnitResult]] = {control: {}, variant: {}}
         self.runs: dict[str, Run] = {}
         self.stop_reason: str | None = None
+        self.gate: Lockstep | None = None
 
     def hook(self, arm: str) -> RunHooks:
         controller = self
@@ -330,6 +407,8 @@ class SequentialController:
     def stop(self, reason: str) -> None:
         self.stop_reason = reason
         log.warning("%s: no new builds start", reason)
+        if self.gate is not None:
+            asyncio.get_running_loop().create_task(self.gate.open())
         for run_ in self.runs.values():
             if run_.stop_reason is None:
                 run_.stop_reason = reason
@@ -348,16 +427,24 @@ async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: Sequenti
         raise ConfigError(f"--sequential: compares exactly 2 arms (a control and a variant), got {len(arms)}")
     control, variant = arms
     controller = SequentialController(design, control.name, variant.name)
+    gate = controller.gate = Lockstep((control.name, variant.name))
     cfgs = []
     for arm in arms:
         cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
         if on_arm is not None:
             on_arm(arm, cfg)
         hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]
-        controller.runs[arm.name] = Run(cfg.validate(), hooks)
+        controller.runs[arm.name] = _LockstepRun(cfg.validate(), hooks, gate, arm.name)
         cfgs.append(cfg)
+
+    async def execute(name: str) -> RunOutcome:
+        try:
+            return await controller.runs[name].execute()
+        finally:
+            await gate.open()  # this arm starts no more builds: the other must not wait for it
+
     t0 = time.monotonic()
-    outcomes = await asyncio.gather(*(controller.runs[a.name].execute() for a in arms))
+    outcomes = await asyncio.gather(*(execute(a.name) for a in arms))
     done = [ArmRun(arm, cfg, outcome) for arm, cfg, outcome in zip(arms, cfgs, outcomes)]
     if controller.state.decision is None:  # every pair seen, no boundary crossed
         controller.state.decision = Decision.undecided

@@ -88,14 +88,14 @@ class SequentialDesign:
     """The stopping rule: reject "no difference" at ``Λ ≥ 1/alpha``; futile at ``Λ ≤ beta``;
     undecided after ``max_pairs`` build pairs."""
 
-    max_pairs: int
+    max_pairs: int | None = None  # None: as many as the runs have (every case × every iteration)
     effect: float = 0.10
     alpha: float = 0.05
     beta: float = 0.20
     discordance: float | None = None  # None: the running estimate
 
     def __post_init__(self) -> None:
-        if self.max_pairs < 1:
+        if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"max_pairs must be >= 1, got {self.max_pairs}")
         if not 0 < self.effect < 1:
             raise ValueError(f"effect must be in (0, 1), got {self.effect}")
@@ -161,7 +161,7 @@ class SequentialState:
             self.decision = Decision.variant_better if self.log_up >= self.log_down else Decision.control_better
         elif log_lr <= self.design.lower:
             self.decision = Decision.futile
-        elif self.pairs >= self.design.max_pairs:
+        elif self.design.max_pairs is not None and self.pairs >= self.design.max_pairs:
             self.decision = Decision.undecided
         if self.decision is not None:
             self.decided_at = self.pairs
