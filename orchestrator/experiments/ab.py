@@ -318,9 +318,9 @@ class Lockstep:
         other = self._other(arm)
         t0 = time.monotonic()
         async with self._cond:
-            n = self.started[arm] + 1
-            await self._cond.wait_for(lambda: self.is_open or self.finished[other] >= n - self.slack)
-            self.started[arm] = n
+            await self._cond.wait_for(
+                lambda: self.is_open or self.finished[other] >= self.started[arm] + 1 - self.slack)
+            self.started[arm] += 1
         self.waited_s[arm] += time.monotonic() - t0
 
     async def leave(self, arm: str) -> None:
