@@ -139,10 +139,23 @@ def test_plan_and_sequential_flag_errors(args: list[str], flag: str, words: str,
     assert not (tmp_path / "s").exists()
 
 
-def test_plan_with_arms_refuses_explicit_iterations(tmp_path: Path) -> None:
+def test_plan_sets_the_iterations_and_an_explicit_iterations_caps_them(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.cli import ab_cmd
+
+    seen: list[int] = []
+
+    async def fake_run_arms(base, arms, **kw):  # records the iterations the arms would run, runs nothing
+        seen.append(base.iterations)
+        return []
+
+    monkeypatch.setattr(ab_cmd, "run_arms", fake_run_arms)
     base = tmp_path / "eval-results.json"
     base.write_text(_baseline().model_dump_json())
-    result = CliRunner().invoke(_app(), ["ab", "--plan", str(base), "--arm", "a=m1", "--arm", "b=m2",
-                                         "--iterations", "3", "--state-dir", str(tmp_path / "s")])
-    assert isinstance(result.exception, ConfigError)
-    assert str(result.exception).startswith("--iterations 3: --plan sets the iterations (")
+    common = ["ab", "--plan", str(base), "--effect", "0.25", "--arm", "a=m1", "--arm", "b=m2",
+              "--state-dir", str(tmp_path / "s"), "--output-dir", str(tmp_path / "o")]
+    CliRunner().invoke(_app(), common)
+    CliRunner().invoke(_app(), [*common, "--iterations", "5"])
+    CliRunner().invoke(_app(), [*common, "--iterations", "50"])
+    assert seen == [20, 5, 20]  # the plan's 20; 5 caps it; 50 does not raise it
+    assert (tmp_path / "o" / "ab-plan.md").exists()

@@ -376,6 +376,21 @@ def test_ab_job_dispatches_both_arms(ab) -> None:
     assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "ab"
 
 
+def test_ab_job_plans_and_runs_sequentially_from_values(ab) -> None:
+    """ab.planFrom → ``--plan FILE --power P`` and ab.sequential → ``--sequential``, each with ``--effect``;
+    neither by default."""
+    args = container(one(ab, "Job")["spec"]["template"])["args"]
+    assert not {"--plan", "--sequential", "--effect", "--power"} & set(args)
+    values = {**AB_VALUES, "ab": {**AB_VALUES["ab"], "planFrom": "/results/base/eval-results.json", "effect": 0.15,
+                                  "power": 0.9, "sequential": True}}
+    args = container(one(render(values), "Job")["spec"]["template"])["args"]
+    assert _arg(args, "--plan") == "/results/base/eval-results.json" and _arg(args, "--power") == "0.9"
+    assert "--sequential" in args and args.count("--effect") == 1 and _arg(args, "--effect") == "0.15"
+    only_sequential = {**AB_VALUES, "ab": {**AB_VALUES["ab"], "sequential": True}}
+    args = container(one(render(only_sequential), "Job")["spec"]["template"])["args"]
+    assert "--sequential" in args and _arg(args, "--effect") == "0.1" and "--plan" not in args
+
+
 @pytest.mark.parametrize("which", ["defaults", "ab"])
 def test_chart_args_use_only_planned_cli_flags(which, defaults, ab) -> None:
     for template in pod_specs(defaults if which == "defaults" else ab):

@@ -74,7 +74,8 @@ def register(app: typer.Typer) -> None:
         plan: Path | None = typer.Option(
             None, "--plan", help="Baseline eval-results.json to plan from: the iterations needed to detect --effect "
                                  "with --power, their cost and wall time on --lanes lanes (ab-plan.md). Without "
-                                 "--arm: plan only; with arms: run the plan's iterations."),
+                                 "--arm: plan only; with arms: run the plan's iterations (an --iterations above 1 "
+                                 "caps them)."),
         effect: float = typer.Option(0.10, "--effect", help="The difference in pass rate to detect (0.10 = 10 points)."),
         power: float = typer.Option(0.80, "--power", help="Power of the plan."),
         alpha: float = typer.Option(0.05, "--alpha", help="False-positive rate of the plan and the sequential test."),
@@ -105,10 +106,11 @@ def register(app: typer.Typer) -> None:
                 typer.echo(md.read_text(encoding="utf-8"))
                 console.print(f"A/B plan: {md}")
                 return
-            if cfg.iterations != 1:
-                raise ConfigError(f"--iterations {cfg.iterations}: --plan sets the iterations ({c.iterations}); "
-                                  "give one or the other")
-            cfg.iterations = c.iterations
+            if 1 < cfg.iterations < c.iterations:  # an explicit --iterations caps the plan
+                console.print(f"[yellow]--iterations {cfg.iterations} caps the plan's {c.iterations}: the A/B will "
+                              f"have less than {c.power:.0%} power for {c.effect:.0%}[/yellow]")
+            else:
+                cfg.iterations = c.iterations
         arms: list[Arm] = parse_arms(list(arm), list(arm_env), list(arm_model_url), list(arm_model_key_env))
         check_mode(mode)
         if sequential and len(arms) != 2:
