@@ -1,10 +1,10 @@
 """``orchestrator ab --plan``: build pairs, iterations, cost and wall time from a baseline, checked
 against a case computed by hand.
 
-Our own statistics: n8n's harness has no power analysis or planning (its comparison,
-``packages/@n8n/instance-ai/evaluations/comparison/``, only compares finished runs); what is taken
-from it is the scoring rule a plan's build score rests on — a build that produced no workflow fails
-every scenario of its case (``harness/runner.ts``), as :func:`orchestrator.results.scoring.scoring_units` does.
+Our own statistics (nothing in n8n's harness plans sample sizes). The build score a plan rests on
+follows n8n's rule in ``packages/@n8n/instance-ai/evaluations/harness/runner.ts``
+(``runWorkflowTestCase``): a build that created no workflow has ``workflowBuildSuccess: false`` and
+no scenario passes, which :func:`orchestrator.results.scoring.scoring_units` counts as failures.
 """
 
 from __future__ import annotations

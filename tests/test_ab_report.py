@@ -194,3 +194,24 @@ def test_report_without_pairs_says_so(tmp_path: Path) -> None:
     arms = [_arm("control", "m1", [unit("a", 0, status=BuildStatus.skipped)]), _arm("variant", "m2", [])]
     md_path, _ = write_ab_report(tmp_path, "ab-0", "separate", arms)
     assert "no matched pairs" in md_path.read_text()
+
+
+def test_sequential_section_shows_the_decision_and_the_saving(tmp_path: Path) -> None:
+    from orchestrator.experiments.ab import SequentialOutcome
+    from orchestrator.experiments.sequential import SequentialDesign, SequentialState
+
+    state = SequentialState(SequentialDesign(effect=0.45, discordance=0.5))
+    for _ in range(6):
+        state.observe(-1)
+    seq = SequentialOutcome(state, fixed_builds=40, builds_run=14, cost_usd=1.4, wall_s=125.0,
+                            stop_reason="sequential A/B: control better after 6 build pairs")
+    assert (seq.builds_saved, seq.saved_share, seq.cost_saved_usd) == (26, 0.65, pytest.approx(2.6))
+    units = [unit("a", i, {"s": True}) for i in range(6)]
+    arms = [_arm("control", "m1", units), _arm("variant", "m2", [unit("a", i, {"s": False}) for i in range(6)])]
+    md_path, json_path = write_ab_report(tmp_path, "ab-s", "sequential", arms, seq.to_dict())
+    md = md_path.read_text()
+    assert "## Sequential decision" in md and "**control better** after 6 build pair(s)" in md
+    assert "Builds run: 14 of the fixed design's 40 → **26 builds saved (65%)**, about $2.6000" in md
+    assert "wall time 2 min" in md
+    data = json.loads(json_path.read_text())["sequential"]
+    assert data["decision"] == "control better" and data["max_pairs"] == 20 and data["likelihood_ratio"] >= 20

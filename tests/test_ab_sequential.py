@@ -1,9 +1,9 @@
 """The sequential A/B test: the mixture SPRT's boundaries by hand, its false-positive rate computed
 exactly (no simulation), the controller that pairs builds and stops both arms, and the lockstep gate.
 
-Our own statistics: n8n's harness runs a fixed number of iterations and has no sequential mode
-(``packages/@n8n/instance-ai/evaluations/args.ts``, ``--iterations``); the pair's score follows its
-scoring rule — a build without a workflow fails its case's scenarios (``harness/runner.ts``).
+Our own statistics (n8n's harness runs a fixed number of iterations). A pair's score follows n8n's
+rule in ``packages/@n8n/instance-ai/evaluations/harness/runner.ts`` (``runWorkflowTestCase``): a
+build that created no workflow passes no scenario.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ difference with its interval, the decision and the builds it saved.
 
 The build is n8n's Instance AI agent as the orchestrator's ``instance-ai`` builder drives it; a
 refusal is an agent turn that ends without calling ``build-workflow`` — n8n's harness scores such a
-build as failed (``packages/@n8n/instance-ai/evaluations/harness/runner.ts``: no workflow built →
-every scenario fails), which is what our scoring does with ``BuildStatus.failed``.
+build as failed (``packages/@n8n/instance-ai/evaluations/harness/runner.ts``, ``runWorkflowTestCase``:
+no workflow created → ``workflowBuildSuccess: false``, no scenario passes), as our scoring does
+with ``BuildStatus.failed``.
 """
 
 from __future__ import annotations
