@@ -155,3 +155,23 @@ async def test_lockstep_keeps_the_fast_arm_one_build_ahead() -> None:
     await gate.open()  # decided, or the other arm's run is over
     await asyncio.gather(*tasks)
     assert started == [0, 1, 2] and gate.started == {"c": 1, "v": 3}
+
+
+async def test_a_signal_stops_both_arms_and_the_handlers_stay_until_the_last_arm_ends(tmp_path) -> None:
+    import signal
+
+    from orchestrator.experiments.ab import _LockstepRun, _Siblings
+    from orchestrator.run.config import RunConfig
+
+    gate, siblings = Lockstep(("c", "v")), _Siblings()
+    runs = [_LockstepRun(RunConfig(state_dir=tmp_path), [], gate, arm, siblings) for arm in ("c", "v")]
+    loop = asyncio.get_running_loop()
+    runs[0]._signals(True)
+    runs[1]._signals(True)
+    runs[0]._signals(False)  # the first arm is over: the other still has the handlers
+    assert loop.remove_signal_handler(signal.SIGTERM) is True
+    loop.add_signal_handler(signal.SIGTERM, runs[0]._on_signal, "SIGTERM")
+    runs[1]._signals(False)  # the last: handlers given back
+    assert loop.remove_signal_handler(signal.SIGTERM) is False
+    runs[1]._on_signal("SIGINT")
+    assert [r.stop_reason for r in runs] == ["interrupted by SIGINT"] * 2

@@ -351,13 +351,36 @@ class _LockstepBuilder:
             await self._gate.leave(self._arm)
 
 
-class _LockstepRun(Run):
-    """A pipeline run whose builder goes through the lockstep gate."""
+@dataclass
+class _Siblings:
+    """The runs of one sequential A/B, which share the process's SIGINT/SIGTERM."""
 
-    def __init__(self, cfg: RunConfig, hooks: list[RunHooks], gate: Lockstep, arm: str) -> None:
+    runs: list[Run] = field(default_factory=list)
+    active: int = 0
+
+
+class _LockstepRun(Run):
+    """A pipeline run whose builder goes through the lockstep gate. The two arms' runs share the
+    signal handlers: the first to start installs them, the last to end gives them back, and a
+    signal stops every arm (each run on its own would take the handlers from the other)."""
+
+    def __init__(self, cfg: RunConfig, hooks: list[RunHooks], gate: Lockstep, arm: str,
+                 siblings: _Siblings | None = None) -> None:
         self._gate, self._arm = gate, arm
         self._builder: Builder | None = None
+        self._siblings = siblings or _Siblings()
+        self._siblings.runs.append(self)
         super().__init__(cfg, hooks)
+
+    def _signals(self, install: bool) -> None:
+        group = self._siblings
+        group.active += 1 if install else -1
+        if (install and group.active == 1) or (not install and group.active == 0):
+            super()._signals(install)
+
+    def _on_signal(self, signame: str) -> None:
+        for run_ in self._siblings.runs:
+            Run._on_signal(run_, signame)
 
     @property
     def builder(self) -> Builder | None:
@@ -428,13 +451,14 @@ async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: Sequenti
     control, variant = arms
     controller = SequentialController(design, control.name, variant.name)
     gate = controller.gate = Lockstep((control.name, variant.name))
+    siblings = _Siblings()
     cfgs = []
     for arm in arms:
         cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
         if on_arm is not None:
             on_arm(arm, cfg)
         hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]
-        controller.runs[arm.name] = _LockstepRun(cfg.validate(), hooks, gate, arm.name)
+        controller.runs[arm.name] = _LockstepRun(cfg.validate(), hooks, gate, arm.name, siblings)
         cfgs.append(cfg)
 
     async def execute(name: str) -> RunOutcome:
