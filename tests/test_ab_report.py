@@ -213,5 +213,7 @@ def test_sequential_section_shows_the_decision_and_the_saving(tmp_path: Path) ->
     assert "## Sequential decision" in md and "**control better** after 6 build pair(s)" in md
     assert "Builds run: 14 of the fixed design's 40 → **26 builds saved (65%)**, about $2.6000" in md
     assert "wall time 2 min" in md
+    assert "Test: mixture SPRT on discordant build pairs: planned effect +45% (ψ = 0.5), reject at Λ ≥ 1/α = 20, " \
+           "futile at Λ ≤ β = 0.2." in md  # no cap in the design: the runs' units are the cap
     data = json.loads(json_path.read_text())["sequential"]
     assert data["decision"] == "control better" and data["max_pairs"] == 20 and data["likelihood_ratio"] >= 20

@@ -119,8 +119,8 @@ class SequentialDesign:
     def describe(self) -> str:
         psi = f"ψ = {self.discordance:.3g}" if self.discordance is not None else "ψ from the pairs so far"
         return (f"mixture SPRT on discordant build pairs: planned effect {self.effect:+.0%} ({psi}), "
-                f"reject at Λ ≥ 1/α = {1 / self.alpha:.3g}, futile at Λ ≤ β = {self.beta:.3g}, "
-                f"at most {self.max_pairs} pairs")
+                f"reject at Λ ≥ 1/α = {1 / self.alpha:.3g}, futile at Λ ≤ β = {self.beta:.3g}"
+                + (f", at most {self.max_pairs} pairs" if self.max_pairs is not None else ""))
 
 
 @dataclass
