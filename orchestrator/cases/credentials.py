@@ -28,6 +28,7 @@ SUPPORTED_CREDENTIAL_TYPES: frozenset[str] = frozenset(
         "whatsAppTriggerApi",
         "httpHeaderAuth",
         "httpBasicAuth",
+        "openAiApi",
     }
 )
 
