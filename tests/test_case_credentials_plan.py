@@ -120,10 +120,10 @@ LANE_TYPES = [
     {"name": "googleOAuth2Api", "extends": ["oAuth2Api"],
      "properties": [{"name": "scope", "type": "hidden", "default": "x"}]},
     {"name": "gmailOAuth2", "extends": ["googleOAuth2Api"], "properties": []},
-    {"name": "openAiApi", "properties": [
+    {"name": "anthropicApi", "properties": [
         {"name": "apiKey", "type": "string", "typeOptions": {"password": True}, "required": True, "default": ""},
         {"name": "organizationId", "type": "string", "default": ""},
-        {"name": "url", "type": "string", "default": "https://api.openai.com/v1"},
+        {"name": "url", "type": "string", "default": "https://api.anthropic.com"},
         {"name": "header", "type": "boolean", "default": False},
     ]},
 ]
@@ -134,10 +134,10 @@ def test_a_type_without_a_template_takes_its_fields_from_the_lanes_definition() 
     data comes from the lane's ``GET /types/credentials.json``: required/password strings get the
     placeholder, other fields keep their defaults, an OAuth2 type gets token data."""
     types = CredentialTypes(LANE_TYPES)
-    [openai, gmail] = plan_credentials([spec(type="openAiApi", name="My OpenAI"), spec(type="gmailOAuth2Api")],
+    [anthropic, gmail] = plan_credentials([spec(type="anthropicApi", name="My Anthropic"), spec(type="gmailOAuth2Api")],
                                        types=types)
-    assert openai.type == "openAiApi" and openai.name == "My OpenAI"
-    assert openai.data == {"apiKey": PLACEHOLDER, "url": "https://api.openai.com/v1", "header": False}
+    assert anthropic.type == "anthropicApi" and anthropic.name == "My Anthropic"
+    assert anthropic.data == {"apiKey": PLACEHOLDER, "url": "https://api.anthropic.com", "header": False}
     assert gmail.type == "gmailOAuth2" and gmail.name == "[eval] gmailOAuth2"  # the seeder's spelling resolves
     assert gmail.data["clientId"] == "eval-client-id" and "oauthTokenData" in gmail.data
 
@@ -146,9 +146,9 @@ def test_blank_and_invalid_credentials_are_not_connected() -> None:
     """README (reference): each account passes its connection test unless it is blank or valid: false."""
     types = CredentialTypes(LANE_TYPES)
     blank, invalid, blank_templated = plan_credentials(
-        [spec(type="openAiApi", blank=True), spec(type="openAiApi", valid=False), spec(type="httpHeaderAuth", blank=True)],
+        [spec(type="anthropicApi", blank=True), spec(type="anthropicApi", valid=False), spec(type="httpHeaderAuth", blank=True)],
         types=types)
-    assert blank.data == {"apiKey": ""} and not blank.connected
+    assert blank.data == {"apiKey": ""} and not blank.connected  # required/password fields only, left empty
     assert invalid.data["apiKey"] == INVALID_PLACEHOLDER and not invalid.connected
     assert blank_templated.data == {"name": "Authorization", "value": ""}
     assert bypass_test_ids([blank, invalid, blank_templated], ["a", "b", "c"]) == []
@@ -157,4 +157,4 @@ def test_blank_and_invalid_credentials_are_not_connected() -> None:
 def test_a_type_the_lane_does_not_define_is_named() -> None:
     with pytest.raises(UnknownCredentialType, match="'airtableTokenApi'"):
         plan_credentials([spec(type="airtableTokenApi")], types=CredentialTypes(LANE_TYPES))
-    assert needs_lane_types([spec(type="openAiApi")]) and not needs_lane_types([spec(type="slackApi")])
+    assert needs_lane_types([spec(type="anthropicApi")]) and not needs_lane_types([spec(type="slackApi")])
