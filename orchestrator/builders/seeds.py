@@ -51,7 +51,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.cases.model import Attachment
 from orchestrator.cases.seed import InlineSeed, SeedFolder, seed_slot
 from orchestrator.deletion import delete_one, in_delete_order
-from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError, N8nHTTPError
 from orchestrator.n8n.instance_ai import InstanceAiChat

@@ -16,7 +16,9 @@ from typing import Any, Optional
 
 import typer
 
+from orchestrator.builders.builder import DEFAULT_BUILDER, available_builders
 from orchestrator.errors import ConfigError
+from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends
 from orchestrator.ledger import default_state_dir
 from orchestrator.run.config import RunConfig
 
@@ -36,10 +38,9 @@ SHARED: list[P] = [
     _opt("exclude", Optional[str], None, "Comma-separated slug substrings to skip."),
     _opt("tier", Optional[str], None, "Only cases whose datasets contain this value."),
     _opt("iterations", int, 1, "Fresh builds per case (pass@k / pass^k)."),
-    _opt("backend", str, "process", "process, docker, kubernetes or static."),
-    _opt("builder", str, "mcp", "mcp (claude -p over the lane's MCP server; build-via-mcp is an alias), "
-         "instance-ai (n8n's own agent over chat, with a sandbox per lane), prebuilt, or remote (the mcp "
-         "builds with claude in each lane pod's build runner; --backend kubernetes)."),
+    _opt("backend", str, DEFAULT_BACKEND, f"Lane backend: {', '.join(available_backends())}."),
+    _opt("builder", str, DEFAULT_BUILDER, f"Builder: {', '.join(available_builders())} (README: Builders; "
+         "which backend each needs is checked before anything starts)."),
     _opt("sandbox_url", Optional[str], None, "External n8n-sandbox for every lane (key: N8N_SANDBOX_SERVICE_API_KEY)."),
     _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
     _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from orchestrator.compare.comparison import Comparison, UnitComparison
 from orchestrator.compare.tiers import HARD, Tier
+from orchestrator.domain import Verdict
 from orchestrator.redact import redact
-from orchestrator.results.model import Band, CaseSummary, EvalResults, RunSummary, Verdict
+from orchestrator.results.model import Band, CaseSummary, EvalResults, RunSummary
 from orchestrator.results.scoring import NO_WORKFLOW_BUILDS, case_pass_means, summaries
 
 FILENAME = "eval-pr-comment.md"

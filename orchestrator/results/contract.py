@@ -28,17 +28,15 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.results.model import (
-    Attribution,
     BuildRecord,
-    BuildStatus,
     EvalResults,
     ExpectationResult,
     ScenarioResult,
     StructuralCheck,
     UnitResult,
     UsageEntry,
-    Verdict,
 )
 from orchestrator.results.scoring import UNSCORED_BUILDS
 

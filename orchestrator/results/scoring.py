@@ -28,10 +28,9 @@ from typing import Literal
 
 from scipy.stats import binomtest, norm
 
+from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.results.model import (
-    Attribution,
     Band,
-    BuildStatus,
     CaseSummary,
     EvalResults,
     ExpectationResult,
@@ -39,7 +38,6 @@ from orchestrator.results.model import (
     ScenarioResult,
     ScoringUnitSummary,
     UnitResult,
-    Verdict,
 )
 
 UnitKind = Literal["scenario", "expectation"]
