@@ -87,6 +87,13 @@ TEMPLATES: dict[str, CredentialTemplate] = {
             "EVAL_HTTP_BASIC_PASSWORD",
             lambda s: {"user": "eval-user", "password": s},
         ),
+        # the LLM judge of a config-based evaluation (eval-config metrics need an LLM credential)
+        CredentialTemplate(
+            "openAiApi",
+            "[eval] OpenAI",
+            "EVAL_OPENAI_API_KEY",
+            lambda s: {"apiKey": s, "url": "https://api.openai.com/v1"},
+        ),
     )
 }
 

@@ -18,6 +18,7 @@ SUPPORTED_CREDENTIAL_TYPES: frozenset[str] = frozenset(
         "whatsAppTriggerApi",
         "httpHeaderAuth",
         "httpBasicAuth",
+        "openAiApi",
     }
 )
 

@@ -48,14 +48,19 @@ SHARED: list[P] = [
     _opt("env", list[str], [], "KEY=VALUE for every lane (repeatable).", "--env"),
     _opt("concurrency", Optional[int], None, "Global cap on concurrent builds (default lanes × 2)."),
     _opt("per_lane_builds", int, 4, "Cap on concurrent builds per lane."),
-    _opt("timeout_ms", int, 900_000, "Verification budget per unit (complex cases × 1.5)."),
-    _opt("build_timeout_ms", int, 1_800_000, "Wall-clock cap per claude attempt; 0 disables."),
+    _opt("timeout_ms", int, 900_000, "Verification budget per unit: each execution scenario (complex cases × 1.5). "
+         "Does not bound the build (see --build-timeout-ms)."),
+    _opt("build_timeout_ms", Optional[int], None, "Build budget, for every builder: mcp/remote, the wall clock per "
+         "claude attempt (default 1800000); instance-ai, each user turn (default 900000; the conversation gets 2×, "
+         "240 s of silence ends a run, complex cases × 1.5). 0 disables."),
     _opt("build_max_attempts", int, 3, "Attempts per unit when claude prints no workflow id."),
     _opt("build_mcp_timeout_ms", int, 120_000, "MCP_TIMEOUT for claude: one MCP tool call."),
     _opt("mcp_server", str, "n8n-local", "MCP server name in the staged claude config."),
     _opt("build_cwd", Optional[Path], None, "Working directory for claude."),
     _opt("output_dir", Optional[Path], None, "Where results go (default results/<run-id>)."),
     _opt("keep_workflows", bool, False, "Keep built workflows and build users."),
+    _opt("judge_mcp_process", bool, False, "Also judge process expectations of MCP builds (an extra, reported "
+         "but never scored: n8n skips them)."),
     _opt("experiment_name", Optional[str], None, "Experiment name (LangSmith)."),
     _opt("dataset", Optional[str], None, "LangSmith dataset."),
     _opt("baseline", Optional[Path], None, "A baseline eval-results.json to compare against."),
