@@ -42,9 +42,9 @@ RUN python3 -m venv /opt/orchestrator \
  && PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
     /opt/orchestrator/bin/pip install --no-cache-dir /src \
  && rm -rf /src \
- && /opt/orchestrator/bin/python -c "from pathlib import Path; from orchestrator.lanes.install import Toolchain; \
+ && /opt/orchestrator/bin/python -c "from pathlib import Path; from orchestrator.toolchain import Toolchain; \
 tc = Toolchain(Path('$N8N_EVAL_CACHE')); assert tc.claude_ready() and tc.claude_bin.exists(), \
-f'the image claude is not {tc.claude_version} (orchestrator/lanes/install.py CLAUDE_VERSION)'"
+f'the image claude is not {tc.claude_version} (orchestrator/toolchain.py CLAUDE_VERSION)'"
 COPY lanes/profiles /usr/local/share/n8n-eval-orchestrator/profiles
 RUN useradd --create-home --home-dir /home/orchestrator --uid 10001 --user-group --shell /bin/sh orchestrator
 ENV PATH=/opt/orchestrator/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

@@ -41,12 +41,12 @@ import time
 from pathlib import Path
 
 from orchestrator.lanes.bringup import PoolEvents, bring_up, make_owner, teardown_pool
-from orchestrator.lanes.install import ensure_lane_template
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend, group_members
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
+from orchestrator.toolchain import ensure_lane_template
 
 
 def group_cpu_s(pgid: int) -> float:

@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 
 from orchestrator.builders.build_runner import RemoteBuildRunner
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.scripted.replies import text_reply
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 
 def _rss_kib(pid: int) -> int:

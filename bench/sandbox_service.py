@@ -25,9 +25,9 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.sandbox import SandboxService
 from orchestrator.sandbox.template import ensure_template
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 WF = (
     "import { workflow, trigger } from '@n8n/workflow-sdk';\n"

@@ -4,7 +4,7 @@
 #   lanes/build-image.sh [--from-cache|--full] [--tag TAG] [--if-missing] [--base IMAGE] [--cache DIR]
 #
 #   --from-cache  (default) fast path: reuse the toolchain installed on this host by
-#                 `orchestrator lanes install` (`python -m orchestrator.lanes.install`); nothing is
+#                 `orchestrator lanes install` (`python -m orchestrator.toolchain`); nothing is
 #                 downloaded. The host must be Debian bookworm like the base image (native modules).
 #   --full        install n8n from the npm registry inside `docker build` (minutes, network).
 #   --tag         image tag, default n8n-eval-lane:local (LaneSpec.image's default)
@@ -13,7 +13,7 @@
 #                 built first with lanes/base-image/build.sh debian (debootstrap, ~40 s)
 #   --cache       toolchain cache, default $N8N_EVAL_CACHE or ~/.cache/n8n-eval-orchestrator
 #
-# Versions come from orchestrator/lanes/install.py (the one place they are pinned). Builds use the
+# Versions come from orchestrator/toolchain.py (the one place they are pinned). Builds use the
 # legacy builder with host networking (the dockerd has no bridge). DOCKER_HOST defaults to the
 # private dockerd of scripts/dockerd.sh. Prints the image tag on stdout when done.
 set -euo pipefail
@@ -61,12 +61,12 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
   fi
 fi
 
-# name=value lines for the pinned versions and the cache paths, from orchestrator.lanes.install.
+# name=value lines for the pinned versions and the cache paths, from orchestrator.toolchain.
 py="${PYTHON:-python3}"
 [[ -x "$REPO/.venv/bin/python" && -z "${PYTHON:-}" ]] && py="$REPO/.venv/bin/python"
 eval "$(N8N_EVAL_CACHE="${cache:-${N8N_EVAL_CACHE:-}}" PYTHONPATH="$REPO" "$py" - <<'PY'
 import shlex
-from orchestrator.lanes.install import NODE_VERSION, N8N_VERSION, Toolchain, default_cache_dir
+from orchestrator.toolchain import NODE_VERSION, N8N_VERSION, Toolchain, default_cache_dir
 tc = Toolchain(default_cache_dir())
 for k, v in {
     "N8N_VERSION": N8N_VERSION, "NODE_VERSION": NODE_VERSION, "CACHE": tc.cache,

@@ -15,7 +15,9 @@ run label too, so the process sweep has stopped them by then).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,8 @@ from orchestrator.redact import redact
 log = logging.getLogger(__name__)
 
 SWEEP_BACKENDS = ("process", "docker", "kubernetes")
+#: the backend whose leftovers ``cleanup --kubernetes`` (the janitor) removes by cluster state, not by ledger
+JANITOR_BACKEND = "kubernetes"
 
 
 @dataclass
@@ -135,3 +139,33 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
             shutil.rmtree(staged, ignore_errors=True)
             (report.failures if staged.exists() else report.removed).append(f"{ledger.run_id}: build dir {staged}")
     return report
+
+
+def janitor_pass(namespace: str | None, context: str | None, run_id: str | None, grace_s: float,
+                 dry_run: bool, *, say: Callable[[str], object]) -> int:
+    """One pass of the Kubernetes janitor (``cleanup --kubernetes``), told line by line through ``say``;
+    returns the number of failures."""
+    from orchestrator.lanes.k8s_api import kubeconfig_namespace, load_api_client
+    from orchestrator.lanes.k8s_janitor import Janitor
+    from orchestrator.lanes.kubernetes_lanes import SA_NAMESPACE_FILE
+
+    api_client, in_cluster = load_api_client(context)
+    ns = (namespace or os.environ.get("ORCHESTRATOR_K8S_NAMESPACE") or os.environ.get("POD_NAMESPACE")
+          or (SA_NAMESPACE_FILE.read_text().strip() if in_cluster and SA_NAMESPACE_FILE.exists() else None)
+          or kubeconfig_namespace(context) or "default")
+    # With an existing lane Secret (what the chart requires) there is no per-run Secret, and no RBAC on secrets.
+    janitor = Janitor(api_client, ns, grace_s=grace_s, delete_secrets=not os.environ.get("ORCHESTRATOR_K8S_LANE_SECRET"))
+    try:
+        report = janitor.run(run_id, dry_run=dry_run, force=run_id is not None)
+    finally:
+        api_client.close()
+    for verdict in report.verdicts:
+        state = "alive" if verdict.alive else ("dead (dry run: kept)" if dry_run else "dead")
+        say(f"{verdict.run}: {state}: {verdict.why}")
+    for item in report.removed:
+        say(f"removed {item}")
+    for failure in report.failures:
+        say(f"[red]failed:[/red] {failure}")
+    say(f"cleanup --kubernetes ({ns}): {len(report.verdicts)} run(s), {len(report.dead_runs)} dead, "
+                  f"{len(report.removed)} removed, {len(report.failures)} failed")
+    return len(report.failures)

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
-from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.ledger import Entry, Ledger
 from orchestrator.n8n.errors import N8nError
 from orchestrator.redact import redact

@@ -23,7 +23,7 @@ import pytest
 from _tools import require
 
 from orchestrator.lanes.docker_lanes import MANAGED_BY, MANAGED_BY_LABEL, label_filter
-from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERD_SH = REPO / "scripts" / "dockerd.sh"

@@ -20,12 +20,12 @@ import httpx
 from _tools import free_port, require
 
 from orchestrator.lanes.bringup import wait_ready
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.redact import register_secret
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 READY_TIMEOUT_S = 180.0
 

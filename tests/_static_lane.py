@@ -25,12 +25,12 @@ from _process_lanes import leftovers
 from _tools import require
 
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.owner import OwnerCredentials
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 #: The lane's own model key for the scripted server (not a secret: the server accepts any key).
 SCRIPTED_LANE_KEY = "scripted-key-000"

@@ -9,7 +9,7 @@ from pathlib import Path
 import _tools
 import pytest
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 
 @pytest.hookimpl(tryfirst=True)

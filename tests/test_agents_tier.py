@@ -10,8 +10,9 @@ from eval_results_factory import results, unit
 from orchestrator.cases import load_disk
 from orchestrator.cases.selection import select_cases
 from orchestrator.cli.run_cmd import GATE_RED_EXIT, gate_exit_code
-from orchestrator.compare.gate import is_gated_tier, run_gate
+from orchestrator.compare.gate import run_gate
 from orchestrator.compare.pr_comment import render_pr_comment
+from orchestrator.results.gate import is_gated_tier
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
 

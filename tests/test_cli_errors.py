@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from _tools import free_port
+from _tools import free_port, require
 
 REPO = Path(__file__).resolve().parents[1]
 ORCH = [sys.executable, "-m", "orchestrator"]  # the real CLI of whatever venv runs the tests
@@ -181,8 +181,7 @@ def test_docker_without_dockerd_names_the_command(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_docker_missing_lane_image_names_the_build_command(tmp_path: Path) -> None:
     sock = Path("/run/n8n-eval-docker.sock")
-    if not sock.exists():
-        pytest.skip("the private dockerd (scripts/dockerd.sh start) is not running")
+    require("docker", sock.exists, "the private dockerd is not running: scripts/dockerd.sh start")
     from orchestrator.errors import ConfigError
     from orchestrator.lanes.docker_lanes import check_lane_image
 

@@ -697,7 +697,7 @@ def test_the_chart_runs_the_image_claude_never_npm(defaults) -> None:
     pod never runs `npm install` at start; the chart must not point the cache elsewhere."""
     import re
 
-    from orchestrator.lanes.install import CLAUDE_VERSION, Toolchain
+    from orchestrator.toolchain import CLAUDE_VERSION, Toolchain
 
     dockerfile = (CHART.parents[1] / "Dockerfile").read_text()
     assert re.search(r"^ARG CLAUDE_CODE_VERSION=(\S+)$", dockerfile, re.M).group(1) == CLAUDE_VERSION  # type: ignore[union-attr]

@@ -13,7 +13,7 @@ import subprocess
 import docker
 import pytest
 
-from orchestrator.lanes.install import CLAUDE_VERSION
+from orchestrator.toolchain import CLAUDE_VERSION
 
 pytest.register_assert_rewrite("_docker_fixtures")  # it is also a plugin (below)
 from _docker_fixtures import REPO, docker_env  # noqa: E402

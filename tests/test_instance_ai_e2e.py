@@ -33,16 +33,17 @@ from orchestrator.builders.builder import (
 from orchestrator.builders.compaction import NOT_CHECKABLE
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
-from orchestrator.lanes.install import Toolchain, default_cache_dir
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
-from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, Verdict
+from orchestrator.results.model import BuildStatus, Verdict
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, Hang, HttpError, Reply, Script, ToolUseBlock, text_reply
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge, JudgeConfig

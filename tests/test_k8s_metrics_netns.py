@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _tools import need
 
 REPO = Path(__file__).resolve().parents[1]
 POD_IP, SCRAPER_IP = "192.0.2.10", "192.0.2.20"
@@ -49,15 +50,14 @@ def _ip(*args: str) -> None:
 
 @pytest.fixture
 def netns() -> Iterator[tuple[str, str]]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("needs root and iproute2 to create network namespaces")
+    need(os.geteuid() == 0 and shutil.which("ip") is not None, "needs root and iproute2 to create network namespaces")
     tag = uuid.uuid4().hex[:6]
     pod, prom = f"n8neval-pod-{tag}", f"n8neval-prom-{tag}"
     try:
         _ip("netns", "add", pod)
         _ip("netns", "add", prom)
     except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot create network namespaces here: {exc.stderr!r}")
+        need(False, f"cannot create network namespaces here: {exc.stderr!r}")
     try:
         _ip("link", "add", f"veth-p{tag}", "type", "veth", "peer", "name", f"veth-q{tag}")
         _ip("link", "set", f"veth-p{tag}", "netns", pod)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.errors import ResourceKind
+from orchestrator.domain import ResourceKind
 from orchestrator.ledger import Ledger
 
 

@@ -43,10 +43,13 @@ def test_unknown_and_missing_slugs() -> None:
 
 
 def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: Path) -> None:
-    """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (taken by the
-    builder's own ``options_from_config``): nothing is read back from the run's folder."""
+    """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (its typed
+    ``options_model``, taken by the stack from the config): nothing is read back from the run's folder."""
     from orchestrator.builders.builder import BuilderSettings, get_builder
+    from orchestrator.builders.prebuilt_builder import PrebuiltOptions
+    from orchestrator.lanes.backend import get_backend
     from orchestrator.run.config import RunConfig
+    from orchestrator.run.stack import resolve_stack
 
     manifest = tmp_path / "m.json"
     manifest.write_text('{"smoke-manual-code-greetings": ["W1", "W2"]}')
@@ -54,12 +57,12 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
                     base_url="http://127.0.0.1:9", lanes=1, prebuilt_workflows=manifest,
                     delete_prebuilt_workflows=True).validate()
     cls = get_builder(cfg.builder)
-    options = cls.options_from_config(cfg)
-    assert options == {"prebuilt_workflows": manifest, "delete_prebuilt_workflows": True}
+    options = resolve_stack(cls, get_backend(cfg.backend), cfg).builder_options
+    assert options == PrebuiltOptions(prebuilt_workflows=manifest, delete_prebuilt_workflows=True)
     run_dir = tmp_path / "run"  # empty: no run.json to fall back on
     builder = cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m", options=options))
     assert builder.manifest == {"smoke-manual-code-greetings": ["W1", "W2"]}  # type: ignore[attr-defined]
     assert builder.delete_after is True  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="needs --prebuilt-workflows"):
         cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m"))
-    assert get_builder("mcp").options_from_config(cfg) == {}
+    assert resolve_stack(get_builder("mcp"), get_backend(cfg.backend), cfg).builder_options is None

@@ -17,12 +17,12 @@ from _tools import need
 
 from orchestrator.lanes import task_launcher
 from orchestrator.lanes.backend import READINESS_PATH
-from orchestrator.lanes.install import RESOLVE_CACHE_JS, Toolchain
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact
+from orchestrator.toolchain import RESOLVE_CACHE_JS, Toolchain
 
 
 def _env(tmp_path: Path, spec: LaneSpec, **options: object) -> dict[str, str]:

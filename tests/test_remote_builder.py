@@ -34,7 +34,6 @@ from orchestrator.builders.remote_builder import ENDPOINT, RemoteBuilder
 from orchestrator.cases import load_disk
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
@@ -45,6 +44,7 @@ from orchestrator.run.config import RunConfig
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 
 CASES = Path(__file__).resolve().parents[1] / "cases"

@@ -25,13 +25,13 @@ from orchestrator.builders.replay_seed import (
 from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import EvalCase
 from orchestrator.cases.seed import InlineSeed, ReplaySeed
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.redact import MASK, redact
 from orchestrator.results.model import BuildStatus
 from orchestrator.scripted.scripts import HELLO_WORKFLOW_CODE
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 THREAD = "5a1f3e2c-7d41-4c57-9a0e-1b2c3d4e5f60"
 KEY = "lsv2_pt_replaytest_0123456789abcdef"

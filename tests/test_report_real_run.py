@@ -26,13 +26,13 @@ from _process_lanes import leftovers
 from _static_lane import started_static_lane
 from _tools import require
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.ledger import Ledger
 from orchestrator.results.contract import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted.scripts import demo_script, judge, last_user_text, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude, pytest.mark.chromium, pytest.mark.slow]
 CASES = Path(__file__).resolve().parents[1] / "cases"

@@ -1,4 +1,4 @@
-"""The module-resolution cache process lanes share (``orchestrator/lanes/resolve_cache.cjs``), run
+"""The module-resolution cache process lanes share (``orchestrator/resolve_cache.cjs``), run
 by a real Node on a small package tree: what it records, when it answers from the file, and when it
 must not."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from _tools import need
 
-from orchestrator.lanes.install import RESOLVE_CACHE_JS
+from orchestrator.toolchain import RESOLVE_CACHE_JS
 
 NODE = shutil.which("node")
 

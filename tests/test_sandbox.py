@@ -21,19 +21,23 @@ from typing import Any
 
 import httpx
 import pytest
+from _tools import need, require
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.sandbox import SandboxService, lane_env
 from orchestrator.sandbox.template import SandboxTemplate, ensure_template
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 TC = Toolchain(default_cache_dir())
 CLIENT = TC.n8n_prefix / "node_modules" / "@n8n" / "sandbox-client"
 
-pytestmark = [
-    pytest.mark.n8n,
-    pytest.mark.skipif(not TC.n8n_ready(), reason="n8n is not installed: run `orchestrator lanes install`"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
-]
+pytestmark = [pytest.mark.n8n]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tools() -> None:
+    """n8n and bubblewrap, through ``_tools``: skipped here when missing, a failure in CI."""
+    require("n8n", TC.n8n_ready, "run `orchestrator lanes install`")
+    need(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
 
 
 @pytest.fixture(scope="module")

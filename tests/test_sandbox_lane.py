@@ -11,25 +11,28 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _tools import need, require
 
 from orchestrator.lanes.bringup import wait_ready
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend, labelled_processes, pid_alive
 from orchestrator.ledger import Ledger
 from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock
 from orchestrator.scripted.scripts import tool_calls, tool_names, tool_result_text
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 from tests._lanes import READY_TIMEOUT_S, _seed
 
 TC = Toolchain(default_cache_dir())
 
-pytestmark = [
-    pytest.mark.n8n,
-    pytest.mark.slow,
-    pytest.mark.skipif(not TC.n8n_ready(), reason="n8n is not installed: run `orchestrator lanes install`"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
-]
+pytestmark = [pytest.mark.n8n, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tools() -> None:
+    """n8n and bubblewrap, through ``_tools``: skipped here when missing, a failure in CI."""
+    require("n8n", TC.n8n_ready, "run `orchestrator lanes install`")
+    need(shutil.which("bwrap") is not None, "bubblewrap is not installed (apt-get install bubblewrap)")
 
 
 async def test_lane_with_embedded_sandbox(tmp_path: Path) -> None:

@@ -11,14 +11,13 @@ import pytest
 from _workflow_samples import SAMPLES
 
 from orchestrator.results.contract import workflow_checks_summary
-from orchestrator.results.model import StructuralCheck, UnitResult
+from orchestrator.results.model import DIMENSIONS, StructuralCheck, UnitResult
 from orchestrator.scripted.scripts import judge as scripted_judge
 from orchestrator.scripted.scripts import status_storm, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.workflow_checks import (
     CHECKS,
-    DIMENSIONS,
     CheckContext,
     deterministic_checks,
     feedback,

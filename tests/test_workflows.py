@@ -179,7 +179,7 @@ def test_referenced_repo_paths_exist(path: Path) -> None:
 def test_path_scan_finds_paths() -> None:
     refs = set().union(*(referenced_paths(p) for p in workflow_files()))
     assert {"scripts/test.sh", "lanes/Dockerfile", "Dockerfile", "helm/n8n-eval-orchestrator",
-            "orchestrator/lanes/install.py", ".github/workflows/cluster-run.yml"} <= refs
+            "orchestrator/toolchain.py", ".github/workflows/cluster-run.yml"} <= refs
 
 
 @pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)

@@ -345,7 +345,7 @@ class RemoteBuildRunner:
 
 
 def _claude_bin() -> Path:
-    from orchestrator.lanes.install import Toolchain, default_cache_dir
+    from orchestrator.toolchain import Toolchain, default_cache_dir
 
     tc = Toolchain(default_cache_dir())
     if tc.claude_ready():

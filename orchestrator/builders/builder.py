@@ -16,20 +16,31 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
-from orchestrator.results.model import BuildStatus
+from orchestrator.plugins import Registry
 
-BUILTIN_BUILDERS = ("mcp", "instance-ai", "prebuilt", "remote")
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
+#: the builder the reference harness's ``--build-via-mcp`` flag selects
+BUILD_VIA_MCP = ALIASES["build-via-mcp"]
 ENTRY_POINT_GROUP = "orchestrator.builders"
+#: the builder a run uses when it names none
+DEFAULT_BUILDER = "mcp"
+
+
+class BuilderOptions(BaseModel):
+    """Base of a builder's typed options: unknown options are refused, values are checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,8 @@ class BuilderSettings:
     keep_workflows: bool = False
     lane_env: Mapping[str, str] = field(default_factory=dict)  # the env every lane of the pool starts with
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    #: the builder's own options, as its :meth:`Builder.options_from_config` took them from the run's config
-    options: Mapping[str, Any] = field(default_factory=dict)
+    #: the builder's own options (its :attr:`Builder.options_model`, taken from the run's config)
+    options: BuilderOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +151,14 @@ class Builder(abc.ABC):
     process_gradable: ClassVar[bool] = True
     #: the lane env variable whose value is the model this builder builds with (None: ``settings.model``)
     model_env: ClassVar[str | None] = None
+    #: builds score what already exists on one lane someone else runs (a backend that owns no lanes, one lane)
+    needs_existing_lane: ClassVar[bool] = False
+    #: the builder's typed options (pydantic): each field is the run config's field of the same name
+    options_model: ClassVar[type[BuilderOptions] | None] = None
+    #: options of :attr:`options_model` that, once set, select this builder when the run names the default one
+    selected_by: ClassVar[tuple[str, ...]] = ()
+    #: its options name cases: :meth:`check_cases` sees the selection before anything starts
+    checks_cases: ClassVar[bool] = False
     #: ``--build-timeout-ms`` when the run gives none: the reference's ``--build-timeout-ms`` default,
     #: a wall-clock cap per claude attempt (a chat builder overrides it with its per-turn budget)
     default_build_timeout_ms: ClassVar[int] = 1_800_000
@@ -149,15 +168,14 @@ class Builder(abc.ABC):
         self.events = events or BuildEvents()
 
     @classmethod
-    def check_config(cls, run_config: Any) -> None:
-        """Before anything starts: this builder's own options on the run's config (one-line
-        ``ConfigError`` naming the flag when wrong). The default has none to check."""
+    def check_config(cls, options: BuilderOptions | None) -> None:
+        """Before anything starts: this builder's own options (one-line ``ConfigError`` naming the
+        flag when wrong; what the model's fields cannot say alone). The default has none to check."""
 
     @classmethod
-    def options_from_config(cls, run_config: Any) -> dict[str, Any]:
-        """This builder's own options taken from the run's config (after :meth:`check_config`);
-        the run hands them over as ``BuilderSettings.options``. The default takes none."""
-        return {}
+    def check_cases(cls, options: BuilderOptions | None, selected: list[str], known: list[str]) -> None:
+        """With :attr:`checks_cases`: the selected case slugs and every known one, before anything
+        starts (one-line ``ConfigError`` naming the flag). The default checks nothing."""
 
     async def prepare_lane(self, lane: BuildLane) -> None:
         """Once per lane after it is up and seeded (e.g. enable MCP access as the owner)."""
@@ -170,41 +188,28 @@ class Builder(abc.ABC):
         """Release what the builder holds for the run."""
 
 
-_REGISTRY: dict[str, type[Builder]] = {}
+def _unknown_builder(name: str, names: list[str]) -> ConfigError:
+    return ConfigError(f"--builder: unknown builder {name!r}: choose one of {', '.join(names)}")
+
+
+#: the built-in builders by module: imported the first time their name is asked for
+BUILTIN_BUILDERS = {
+    "mcp": "orchestrator.builders.mcp_builder",
+    "instance-ai": "orchestrator.builders.instance_ai",
+    "prebuilt": "orchestrator.builders.prebuilt_builder",
+    "remote": "orchestrator.builders.remote_builder",
+}
+BUILDERS: Registry[Builder] = Registry("builder", ENTRY_POINT_GROUP, BUILTIN_BUILDERS, unknown=_unknown_builder,
+                                      aliases=ALIASES)
 
 
 def register_builder(cls: type[Builder]) -> type[Builder]:
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _load_builtin(name: str) -> None:
-    if name == "mcp":
-        from orchestrator.builders import mcp_builder  # noqa: F401
-    elif name == "instance-ai":
-        from orchestrator.builders import instance_ai  # noqa: F401
-    elif name == "prebuilt":
-        from orchestrator.builders import prebuilt_builder  # noqa: F401
-    elif name == "remote":
-        from orchestrator.builders import remote_builder  # noqa: F401
+    return BUILDERS.register(cls)
 
 
 def available_builders() -> list[str]:
-    names = set(BUILTIN_BUILDERS) | set(_REGISTRY)
-    names.update(ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
-    return sorted(names)
+    return BUILDERS.names()
 
 
 def get_builder(name: str) -> type[Builder]:
-    name = ALIASES.get(name, name)
-    if name not in _REGISTRY:
-        if name in BUILTIN_BUILDERS:
-            _load_builtin(name)
-        else:
-            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-                if ep.name == name:
-                    register_builder(ep.load())
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"--builder: unknown builder {name!r}: choose one of {', '.join(available_builders())}") from None
+    return BUILDERS.get(name)

@@ -37,6 +37,7 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,7 @@ from orchestrator.builders import seeds
 from orchestrator.builders.budgets import BudgetBreach, Budgets
 from orchestrator.builders.builder import (
     Builder,
+    BuilderOptions,
     BuildRequest,
     BuildResult,
     register_builder,
@@ -58,14 +60,15 @@ from orchestrator.builders.user_proxy import ConversationDriver, ProxyConfig, co
 from orchestrator.builders.user_run import UserRunRefused, run_as_user
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
+from orchestrator.n8n.rest import N8nSession
 from orchestrator.outage import (
     OutageInfo,
     retry_provider_outage,
 )
 from orchestrator.redact import redact
-from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
 from orchestrator.verify.artifacts import ArtifactRef, add_ref, agent_ref, config_eval_ref
 
@@ -137,7 +140,8 @@ class RunState:
 class RunReader:
     """Turns stream events into transcript entries and build facts; answers confirmations."""
 
-    def __init__(self, transcript: Transcript, state: RunState, *, on_workflow=None, on_agent=None) -> None:
+    def __init__(self, transcript: Transcript, state: RunState, *, on_workflow: Callable[[str], object] | None = None,
+                 on_agent: Callable[[str], object] | None = None) -> None:
         self.transcript = transcript
         self.state = state
         self.on_workflow = on_workflow
@@ -320,7 +324,7 @@ class InstanceAiBuilder(Builder):
     default_build_timeout_ms = 900_000
 
     @classmethod
-    def check_config(cls, run_config: Any) -> None:
+    def check_config(cls, options: BuilderOptions | None) -> None:
         ProxyConfig.from_env(api_key=None, base_url=None)  # N8N_INSTANCE_AI_EVAL_EFFORT (the user proxy)
 
     async def prepare_lane(self, lane: BuildLane) -> None:
@@ -667,6 +671,6 @@ class InstanceAiBuilder(Builder):
             lane.ledger.deleted("thread", thread_id, lane=lane_id)
 
 
-async def delete_thread_entry(owner_session, thread_id: str) -> bool:
+async def delete_thread_entry(owner_session: N8nSession, thread_id: str) -> bool:
     """For ``orchestrator cleanup``: delete a ledgered ``thread`` (and its sandbox) as the owner."""
     return await InstanceAiChat(owner_session).delete_thread(thread_id)

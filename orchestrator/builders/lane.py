@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.builders.users import BuildUserPool
-from orchestrator.errors import CleanupFailure
+from orchestrator.domain import CleanupFailure
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient, N8nSession

@@ -23,10 +23,10 @@ from orchestrator.builders.prompt import build_prompt
 from orchestrator.builders.trailer import TRAILER_PATTERN
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.outage import retry_provider_outage
 from orchestrator.redact import redact
-from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.transcript import (
     ClaudeStreamTranscript,
     Transcript,

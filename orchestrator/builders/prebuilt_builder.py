@@ -12,7 +12,8 @@ copy goes with the build user), and the manifest's workflow is never modified. W
 deleted once, after the run (:meth:`PrebuiltBuilder.aclose`): the manifest must not be reused.
 
 The manifest and the two flags are checked before anything starts (:func:`validate_prebuilt`):
-every error is one line naming the flag.
+every error is one line naming the flag. Either flag selects this builder when the run names the
+default one (``selected_by``).
 """
 
 from __future__ import annotations
@@ -20,23 +21,21 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator.builders.builder import (
     Builder,
+    BuilderOptions,
     BuildRequest,
     BuildResult,
     register_builder,
 )
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.users import BuildUser
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
-from orchestrator.results.model import BuildStatus
-
-if TYPE_CHECKING:
-    from orchestrator.run.config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,24 +69,25 @@ def load_manifest(path: Path) -> dict[str, list[str]]:
     return manifest
 
 
-def validate_prebuilt(cfg: RunConfig) -> None:
-    """The flag rules, checked before anything starts (called from ``RunConfig.validate``)."""
-    delete = getattr(cfg, "delete_prebuilt_workflows", False)
-    path = getattr(cfg, "prebuilt_workflows", None)
-    if delete and path is None:
+class PrebuiltOptions(BuilderOptions):
+    """The prebuilt builder's flags (``--prebuilt-workflows``, ``--delete-prebuilt-workflows``) and
+    ``--keep-workflows``, which the delete contradicts."""
+
+    prebuilt_workflows: Path | None = None
+    delete_prebuilt_workflows: bool = False
+    keep_workflows: bool = False
+
+
+def validate_prebuilt(options: PrebuiltOptions) -> None:
+    """The flag rules, checked before anything starts (``PrebuiltBuilder.check_config``). That the
+    workflows live on one lane someone else runs is the stack's rule (``needs_existing_lane``)."""
+    if options.delete_prebuilt_workflows and options.prebuilt_workflows is None:
         raise ConfigError(f"{DELETE_FLAG}: only with {FLAG}")
-    if path is None:
-        if cfg.builder == PrebuiltBuilder.name:
-            raise ConfigError(f"--builder prebuilt: needs {FLAG} manifest.json")
-        return
-    if delete and cfg.keep_workflows:
+    if options.prebuilt_workflows is None:
+        raise ConfigError(f"--builder prebuilt: needs {FLAG} manifest.json")
+    if options.delete_prebuilt_workflows and options.keep_workflows:
         raise ConfigError(f"{DELETE_FLAG}: mutually exclusive with --keep-workflows")
-    if cfg.backend != "static":
-        raise ConfigError(f"{FLAG}: the workflows live on one existing lane: use --backend static --base-url URL")
-    if cfg.lanes != 1:
-        raise ConfigError(f"{FLAG}: scores workflows on a single lane: use --lanes 1")
-    load_manifest(Path(path))
-    cfg.builder = PrebuiltBuilder.name
+    load_manifest(options.prebuilt_workflows)
 
 
 def check_manifest_slugs(manifest: dict[str, list[str]], selected: list[str], known: list[str]) -> None:
@@ -113,23 +113,28 @@ class PrebuiltBuilder(Builder):
     process_gradable = False  # no chat: outcome expectations only (n8n: the prebuilt path)
     needs_mcp_key = False
 
-    @classmethod
-    def check_config(cls, run_config: Any) -> None:
-        validate_prebuilt(run_config)  # --prebuilt-workflows / --delete-prebuilt-workflows
+    needs_existing_lane = True
+    options_model = PrebuiltOptions
+    selected_by = ("prebuilt_workflows", "delete_prebuilt_workflows")
+
+    checks_cases = True
 
     @classmethod
-    def options_from_config(cls, run_config: Any) -> dict[str, Any]:
-        return {"prebuilt_workflows": run_config.prebuilt_workflows,
-                "delete_prebuilt_workflows": bool(run_config.delete_prebuilt_workflows)}
+    def check_config(cls, options: BuilderOptions | None) -> None:
+        validate_prebuilt(options if isinstance(options, PrebuiltOptions) else PrebuiltOptions())
+
+    @classmethod
+    def check_cases(cls, options: BuilderOptions | None, selected: list[str], known: list[str]) -> None:
+        if isinstance(options, PrebuiltOptions) and options.prebuilt_workflows is not None:
+            check_manifest_slugs(load_manifest(options.prebuilt_workflows), selected, known)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         options = self.settings.options
-        path = options.get("prebuilt_workflows")
-        if not path:
+        if not isinstance(options, PrebuiltOptions) or options.prebuilt_workflows is None:
             raise ConfigError(f"--builder prebuilt: needs {FLAG} manifest.json")
-        self.manifest = load_manifest(Path(str(path)))
-        self.delete_after = bool(options.get("delete_prebuilt_workflows"))
+        self.manifest = load_manifest(options.prebuilt_workflows)
+        self.delete_after = options.delete_prebuilt_workflows
         #: manifest workflow id → the lane it lives on, for each one scored successfully
         self.used: dict[str, BuildLane] = {}
         self.deleted: list[str] = []

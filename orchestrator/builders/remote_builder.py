@@ -24,7 +24,8 @@ Failures:
 - the runner refuses the build (slots full, bad token, its own error): no workflow, another lane
   may do better (``retry_elsewhere``).
 
-Only the ``kubernetes`` backend runs build runners (the run passes ``build_runner=True`` to it).
+A backend with ``runs_build_runner`` (kubernetes) starts the runners: the run's stack passes it
+``build_runner=True`` (``orchestrator.run.stack``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from orchestrator.builders.builder import register_builder
 from orchestrator.builders.claude_runner import AttemptResult, ClaudeConfig, EventSink
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.mcp_builder import McpBuilder
-from orchestrator.errors import ConfigError
 from orchestrator.n8n.errors import N8nTransportError
 from orchestrator.redact import redact, register_secret
 
@@ -59,8 +59,6 @@ ENDPOINT = "build-runner"
 #: How long past claude's own timeout the orchestrator waits for the runner's answer (its kill grace,
 #: result and transcript) before it cancels the build itself.
 DEADLINE_MARGIN_S = 120.0
-#: Backends whose lanes carry a build runner.
-BACKENDS = ("kubernetes",)
 
 
 @register_builder
@@ -75,14 +73,6 @@ class RemoteBuilder(McpBuilder):
         self._runners: dict[str, RemoteBuildRunner] = {}
         self._token = os.environ.get(TOKEN_ENV) or None
         register_secret(self._token)
-
-    @classmethod
-    def check_config(cls, run_config: Any) -> None:
-        backend = getattr(run_config, "backend", None)
-        if backend not in BACKENDS:
-            raise ConfigError(f"--builder remote: needs a build runner next to every lane, which only "
-                              f"--backend {' or '.join(BACKENDS)} starts (got --backend {backend}); "
-                              "use --builder mcp to run claude here")
 
     @property
     def claude(self) -> ClaudeConfig:

@@ -336,7 +336,7 @@ def compile_sdk_code(code: str, *, node_bin: Path | None = None, sdk_cli: Path |
     """Workflow JSON from ``@n8n/workflow-sdk`` code, with the toolchain's own SDK
     (``code-to-json``; import lines are dropped: the SDK parser refuses them)."""
     if node_bin is None or sdk_cli is None:
-        from orchestrator.lanes.install import Toolchain, default_cache_dir
+        from orchestrator.toolchain import Toolchain, default_cache_dir
 
         chain = Toolchain(default_cache_dir())
         node_bin = node_bin or chain.node_bin

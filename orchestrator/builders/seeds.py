@@ -54,7 +54,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.cases.model import Attachment
 from orchestrator.cases.seed import InlineSeed, SeedFolder, seed_slot
 from orchestrator.deletion import delete_one, in_delete_order
-from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError, N8nHTTPError
 from orchestrator.n8n.instance_ai import InstanceAiChat
@@ -345,7 +345,7 @@ def plan_restore(seed: InlineSeed, *, nonce: str | None = None, now: datetime | 
         base_names=[w.name for w in seed.workflows],
         root_folder_names=[f.name for f in seed.folders if f.parent_folder_id is None],
         folders=folders, data_tables=tables, workflows=workflows, agents=agents, messages=messages,
-        prior_runs=[(workflow_ids[r.workflow], r.hints) for r in seed.prior_runs],
+        prior_runs=[(workflow_ids[r.workflow], r.hints or "") for r in seed.prior_runs],
         agent_names={a.id: a.config.name for a in seed.agents},
     )
 

@@ -18,7 +18,7 @@ from orchestrator.builders.credentials import CredentialTypes, needs_lane_types,
 from orchestrator.builders.seeds import cleanup as seed_cleanup
 from orchestrator.cases import CredentialSpec
 from orchestrator.deletion import delete_one
-from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError

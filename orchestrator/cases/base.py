@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -25,3 +25,13 @@ class OpenModel(BaseModel):
         populate_by_name=True,
         extra="allow",
     )
+
+    @model_validator(mode="after")
+    def _drop_null_extras(self) -> OpenModel:
+        """An unknown key whose value is null says nothing, and a case's JSON (``exclude_none``)
+        would drop it: drop it at load so a case reads back equal to itself."""
+        extra = self.__pydantic_extra__
+        if extra:
+            for key in [k for k, v in extra.items() if v is None]:
+                del extra[key]
+        return self

@@ -9,6 +9,7 @@ is one the harness can run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -24,8 +25,8 @@ from pydantic import (
 
 from orchestrator.cases.base import CaseModel, OpenModel
 from orchestrator.cases.credentials import CredentialSpec
-from orchestrator.cases.issues import raise_violations
-from orchestrator.cases.rules import check_case, director_notes
+from orchestrator.cases.issues import Violation, raise_violations
+from orchestrator.cases.rules import director_notes
 from orchestrator.cases.seed import InlineSeed, ReplaySeed, Seed
 
 Complexity = Literal["simple", "medium", "complex"]
@@ -274,3 +275,89 @@ class EvalCase(CaseModel):
     def to_json(self) -> dict[str, Any]:
         """The case body as camelCase JSON (retired keys never appear)."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# --------------------------------------------------------------------------- whole case
+
+
+def check_case(case: EvalCase) -> list[Violation]:
+    return [*_live_turn_and_grading(case), *_conversation_turns(case), *_attachments(case)]
+
+
+def _live_turn_and_grading(case: EvalCase) -> Iterator[Violation]:
+    replay = case.seed is not None and case.seed.mode == "replay"
+    if not case.conversation and not replay:
+        yield Violation(
+            ("conversation",),
+            "a case needs a conversation, or a seed with mode 'replay' (which supplies the live turn)",
+        )
+    if not (case.execution_scenarios or case.process_expectations or case.outcome_expectations):
+        yield Violation(
+            (),
+            "a case needs at least one executionScenario, processExpectation or "
+            "outcomeExpectation to grade it",
+        )
+
+
+def _conversation_turns(case: EvalCase) -> Iterator[Violation]:
+    """n8n's rule (``harness/schema.ts``): every user turn needs text, except a non-replay opening
+    turn that carries ``attach``; assistant turns are proxy script data and are never posted. A
+    director note in the opening turn is authoring advice there, not a load error."""
+    replay = case.seed is not None and case.seed.mode == "replay"
+    for index, turn in enumerate(case.conversation):
+        if turn.role == "assistant" or turn.text.strip():
+            continue
+        opening_may_attach = index == 0 and not replay
+        if opening_may_attach and turn.attach is not None:
+            continue
+        yield Violation(
+            ("conversation", index, "text"),
+            "an opening turn with empty text must carry attach (the chat API rejects an empty message)"
+            if opening_may_attach else
+            "a user turn needs text: the chat API rejects an empty message, and only a non-replay "
+            "opening turn may carry attach instead",
+        )
+
+
+def _attachments(case: EvalCase) -> Iterator[Violation]:
+    inline = case.seed if case.seed is not None and case.seed.mode == "inline" else None
+    for index, turn in enumerate(case.conversation):
+        attach = turn.attach
+        if attach is None:
+            continue
+        loc: tuple[str | int, ...] = ("conversation", index, "attach")
+        if case.seed is not None and case.seed.mode == "replay":
+            yield Violation(loc, "a replay seed's opening turn comes from its trace and the seed declares no "
+                                 "workflows or agents: no authored turn can carry attach (use an inline seed)")
+            continue
+        if index != 0:
+            yield Violation(loc, "only the opening turn may carry attach")
+            continue
+        if turn.role != "user":
+            yield Violation(loc, "only a user turn may carry attach")
+            continue
+        if (attach.workflow is None) == (attach.agent is None):
+            yield Violation(loc, "attach names exactly one of workflow or agent")
+            continue
+        if attach.source is not None and attach.workflow is None:
+            yield Violation(
+                (*loc, "source"),
+                "only workflow attachments may set source 'setup-panel-execute'",
+            )
+        if attach.workflow is not None and inline is None:
+            yield Violation((*loc, "workflow"), f"attach.workflow {attach.workflow!r}: the case has no inline seed, "
+                                                "so it declares no workflow to attach")
+        elif attach.workflow is not None and inline is not None and attach.workflow not in inline.workflow_ids():
+            yield Violation(
+                (*loc, "workflow"),
+                f"attach.workflow {attach.workflow!r} names no workflow declared in the "
+                "inline seed's workflows",
+            )
+        if attach.agent is not None and inline is None:
+            yield Violation((*loc, "agent"), f"attach.agent {attach.agent!r}: the case has no inline seed, "
+                                             "so it declares no agent to attach")
+        elif attach.agent is not None and inline is not None and attach.agent not in inline.agent_ids():
+            yield Violation(
+                (*loc, "agent"),
+                f"attach.agent {attach.agent!r} names no agent declared in the inline seed's agents",
+            )

@@ -14,6 +14,7 @@ on fixed, ascending slots in the past (never derived from the clock, so loading 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -22,7 +23,7 @@ from pydantic import AfterValidator, Field, StrictBool, field_validator, model_v
 
 from orchestrator.cases.base import CaseModel, OpenModel
 from orchestrator.cases.issues import Violation, raise_violations
-from orchestrator.cases.rules import check_inline_seed, check_seed_message, prior_run_target
+from orchestrator.cases.rules import agent_slug
 
 #: The seed id remap refuses to rewrite shorter ids safely.
 MIN_ARTIFACT_ID_LENGTH = 8
@@ -138,7 +139,8 @@ class PriorRun(CaseModel):
     #: A seed workflow's id, or its name when that name is unique in the seed (resolved to the id
     #: at load).
     workflow: NonEmptyStr
-    hints: str = ""
+    #: None when omitted (n8n refuses an empty string, so a dump must not write one)
+    hints: str | None = None
 
     @field_validator("hints", mode="before")
     @classmethod
@@ -339,3 +341,156 @@ __all__ = [
     "SeedWorkflow",
     "seed_slot",
 ]
+
+
+# --------------------------------------------------------------------------- seed messages
+
+
+def check_seed_message(message: SeedMessage) -> list[Violation]:
+    if message.type == "custom":
+        return []
+    found: list[Violation] = []
+    if message.role is None:
+        found.append(Violation(("role",), "role is required unless the message type is 'custom'"))
+    content = message.content
+    if not isinstance(content, list):
+        found.append(
+            Violation(("content",), "content must be a list of blocks, each with a type")
+        )
+        return found
+    for index, block in enumerate(content):
+        if not isinstance(block, dict):
+            found.append(Violation(("content", index), "a content block must be an object"))
+        elif not isinstance(block.get("type"), str) or not block["type"]:
+            found.append(Violation(("content", index, "type"), "a content block needs a type"))
+    return found
+
+
+# --------------------------------------------------------------------------- inline seed
+
+
+def check_inline_seed(seed: InlineSeed) -> list[Violation]:
+    return [
+        *_carries_something(seed),
+        *_unique_artifact_ids(seed),
+        *_folder_references(seed),
+        *_folder_cycles(seed),
+        *_prior_run_references(seed),
+        *_agent_skill_references(seed),
+        *_agent_name_collisions(seed),
+    ]
+
+
+def _carries_something(seed: InlineSeed) -> Iterator[Violation]:
+    """n8n's rule: an inline seed that carries nothing restores nothing, and the case would grade as
+    an unseeded build (folders alone do not count)."""
+    if not (seed.messages or seed.workflows or seed.data_tables or seed.agents or seed.projects):
+        yield Violation((), "an inline seed must carry something: messages, workflows, dataTables, agents or projects")
+
+
+def _artifact_ids(seed: InlineSeed) -> Iterator[tuple[str, tuple[str | int, ...]]]:
+    groups: tuple[tuple[str, Sequence[Any]], ...] = (
+        ("workflows", seed.workflows),
+        ("dataTables", seed.data_tables),
+        ("agents", seed.agents),
+        ("folders", seed.folders),
+        ("projects", seed.projects),
+    )
+    for kind, items in groups:
+        for index, item in enumerate(items):
+            yield item.id, (kind, index, "id")
+
+
+def _unique_artifact_ids(seed: InlineSeed) -> Iterator[Violation]:
+    first_seen: dict[str, tuple[str | int, ...]] = {}
+    for artifact_id, loc in _artifact_ids(seed):
+        if artifact_id in first_seen:
+            where = ".".join(str(p) for p in ("seed", *first_seen[artifact_id]))
+            yield Violation(loc, f"duplicate id {artifact_id!r} (already used by {where})")
+        else:
+            first_seen[artifact_id] = loc
+
+
+def _folder_references(seed: InlineSeed) -> Iterator[Violation]:
+    folder_ids = {f.id for f in seed.folders}
+    for index, folder in enumerate(seed.folders):
+        parent = folder.parent_folder_id
+        if parent is not None and parent != folder.id and parent not in folder_ids:
+            yield Violation(
+                ("folders", index, "parentFolderId"),
+                f"parentFolderId {parent!r} names no folder declared in seed.folders",
+            )
+    for index, workflow in enumerate(seed.workflows):
+        parent = workflow.parent_folder_id
+        if parent is not None and parent not in folder_ids:
+            yield Violation(
+                ("workflows", index, "parentFolderId"),
+                f"parentFolderId {parent!r} names no folder declared in seed.folders",
+            )
+
+
+def _folder_cycles(seed: InlineSeed) -> Iterator[Violation]:
+    parents = {f.id: f.parent_folder_id for f in seed.folders}
+    for index, folder in enumerate(seed.folders):
+        chain = [folder.id]
+        current = parents.get(folder.id)
+        while current is not None and current in parents:
+            if current == folder.id:
+                path = " → ".join([*chain, folder.id])
+                yield Violation(
+                    ("folders", index, "parentFolderId"),
+                    f"folder {folder.id!r} is its own ancestor ({path})",
+                )
+                break
+            if current in chain:  # a cycle further up; reported on its own members
+                break
+            chain.append(current)
+            current = parents.get(current)
+
+
+def prior_run_target(seed: InlineSeed, ref: str) -> str | None:
+    """The seed workflow id a ``priorRuns[].workflow`` names: an id, else a unique name."""
+    if ref in seed.workflow_ids():
+        return ref
+    named = [w.id for w in seed.workflows if w.name == ref]
+    return named[0] if len(named) == 1 else None
+
+
+def _prior_run_references(seed: InlineSeed) -> Iterator[Violation]:
+    for index, run in enumerate(seed.prior_runs):
+        if prior_run_target(seed, run.workflow) is not None:
+            continue
+        same_name = sum(1 for w in seed.workflows if w.name == run.workflow)
+        declared = ", ".join(sorted(seed.workflow_ids())) or "(none)"
+        yield Violation(
+            ("priorRuns", index, "workflow"),
+            f"workflow {run.workflow!r} names {same_name} seed workflows: give its id instead"
+            if same_name > 1 else
+            f"workflow {run.workflow!r} is neither the id nor the name of a workflow in seed.workflows "
+            f"(ids: {declared})",
+        )
+
+
+def _agent_skill_references(seed: InlineSeed) -> Iterator[Violation]:
+    for agent_index, agent in enumerate(seed.agents):
+        for skill_index, ref in enumerate(agent.config.skills):
+            if ref.id not in agent.skills:
+                yield Violation(
+                    ("agents", agent_index, "config", "skills", skill_index, "id"),
+                    f"skill {ref.id!r} has no entry in this agent's skills map",
+                )
+
+
+def _agent_name_collisions(seed: InlineSeed) -> Iterator[Violation]:
+    by_slug: dict[str, tuple[int, str]] = {}
+    for index, agent in enumerate(seed.agents):
+        slug = agent_slug(agent.config.name)
+        if slug in by_slug:
+            other_index, other_name = by_slug[slug]
+            yield Violation(
+                ("agents", index, "config", "name"),
+                f"agent name {agent.config.name!r} collides with {other_name!r} "
+                f"(seed.agents.{other_index}): both address as {slug!r}",
+            )
+        else:
+            by_slug[slug] = (index, agent.config.name)

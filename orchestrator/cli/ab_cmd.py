@@ -13,11 +13,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from orchestrator.builders.builder import get_builder
 from orchestrator.cli.common import run_async
 from orchestrator.cli.run_options import run_options
 from orchestrator.compare.load import load_results
 from orchestrator.errors import ConfigError
 from orchestrator.experiments.ab import (
+    AB_BUILDER,
     Arm,
     check_arms_for_builder,
     check_mode,
@@ -59,7 +61,7 @@ def _write_plan(plan: Plan, root: Path) -> Path:
 
 def register(app: typer.Typer) -> None:
     @app.command("ab")
-    @run_options(builder="instance-ai")  # an arm's model drives n8n's own agent unless --builder says otherwise
+    @run_options(builder=AB_BUILDER)  # an arm's model drives n8n's own agent unless --builder says otherwise
     def ab_command(
         cfg: RunConfig,
         arm: list[str] = typer.Option([], "--arm", help="NAME=MODEL, e.g. control=anthropic/claude-sonnet-4-6 (≥ 2)."),
@@ -128,7 +130,7 @@ def register(app: typer.Typer) -> None:
         def announce(a: Arm, cfg: RunConfig) -> None:
             extra = f", env {', '.join(a.env)}" if a.env else ""
             extra += f", model URL {a.model_url}" if a.model_url else ""
-            built_by = a.model if cfg.builder == "instance-ai" else cfg.build_model
+            built_by = a.model if get_builder(cfg.builder).model_env else cfg.build_model  # the lanes' model builds
             console.print(f"[bold]arm {a.name}[/bold]: model {a.model}{extra}, builder {cfg.builder} "
                           f"(build model {built_by}) → {cfg.output_dir}")
 

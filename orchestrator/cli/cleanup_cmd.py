@@ -8,49 +8,19 @@ deletes the lane objects of runs whose orchestrator Pod/Job is gone or ended (pa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.console import Console
 
-from orchestrator.cleanup import cleanup
+from orchestrator.cleanup import JANITOR_BACKEND, cleanup, janitor_pass
 from orchestrator.cli.common import run_async
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import available_backends
 from orchestrator.ledger import default_state_dir
 
 console = Console(stderr=True)
-
-
-def _janitor(namespace: Optional[str], context: Optional[str], run_id: Optional[str], grace_s: float,
-             dry_run: bool) -> int:
-    """One janitor pass; returns the number of failures."""
-    from orchestrator.lanes.k8s_api import kubeconfig_namespace, load_api_client
-    from orchestrator.lanes.k8s_janitor import Janitor
-    from orchestrator.lanes.kubernetes_lanes import SA_NAMESPACE_FILE
-
-    api_client, in_cluster = load_api_client(context)
-    ns = (namespace or os.environ.get("ORCHESTRATOR_K8S_NAMESPACE") or os.environ.get("POD_NAMESPACE")
-          or (SA_NAMESPACE_FILE.read_text().strip() if in_cluster and SA_NAMESPACE_FILE.exists() else None)
-          or kubeconfig_namespace(context) or "default")
-    # With an existing lane Secret (what the chart requires) there is no per-run Secret, and no RBAC on secrets.
-    janitor = Janitor(api_client, ns, grace_s=grace_s, delete_secrets=not os.environ.get("ORCHESTRATOR_K8S_LANE_SECRET"))
-    try:
-        report = janitor.run(run_id, dry_run=dry_run, force=run_id is not None)
-    finally:
-        api_client.close()
-    for verdict in report.verdicts:
-        state = "alive" if verdict.alive else ("dead (dry run: kept)" if dry_run else "dead")
-        console.print(f"{verdict.run}: {state}: {verdict.why}")
-    for item in report.removed:
-        console.print(f"removed {item}")
-    for failure in report.failures:
-        console.print(f"[red]failed:[/red] {failure}")
-    console.print(f"cleanup --kubernetes ({ns}): {len(report.verdicts)} run(s), {len(report.dead_runs)} dead, "
-                  f"{len(report.removed)} removed, {len(report.failures)} failed")
-    return len(report.failures)
 
 
 def register(app: typer.Typer) -> None:
@@ -73,9 +43,9 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--backend: unknown backend {name!r}; choose one of {', '.join(available_backends())}")
         if grace_seconds < 0:
             raise ConfigError(f"--grace-seconds: must be ≥ 0, got {grace_seconds}")
-        if kubernetes or "kubernetes" in backend:
-            failures = _janitor(namespace, context, run_id, grace_seconds, dry_run)
-            rest = [b for b in backend if b != "kubernetes"]
+        if kubernetes or JANITOR_BACKEND in backend:
+            failures = janitor_pass(namespace, context, run_id, grace_seconds, dry_run, say=console.print)
+            rest = [b for b in backend if b != JANITOR_BACKEND]
             if not rest:
                 if failures:
                     raise typer.Exit(1)

@@ -15,12 +15,12 @@ from rich.table import Table
 
 from orchestrator.cli.common import new_run_id, positive, run_async
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneError, available_backends, get_backend, readiness_status
+from orchestrator.lanes.backend import DEFAULT_BACKEND, LaneError, available_backends, get_backend, readiness_status
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.install import InstallError, ensure_toolchain
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.pool import lane_from_entry, make_spec
 from orchestrator.ledger import Ledger, all_runs, default_state_dir
+from orchestrator.toolchain import InstallError, ensure_toolchain
 
 app = typer.Typer(no_args_is_help=True, help="Provision, inspect and tear down n8n lane pools.")
 console = Console(stderr=True)
@@ -40,7 +40,7 @@ def install(
 
 @app.command("up")
 def up(
-    backend: str = typer.Option("process", help=f"Lane backend: {', '.join(available_backends())}."),
+    backend: str = typer.Option(DEFAULT_BACKEND, help=f"Lane backend: {', '.join(available_backends())}."),
     count: int = typer.Option(1, "--count", "-n", help="How many lanes."),
     profile: str = typer.Option("eval", help="Env profile from lanes/profiles/."),
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE override for every lane (repeatable)."),
@@ -60,7 +60,8 @@ def up(
         raise typer.Exit(130) from None
 
 
-async def _up(backend_name, count, profile, env, run_id, state_dir, base_url, retries) -> None:
+async def _up(backend_name: str, count: int, profile: str, env: list[str], run_id: str, state_dir: Path,
+              base_url: str | None, retries: int) -> None:
     # Handlers, not KeyboardInterrupt: a SIGINT disposition inherited as "ignored" (background
     # jobs, CI) would otherwise leave lanes up; SIGTERM (a pod being stopped) gets the same path.
     loop, main = asyncio.get_running_loop(), asyncio.current_task()

@@ -25,10 +25,10 @@ def register(app: typer.Typer) -> None:
         from orchestrator.compare.pr_comment import render_pr_comment, write_pr_comment
         from orchestrator.errors import UserError
         from orchestrator.results.contract import to_document
-        from orchestrator.results.rejudge import read_judge_inputs, rejudge
         from orchestrator.results.report_html import write_report
         from orchestrator.results.writer import JUDGE_INPUTS_FILENAME, _atomic_write
         from orchestrator.verify.judge import Judge, JudgeConfig
+        from orchestrator.verify.rejudge import RejudgeOutcome, read_judge_inputs, rejudge
 
         folder = run if run.is_dir() else run.parent
         results_path = run / "eval-results.json" if run.is_dir() else run
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         if not config.api_key:
             raise UserError("--judge-model: ANTHROPIC_API_KEY is not set: the judge cannot be called")
 
-        async def go():
+        async def go() -> RejudgeOutcome:
             judge = Judge(config)
             try:
                 return await rejudge(results, inputs, judge)

@@ -11,6 +11,7 @@ from rich.console import Console
 from orchestrator.cli.common import run_async
 from orchestrator.cli.run_options import run_options
 from orchestrator.compare.gate import run_gate
+from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
 
 #: exit code of a run whose gated tier's gate is red (a failed check, like a failed run)
@@ -24,17 +25,19 @@ def gate_exit_code(gate: dict | None) -> int:
 console = Console(stderr=True)
 
 
-async def check_prebuilt_selection(cfg: RunConfig) -> None:
-    """``--prebuilt-workflows``: every manifest slug is a case, every selected case has workflows."""
-    from orchestrator.builders.prebuilt_builder import check_manifest_slugs, load_manifest
+async def check_case_selection(cfg: RunConfig) -> None:
+    """Before anything starts, a builder whose options name cases (``checks_cases``) sees which
+    cases exist and which are selected (e.g. a prebuilt manifest: every slug a case, every case in it)."""
+    from orchestrator.builders.builder import get_builder
     from orchestrator.cases import load_disk, load_selected
+    from orchestrator.run.stack import builder_options
 
-    if cfg.prebuilt_workflows is None:
+    builder = get_builder(cfg.builder)
+    if not builder.checks_cases:
         return
-    manifest = load_manifest(Path(cfg.prebuilt_workflows))
     selected = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
     known = [c.slug for c in load_disk(cfg.cases_paths)[0]] if cfg.source == "disk" else [c.slug for c in selected]
-    check_manifest_slugs(manifest, [c.slug for c in selected], known)
+    builder.check_cases(builder_options(builder, cfg), [c.slug for c in selected], known)
 
 
 def register(app: typer.Typer) -> None:
@@ -66,10 +69,10 @@ def register(app: typer.Typer) -> None:
         if verbose:
             configure_logging(True)
         cfg.validate()
-        run_async(check_prebuilt_selection(cfg))
+        run_async(check_case_selection(cfg))
 
         class ConsoleLines(RunHooks):
-            async def on_unit(self, unit) -> None:
+            async def on_unit(self, unit: UnitResult) -> None:
                 console.print(unit_line(unit, verbose=verbose), markup=False, highlight=False)
 
         hooks = [ConsoleLines(), *default_hooks(cfg)]

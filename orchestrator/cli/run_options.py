@@ -16,7 +16,9 @@ from typing import Any, Optional
 
 import typer
 
+from orchestrator.builders.builder import ALIASES, BUILD_VIA_MCP, DEFAULT_BUILDER, available_builders
 from orchestrator.errors import ConfigError
+from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends
 from orchestrator.ledger import default_state_dir
 from orchestrator.run.config import RunConfig
 
@@ -36,10 +38,9 @@ SHARED: list[P] = [
     _opt("exclude", Optional[str], None, "Comma-separated slug substrings to skip."),
     _opt("tier", Optional[str], None, "Only cases whose datasets contain this value."),
     _opt("iterations", int, 1, "Fresh builds per case (pass@k / pass^k)."),
-    _opt("backend", str, "process", "process, docker, kubernetes or static."),
-    _opt("builder", str, "mcp", "mcp (claude -p over the lane's MCP server; build-via-mcp is an alias), "
-         "instance-ai (n8n's own agent over chat, with a sandbox per lane), prebuilt, or remote (the mcp "
-         "builds with claude in each lane pod's build runner; --backend kubernetes)."),
+    _opt("backend", str, DEFAULT_BACKEND, f"Lane backend: {', '.join(available_backends())}."),
+    _opt("builder", str, DEFAULT_BUILDER, f"Builder: {', '.join(available_builders())} (README: Builders; "
+         "which backend each needs is checked before anything starts)."),
     _opt("build_via_mcp", bool, False, "The reference harness's flag: the same as --builder mcp.", "--build-via-mcp"),
     _opt("sandbox_url", Optional[str], None, "External n8n-sandbox for every lane (key: N8N_SANDBOX_SERVICE_API_KEY)."),
     _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
@@ -89,13 +90,13 @@ def _builder(values: dict[str, Any], default_builder: str) -> None:
     explicit builder it is a contradiction, refused rather than silently resolved."""
     if not values.pop("build_via_mcp", False):
         return
-    builder = values.get("builder")
-    if builder not in (default_builder, "mcp", "build-via-mcp"):
-        raise ConfigError(f"--build-via-mcp means --builder mcp: it cannot be combined with --builder {builder}")
-    values["builder"] = "mcp"
+    builder = str(values.get("builder") or default_builder)
+    if builder != default_builder and ALIASES.get(builder, builder) != BUILD_VIA_MCP:
+        raise ConfigError(f"--build-via-mcp means --builder {BUILD_VIA_MCP}: it cannot be combined with --builder {builder}")
+    values["builder"] = BUILD_VIA_MCP
 
 
-def _config(values: dict[str, Any], default_builder: str = "mcp") -> RunConfig:
+def _config(values: dict[str, Any], default_builder: str = DEFAULT_BUILDER) -> RunConfig:
     _builder(values, default_builder)
     waits_text = values.pop("outage_waits")
     try:
@@ -139,7 +140,7 @@ def _with_shared(command: Callable[..., None], defaults: dict[str, Any]) -> Call
     def wrapper(**kwargs: Any) -> None:
         shared = {k: v for k, v in kwargs.items() if k in _NAMES}
         rest = {k: v for k, v in kwargs.items() if k not in _NAMES}
-        command(_config(shared, defaults.get("builder", "mcp")), **rest)
+        command(_config(shared, defaults.get("builder", DEFAULT_BUILDER)), **rest)
 
     params = [shared[0], *own, *shared[1:]]  # the CASES argument first, then the command's own options
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from orchestrator.compare.comparison import Comparison, UnitComparison
 from orchestrator.compare.tiers import HARD, Tier
+from orchestrator.domain import Verdict
 from orchestrator.redact import redact
-from orchestrator.results.model import Band, CaseSummary, EvalResults, RunSummary, Verdict
+from orchestrator.results.model import Band, CaseSummary, EvalResults, RunSummary
 from orchestrator.results.scoring import NO_WORKFLOW_BUILDS, case_pass_means, summaries
 
 FILENAME = "eval-pr-comment.md"
@@ -165,8 +166,8 @@ def _comparison(comparison: Comparison) -> list[str]:
 
 def gate_lines(results: EvalResults) -> list[str]:
     """The absolute gate of a gated tier (n8n's ``comparison/gate.ts``), or nothing."""
-    from orchestrator.compare.gate import evaluate_gate, is_gated_tier
     from orchestrator.results.contract import to_document
+    from orchestrator.results.gate import evaluate_gate, is_gated_tier
 
     tier = results.config.get("tier")
     if not is_gated_tier(tier if isinstance(tier, str) else None):

@@ -107,6 +107,10 @@ class Arm:
         return [f"{MODEL_ENV}={self.model}", *url, *self.env]
 
 
+#: the builder an arm's model drives unless ``--builder`` says otherwise: n8n's own agent
+AB_BUILDER = "instance-ai"
+
+
 def _per_arm(specs: list[str], flag: str, example: str, arms: dict[str, Arm]) -> dict[str, str]:
     """``ARM=VALUE`` pairs of a per-arm flag: each names a declared arm, at most once."""
     out: dict[str, str] = {}

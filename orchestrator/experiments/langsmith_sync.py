@@ -39,8 +39,9 @@ from pydantic import ValidationError
 
 from orchestrator.cases import LoadedCase
 from orchestrator.compare import compare, comparison_dict
+from orchestrator.domain import BuildStatus, Verdict
 from orchestrator.redact import redact, redact_obj, register_secret
-from orchestrator.results.model import BuildStatus, EvalResults, ExpectationResult, ScenarioResult, UnitResult, Verdict
+from orchestrator.results.model import EvalResults, ExpectationResult, ScenarioResult, UnitResult
 from orchestrator.results.scoring import UnitOutcome, unit_outcome
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks

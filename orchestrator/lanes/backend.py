@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import ClassVar
 
@@ -22,13 +21,10 @@ from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.health import READINESS_PATH, answers_ready, readiness_status
+from orchestrator.plugins import Registry
 
 __all__ = ["READINESS_PATH", "LaneBackend", "LaneError", "answers_ready", "get_backend", "readiness_status",
            "register_backend"]
-
-_REGISTRY: dict[str, type[LaneBackend]] = {}
-
-BUILTIN_BACKENDS = ("process", "docker", "kubernetes", "static")
 
 
 class BackendOptions(BaseModel):
@@ -54,6 +50,8 @@ class LaneBackend(abc.ABC):
     #: the sandbox runs inside each lane (a container in the lane pod): the orchestrator starts none
     #: and needs no local toolchain for it
     hosts_sandbox: ClassVar[bool] = False
+    #: ``build_runner=True`` runs a build runner next to each lane (builders with ``needs_build_runner``)
+    runs_build_runner: ClassVar[bool] = False
 
     #: the backend's typed options (pydantic); ``None``: the backend reads its own (kubernetes: with env fallbacks)
     options_model: ClassVar[type[BackendOptions] | None] = None
@@ -114,40 +112,30 @@ class LaneBackend(abc.ABC):
         """Release client connections; lanes themselves are left as they are."""
 
 
+def _unknown_backend(name: str, names: list[str]) -> LaneError:
+    return LaneError(f"unknown backend {name!r}: choose one of {', '.join(names)}")
+
+
+#: the backend a run uses when it names none
+DEFAULT_BACKEND = "process"
+#: the built-in backends by module: imported the first time their name is asked for
+BUILTIN_BACKENDS = {
+    "process": "orchestrator.lanes.process",
+    "docker": "orchestrator.lanes.docker_lanes",
+    "kubernetes": "orchestrator.lanes.kubernetes_lanes",
+    "static": "orchestrator.lanes.static",
+}
+BACKENDS: Registry[LaneBackend] = Registry("lane backend", "orchestrator.lane_backends", BUILTIN_BACKENDS,
+                                           unknown=_unknown_backend)
+
+
 def register_backend(cls: type[LaneBackend]) -> type[LaneBackend]:
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def _load_builtin(name: str) -> None:
-    if name == "process":
-        from orchestrator.lanes import process  # noqa: F401
-    elif name == "docker":
-        from orchestrator.lanes import docker_lanes  # noqa: F401
-    elif name == "kubernetes":
-        from orchestrator.lanes import kubernetes_lanes  # noqa: F401
-    elif name == "static":
-        from orchestrator.lanes import static  # noqa: F401
+    return BACKENDS.register(cls)
 
 
 def available_backends() -> list[str]:
-    names = set(BUILTIN_BACKENDS) | set(_REGISTRY)
-    for ep in metadata.entry_points(group="orchestrator.lane_backends"):
-        names.add(ep.name)
-    return sorted(names)
+    return BACKENDS.names()
 
 
 def get_backend(name: str) -> type[LaneBackend]:
-    if name not in _REGISTRY:
-        if name in BUILTIN_BACKENDS:
-            _load_builtin(name)
-        else:
-            for ep in metadata.entry_points(group="orchestrator.lane_backends"):
-                if ep.name == name:
-                    register_backend(ep.load())
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise LaneError(
-            f"unknown backend {name!r}: choose one of {', '.join(available_backends())}"
-        ) from None
+    return BACKENDS.get(name)

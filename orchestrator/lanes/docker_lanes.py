@@ -69,13 +69,13 @@ from docker.models.containers import Container
 from pydantic import Field
 
 from orchestrator.lanes.backend import BackendOptions, LaneBackend, LaneError, answers_ready, register_backend
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.labels import LANE_INDEX_ENV, LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ENV, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.ledger import Ledger, all_runs
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 log = logging.getLogger(__name__)
 

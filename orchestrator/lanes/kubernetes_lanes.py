@@ -283,6 +283,7 @@ class KubernetesBackend(LaneBackend):
     name = "kubernetes"
     supports_sandbox = True
     hosts_sandbox = True  # the sandbox container in each lane pod (``pod.sandbox``)
+    runs_build_runner = True  # the build-runner container in each lane pod (``pod.buildRunner``)
 
     def __init__(
         self,

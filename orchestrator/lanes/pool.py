@@ -3,16 +3,18 @@ read ``--base-url`` lane lists."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.install import N8N_VERSION
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.profiles import resolve_env
 from orchestrator.ledger import Entry
+from orchestrator.toolchain import N8N_VERSION
 
 
-def make_spec(profile: str, overrides: list[str] | None = None, **kwargs) -> LaneSpec:
+def make_spec(profile: str, overrides: list[str] | None = None, **kwargs: Any) -> LaneSpec:
     env, secret_env = resolve_env(profile, overrides)
     return LaneSpec(n8n_version=N8N_VERSION, profile=profile, env=env, secret_env=secret_env, **kwargs)
 

@@ -8,13 +8,13 @@ orchestrator reaches us, not them, and we stop them in order. Every lane process
 ``sweep`` uses to find lanes a crashed orchestrator left, even without a ledger.
 
 A lane starts from a copy of a migrated template database (built once per n8n version next to the
-n8n install, :func:`~orchestrator.lanes.install.ensure_lane_template`), so it skips the ~270
+n8n install, :func:`~orchestrator.toolchain.ensure_lane_template`), so it skips the ~270
 migrations a fresh folder runs. Only the database is copied: each lane's n8n writes its own
 ``config`` (a fresh encryption key) and its own instance id and signing keys, and bring-up seeds
 a fresh owner with the e2e reset as before. ``lane_template=False`` (backend option) starts
 from an empty folder; a template that cannot be built is logged and the lane starts fresh.
 
-Node itself is tuned for the start (:meth:`~orchestrator.lanes.install.Toolchain.lane_node_env`):
+Node itself is tuned for the start (:meth:`~orchestrator.toolchain.Toolchain.lane_node_env`):
 a compile cache shared by every lane of this n8n version (written when a lane exits cleanly, and
 by the template build) and a larger young generation; measured in ``bench/lanes_up.py``
 (``node_tuning=False`` starts without them). A lane also shares the module-resolution cache of
@@ -51,11 +51,13 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes import install, task_launcher
+from orchestrator import toolchain
+from orchestrator.lanes import task_launcher
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
+from orchestrator.ledger import Ledger
 from orchestrator.procs import group_members, pid_alive, terminate_group
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
@@ -147,9 +149,9 @@ class ProcessBackend(LaneBackend):
     needs_local_n8n = True
     supports_sandbox = True
 
-    def __init__(self, run_id, ledger, state_dir, **options):
+    def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)
-        self.toolchain = install.Toolchain(Path(str(options.get("cache") or install.default_cache_dir())))
+        self.toolchain = toolchain.Toolchain(Path(str(options.get("cache") or toolchain.default_cache_dir())))
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, list[int]] = {}  # lane id → (HTTP port, broker port) reserved for it
         self._http = httpx.AsyncClient(timeout=5.0)
@@ -276,11 +278,11 @@ class ProcessBackend(LaneBackend):
     async def _copy_template(self, spec: LaneSpec, folder: Path) -> None:
         """Put the migrated template database into the lane's user folder (and nothing else)."""
         try:
-            template = await asyncio.to_thread(install.ensure_lane_template, self.toolchain, dict(spec.env), log.info)
+            template = await asyncio.to_thread(toolchain.ensure_lane_template, self.toolchain, dict(spec.env), log.info)
             data = folder / ".n8n"
             data.mkdir(mode=0o700)
             await asyncio.to_thread(shutil.copyfile, template, data / "database.sqlite")
-        except (install.InstallError, OSError, subprocess.SubprocessError) as exc:
+        except (toolchain.InstallError, OSError, subprocess.SubprocessError) as exc:
             log.warning("lane template not used, the lane migrates its own database: %s", redact(str(exc)))
             shutil.rmtree(folder / ".n8n", ignore_errors=True)
 

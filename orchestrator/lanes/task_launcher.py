@@ -54,7 +54,7 @@ PASSED_THROUGH = (
     "PATH", "HOME", "NODE_PATH", "GENERIC_TIMEZONE", "NODE_FUNCTION_ALLOW_BUILTIN", "NODE_FUNCTION_ALLOW_EXTERNAL",
     "N8N_SENTRY_DSN", "N8N_VERSION", "ENVIRONMENT", "DEPLOYMENT_NAME", "N8N_RUNNERS_INSECURE_MODE",
     "N8N_RUNNERS_GRACEFUL_SHUTDOWN_TIMEOUT", "N8N_RUNNERS_SHUTDOWN_FORCE_KILL_MARGIN",
-    # the shared caches of the lane's Node tuning (orchestrator.lanes.install.Toolchain.lane_node_env)
+    # the shared caches of the lane's Node tuning (orchestrator.toolchain.Toolchain.lane_node_env)
     "NODE_COMPILE_CACHE", "N8N_EVAL_RESOLVE_CACHE", "N8N_EVAL_RESOLVE_ROOT", "N8N_EVAL_RESOLVE_STAMP",
 )
 #: n8n's runner settings and its own defaults (n8n passes them explicitly in internal mode).

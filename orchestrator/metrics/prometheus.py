@@ -17,7 +17,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, push_to_gateway, start_http_server
 
-from orchestrator.errors import ResourceKind
+from orchestrator.domain import ResourceKind
 from orchestrator.lanes.model import LaneState
 from orchestrator.redact import redact
 from orchestrator.results.scoring import UnitOutcome

@@ -215,7 +215,8 @@ def _auth_cookie_from(response: httpx.Response) -> str | None:
         jar = SimpleCookie()
         try:
             jar.load(header)
-        except Exception:  # a malformed cookie from another middleware is not ours
+        except Exception as exc:  # a malformed cookie from another middleware is not ours
+            log.debug("ignoring a set-cookie header n8n's auth cookie is not in: %s", exc)
             continue
         if AUTH_COOKIE in jar and jar[AUTH_COOKIE].value:
             return jar[AUTH_COOKIE].value

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from orchestrator.domain import BuildStatus, Verdict
 from orchestrator.redact import redact
-from orchestrator.results.model import BuildStatus, EvalResults, UnitResult, Verdict
+from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.scoring import UNSCORED_BUILDS, UnitOutcome, unit_outcome
 
 _MARK = {UnitOutcome.passed: "✓", UnitOutcome.failed: "✗", UnitOutcome.incomplete: "·",

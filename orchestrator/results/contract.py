@@ -28,17 +28,15 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.results.model import (
-    Attribution,
     BuildRecord,
-    BuildStatus,
     EvalResults,
     ExpectationResult,
     ScenarioResult,
     StructuralCheck,
     UnitResult,
     UsageEntry,
-    Verdict,
 )
 from orchestrator.results.scoring import UNSCORED_BUILDS, terminal_rates
 
@@ -340,7 +338,7 @@ def to_document(results: EvalResults) -> dict[str, Any]:
 
 def _gate(results: EvalResults, test_cases: list[dict[str, Any]], total: int) -> dict[str, Any] | None:
     """n8n's absolute gate for a gated tier (``pr``), else None."""
-    from orchestrator.compare.gate import evaluate_gate, is_gated_tier
+    from orchestrator.results.gate import evaluate_gate, is_gated_tier
 
     tier = results.config.get("tier")
     return evaluate_gate(test_cases, total) if is_gated_tier(tier if isinstance(tier, str) else None) else None

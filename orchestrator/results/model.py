@@ -8,31 +8,11 @@ and ``<slug>#expectation:<text>`` for expectations.
 
 from __future__ import annotations
 
-import enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-
-class Attribution(str, enum.Enum):
-    """Who a failure is charged to (the four buckets of the reference harness)."""
-
-    builder_issue = "builder_issue"
-    mock_issue = "mock_issue"
-    framework_issue = "framework_issue"
-    verification_gap = "verification_gap"
-
-
-class BuildStatus(str, enum.Enum):
-    ok = "ok"
-    failed = "failed"  # claude ran but produced no workflow id after every attempt
-    timeout = "timeout"
-    provider_outage = "provider_outage"
-    lane_failure = "lane_failure"
-    skipped = "skipped"  # not started: spend cap reached or run interrupted
-
-
-PROVIDER_OUTAGE_ROOT_CAUSE = "provider_outage:"
+from orchestrator.domain import Attribution, BuildStatus, Verdict  # the shared ground's; used by the records below
 
 
 class BuildRecord(BaseModel):
@@ -46,12 +26,6 @@ class BuildRecord(BaseModel):
     root_cause: str | None = None
     #: the Instance AI thread the build ran in (n8n's ``threadIds``: the join key to its trace)
     thread_id: str | None = None
-
-
-class Verdict(str, enum.Enum):
-    passed = "pass"
-    failed = "fail"
-    incomplete = "incomplete"  # not judged: excluded from scoring
 
 
 class ScenarioResult(BaseModel):
@@ -104,6 +78,18 @@ class StructuralCheck(BaseModel):
 
 #: The reference's name for the same record.
 WorkflowCheck = StructuralCheck
+
+#: The rubric's dimensions of a workflow check, in report order (``StructuralCheck.dimension``).
+DIMENSIONS = ("structure", "connection_topology", "parameter_correctness", "intent_match", "communication",
+              "ai_nodes", "nodes_craftsmanship", "security")
+
+
+def by_dimension(checks: list[StructuralCheck]) -> dict[str, list[StructuralCheck]]:
+    """The checks grouped by dimension, in :data:`DIMENSIONS` order (no dimension: ``structure``)."""
+    grouped: dict[str, list[StructuralCheck]] = {d: [] for d in DIMENSIONS}
+    for c in checks:
+        grouped.setdefault(c.dimension or "structure", []).append(c)
+    return {d: cs for d, cs in grouped.items() if cs}
 
 
 class UsageEntry(BaseModel):

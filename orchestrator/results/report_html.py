@@ -20,8 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.domain import Verdict
 from orchestrator.redact import redact
 from orchestrator.results.model import (
+    DIMENSIONS,
     CaseSummary,
     EvalResults,
     ExpectationResult,
@@ -29,7 +31,7 @@ from orchestrator.results.model import (
     ScenarioResult,
     StructuralCheck,
     UnitResult,
-    Verdict,
+    by_dimension,
 )
 from orchestrator.results.scoring import (
     UnitOutcome,
@@ -358,10 +360,6 @@ def _expectations(expectations: list[ExpectationResult]) -> str:
 def _checks(checks: list[StructuralCheck]) -> str:
     if not checks:
         return ""
-    from orchestrator.verify.workflow_checks import (
-        by_dimension,  # pure module: no model client
-    )
-
     out = ["<h4>Workflow checks</h4>"]
     for dimension, group in by_dimension(checks).items():
         counts = {st: sum(1 for c in group if c.status == st) for st in ("pass", "fail", "n_a", "error")}
@@ -551,7 +549,6 @@ def _units(results: EvalResults, base_dir: Path | None = None) -> str:
 def _checks_table(results: EvalResults) -> str:
     """Per check across every build: pass / fail / N/A and pass rate, in rubric order."""
     from orchestrator.results.contract import workflow_checks_summary
-    from orchestrator.verify.workflow_checks import DIMENSIONS
 
     summary = workflow_checks_summary(results.units)
     if not summary:

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
+from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.results.model import (
-    Attribution,
     Band,
-    BuildStatus,
     CaseSummary,
     EvalResults,
     ExpectationResult,
@@ -37,7 +36,6 @@ from orchestrator.results.model import (
     ScenarioResult,
     ScoringUnitSummary,
     UnitResult,
-    Verdict,
 )
 
 UnitKind = Literal["scenario", "expectation"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import logging
 import os
 import threading
 import time
@@ -26,6 +27,8 @@ from typing import Any
 
 from orchestrator.redact import redact
 from orchestrator.results.model import UsageEntry
+
+log = logging.getLogger(__name__)
 
 USAGE_LOG_ENV = "N8N_INSTANCE_AI_EVAL_USAGE_LOG"
 
@@ -70,7 +73,7 @@ def _field(usage: Any, name: str) -> int:
 def record_model_call(agent: str, model: str, usage: Any, *, effort: str | None = None, duration_s: float = 0.0,
                       stop_reason: str | None = None) -> None:
     """Count one call (an Anthropic ``usage`` object or dict) in the open meter and the usage log.
-    Never raises: usage accounting must not break a judgement."""
+    Never raises: usage accounting must not break a judgement (a failure is a warning in the log)."""
     try:
         uncached = _field(usage, "input_tokens")
         cache_read = _field(usage, "cache_read_input_tokens")
@@ -92,5 +95,5 @@ def record_model_call(agent: str, model: str, usage: Any, *, effort: str | None 
         })
         with _lock, open(path, "a", encoding="utf-8") as fh:
             fh.write(redact(line) + "\n")
-    except Exception:
-        return
+    except Exception as exc:  # accounting never breaks a judgement, but says it missed one
+        log.warning("usage of one %s call on %s not recorded: %s", agent, model, redact(f"{type(exc).__name__}: {exc}"))

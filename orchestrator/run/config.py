@@ -4,7 +4,8 @@
 out of range is a one-line :class:`ConfigError` naming the flag (``--iterations: must be ≥ 1, got
 0``), at construction and again in :meth:`RunConfig.validate` (the CLI assigns a few fields after
 construction). What depends on several fields, or on the registries of backends and builders, is
-checked in :meth:`RunConfig.validate`.
+checked in :meth:`RunConfig.validate`; which builder may run on which backend, and with
+what, is :func:`~orchestrator.run.stack.resolve_stack`'s to say.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.builders.builder import get_builder
+from orchestrator.builders.builder import DEFAULT_BUILDER
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import available_backends, get_backend
+from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends, get_backend
 from orchestrator.lanes.pool import make_spec, parse_base_urls
 from orchestrator.lanes.profiles import resolve_env
+from orchestrator.run.stack import builder_options, resolve_stack, select_builder
 from orchestrator.verify.judge import JudgeConfig
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"
@@ -71,8 +73,8 @@ class RunConfig(BaseModel):
     exclude: str | None = None
     tier: str | None = None
     iterations: int = Field(1, ge=1)
-    backend: str = "process"
-    builder: str = "mcp"  # mcp (claude -p over the lane's MCP server); plug-ins by name
+    backend: str = DEFAULT_BACKEND
+    builder: str = DEFAULT_BUILDER  # plug-ins by name (``--prebuilt-workflows`` selects its builder)
     lanes: int = Field(2, ge=1)
     base_url: str | None = None
     profile: str = "eval"
@@ -160,8 +162,10 @@ class RunConfig(BaseModel):
             raise _config_error(exc) from None
         if self.backend not in available_backends():
             raise ConfigError(f"--backend: unknown backend {self.backend!r}; choose one of {', '.join(available_backends())}")
-        reached_by_url = not get_backend(self.backend).owns_lanes  # lanes someone else runs
-        self.builder = get_builder(self.builder).name  # one line naming --builder when unknown
+        backend_cls = get_backend(self.backend)
+        reached_by_url = not backend_cls.owns_lanes  # lanes someone else runs
+        builder_cls = select_builder(self.builder, self)  # one line naming --builder when unknown
+        self.builder = builder_cls.name
         if self.source == "langtracer" and not self.suite:
             raise ConfigError("--suite: required with --source langtracer")
         if self.source == "langtracer":  # the reference: a suite-scoped, eval-tagged name for both
@@ -177,21 +181,12 @@ class RunConfig(BaseModel):
             raise ConfigError(f"--baseline: {self.baseline} is not a file")
         if self.durations_from is not None and not self.durations_from.is_file():
             raise ConfigError(f"--durations-from: {self.durations_from} is not a file")
-        if self.prebuilt_workflows is not None or self.delete_prebuilt_workflows:
-            if self.builder not in ("mcp", "prebuilt"):
-                raise ConfigError(f"--prebuilt-workflows: mutually exclusive with --builder {self.builder}")
-            self.builder = "prebuilt"  # scoring workflows that exist is the prebuilt builder's job
-        builder_cls = get_builder(self.builder)
-        builder_cls.check_config(self)  # the builder's own flags, e.g. the prebuilt manifest
-        backend_cls = get_backend(self.backend)
-        if builder_cls.needs_sandbox and backend_cls.owns_lanes and not backend_cls.supports_sandbox:
-            raise ConfigError(f"--builder {self.builder}: needs an Instance AI sandbox on every lane, which "
-                              f"--backend {self.backend} cannot give yet: use --backend process or docker (or "
-                              "static lanes that have one)")
         if self.sandbox_url is not None and not self.sandbox_url.startswith(("http://", "https://")):
             raise ConfigError(f"--sandbox-url: not an http(s) URL: {self.sandbox_url!r}")
         # Checked here, before anything starts, so a typo fails in a second with one line.
         resolve_env(self.profile, self.env)  # --profile and --env
+        builder_cls.check_config(builder_options(builder_cls, self))  # the builder's own flags, e.g. the manifest
+        resolve_stack(builder_cls, backend_cls, self)  # the builder on the backend
         get_backend(self.backend).preflight(make_spec(self.profile, self.env))  # e.g. docker: the lane image
         JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
         if reached_by_url:

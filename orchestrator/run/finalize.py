@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.compare import compare, comparison_dict, load_results
-from orchestrator.compare.gate import is_gated_tier
 from orchestrator.compare.pr_comment import render_pr_comment, write_pr_comment
 from orchestrator.errors import UserError
 from orchestrator.lanes.model import Lane
 from orchestrator.redact import redact
+from orchestrator.results.gate import is_gated_tier
 from orchestrator.results.model import EvalResults, LaneRecord
 from orchestrator.results.report_html import write_report
 from orchestrator.results.scoring import summarize

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from orchestrator.allocator.model import AllocatorEvent, EventKind
 from orchestrator.cases import LoadedCase
-from orchestrator.errors import CleanupFailure
+from orchestrator.domain import CleanupFailure
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact

@@ -12,7 +12,8 @@ The order of the finally-blocks is the point of this module: whatever happens af
 starts — a failed build, a SIGTERM, a full disk — results already finished are on disk and every
 lane, build user, credential and workflow is deleted (or its failed delete is in the ledger and
 in the report, for ``orchestrator cleanup``). Which builder and which lane backend run is decided
-by name through their registries; nothing here knows either.
+by name through their registries, and what the pair needs by :func:`~orchestrator.run.stack.resolve_stack`
+from their capability flags; nothing here knows either.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from rich.console import Console
 from orchestrator.allocator import Allocator
 from orchestrator.allocator.durations import expected_for_run
 from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents, get_builder
-from orchestrator.errors import CleanupFailure, ConfigError
+from orchestrator.domain import CleanupFailure
+from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, readiness_status
-from orchestrator.lanes.install import ensure_toolchain
 from orchestrator.lanes.labels import RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import parse_base_urls
@@ -56,8 +57,10 @@ from orchestrator.run.observers import (
 )
 from orchestrator.run.plan import Plan, make_plan, plan_units, resumable_units
 from orchestrator.run.provision import Pool, Provisioner, lane_spec
+from orchestrator.run.stack import resolve_stack
 from orchestrator.run.teardown import teardown
 from orchestrator.run.unit import UnitRunner, UnitSettings
+from orchestrator.toolchain import ensure_toolchain
 from orchestrator.verify.judge import Judge, JudgeConfig
 
 __all__ = ["Run", "RunHooks", "RunOutcome", "plan_units", "preflight_static", "resumable_units", "run"]
@@ -165,13 +168,9 @@ class Run:
         console.print(f"run [bold]{plan.run_id}[/bold]: {len(plan.cases)} case(s) × {cfg.iterations} = "
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))
 
-        builder_cls = get_builder(cfg.builder)
-        backend_cls = get_backend(cfg.backend)
-        embedded_sandbox = (builder_cls.needs_sandbox and backend_cls.supports_sandbox and not cfg.sandbox_url
-                            and not backend_cls.hosts_sandbox)
-        # the embedded sandbox runs this machine's Node and the npm template of its n8n install
-        tc = await asyncio.to_thread(ensure_toolchain, n8n=backend_cls.needs_local_n8n or embedded_sandbox,
-                                     claude=builder_cls.needs_claude and cfg.claude_bin is None,
+        stack = resolve_stack(get_builder(cfg.builder), get_backend(cfg.backend), cfg)
+        builder_cls, backend_cls = stack.builder, stack.backend
+        tc = await asyncio.to_thread(ensure_toolchain, n8n=stack.toolchain_n8n, claude=stack.toolchain_claude,
                                      log=lambda m: console.print(f"[dim]{m}[/dim]"))
         route = open_route(cfg.model_server, cfg.mcp_server)
         plan.results.config["model_server"] = route.kind
@@ -180,14 +179,7 @@ class Run:
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
-        # lanes someone else runs are reached by URL and owner login; owned lanes need neither
-        options: dict[str, object] = ({} if backend_cls.owns_lanes else
-                                      {"base_url": cfg.base_url, "email": cfg.email, "password": cfg.password})
-        if builder_cls.needs_sandbox and backend_cls.supports_sandbox:  # the lanes' agent builds in a sandbox
-            options.update({"sandbox_url": cfg.sandbox_url} if cfg.sandbox_url else {"sandbox": True})
-        if builder_cls.needs_build_runner:  # builds run next to their lanes (check_config: a backend that can)
-            options["build_runner"] = True
-        backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **options)
+        backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **stack.backend_options)
         spec = lane_spec(cfg, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model
@@ -204,7 +196,7 @@ class Run:
                 outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
                 # builds run in their own session: the run marker lets `cleanup` find what a SIGKILL orphaned
                 extra_env={RUN_ENV: plan.run_id}, lane_env=dict(spec.env),
-                options=builder_cls.options_from_config(cfg),
+                options=stack.builder_options,
             ),
             BuildEvents(on_cost=self.observers.on_cost, on_outage_retry=self.metrics.outage_retry),
         )

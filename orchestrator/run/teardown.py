@@ -20,7 +20,7 @@ import logging
 
 from orchestrator.builders.lane import BuildLane
 from orchestrator.deletion import N8N_KINDS, close_with_lane, delete_one, in_delete_order, open_failures
-from orchestrator.errors import CleanupFailure, ResourceKind
+from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.lanes.backend import LaneBackend
 from orchestrator.lanes.bringup import safe_teardown
 from orchestrator.lanes.model import Lane, LaneState

@@ -23,12 +23,12 @@ from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.leaks import leak_reason
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
-from orchestrator.errors import CleanupFailure
+from orchestrator.domain import Attribution, BuildStatus, CleanupFailure
 from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
-from orchestrator.results.model import Attribution, BuildRecord, BuildStatus, UnitResult
+from orchestrator.results.model import BuildRecord, UnitResult
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import (

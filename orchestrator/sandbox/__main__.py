@@ -19,13 +19,13 @@ import sys
 import threading
 from pathlib import Path
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.sandbox.isolation import Limits, bwrap_path, remove_stale_cgroups
 from orchestrator.sandbox.template import (
     SandboxTemplate,
     TemplateError,
     ensure_template,
 )
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 DEFAULT_KEY_ENV = "N8N_SANDBOX_SERVICE_API_KEY"
 

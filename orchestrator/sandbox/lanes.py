@@ -19,12 +19,12 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.lanes.install import Toolchain
 from orchestrator.ledger import Ledger
 from orchestrator.procs import group_members, terminate_group
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.isolation import remove_stale_cgroups
 from orchestrator.sandbox.service import KEY_ENV, SandboxService, lane_env
+from orchestrator.toolchain import Toolchain
 
 KIND = "sandbox"
 

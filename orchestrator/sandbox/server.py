@@ -37,7 +37,7 @@ import signal
 import stat as stat_mod
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -555,7 +555,7 @@ def build_app(server: SandboxServer) -> Starlette:
     def err(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
 
-    def guarded(handler):
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def wrapper(request: Request) -> Response:
             if server.api_key is not None:
                 given = request.headers.get(API_KEY_HEADER, "")

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.lanes.install import Toolchain
 from orchestrator.procs import group_members
 from orchestrator.redact import register_secret
 from orchestrator.sandbox.isolation import remove_stale_cgroups
 from orchestrator.sandbox.template import SandboxTemplate, ensure_template
+from orchestrator.toolchain import Toolchain
 
 KEY_ENV = "N8N_SANDBOX_SERVICE_API_KEY"
 START_TIMEOUT_S = 30.0

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.lanes.install import Toolchain
+from orchestrator.toolchain import Log, Toolchain
 
 #: What n8n 2.41.1 writes (read from its dist); used only when the dist cannot be evaluated.
 FALLBACK_PACKAGE_JSON: dict[str, object] = {
@@ -114,7 +114,7 @@ def _write_shims(tpl: SandboxTemplate, toolchain: Toolchain, npm_cli: Path) -> N
     (tpl.root / "npm-cli-dir").write_text(str(npm_cli))
 
 
-def ensure_template(toolchain: Toolchain, log=print) -> SandboxTemplate:
+def ensure_template(toolchain: Toolchain, log: Log = print) -> SandboxTemplate:
     """Prepare (once, under an flock) and return the template for ``toolchain``'s n8n version."""
     tpl = SandboxTemplate(template_dir(toolchain))
     if tpl.ready():

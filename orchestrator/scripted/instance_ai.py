@@ -553,7 +553,8 @@ def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def _last(calls: list[tuple[dict[str, Any], dict[str, Any] | None]], tool: str, **args: Any):
+def _last(calls: list[tuple[dict[str, Any], dict[str, Any] | None]], tool: str,
+          **args: Any) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
     for call, result in reversed(calls):
         given = call.get("input") or {}
         if call.get("name") == tool and all(given.get(k) == v for k, v in args.items()):

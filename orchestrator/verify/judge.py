@@ -26,10 +26,10 @@ import anthropic
 from pydantic import BaseModel, Field, StrictBool, StrictInt, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
+from orchestrator.domain import Attribution, Verdict
 from orchestrator.errors import ConfigError
 from orchestrator.outage import classify_exception
 from orchestrator.redact import redact, register_secret
-from orchestrator.results.model import Attribution, Verdict
 from orchestrator.results.usage import record_model_call
 
 log = logging.getLogger(__name__)

@@ -19,17 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.cases import EvalCase
+from orchestrator.domain import Attribution, Verdict
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
-from orchestrator.results.model import (
-    Attribution,
-    ExpectationResult,
-    ScenarioResult,
-    StructuralCheck,
-    UsageEntry,
-    Verdict,
-)
+from orchestrator.results.model import ExpectationResult, ScenarioResult, StructuralCheck, UsageEntry
 from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.artifacts import ArtifactRef, artifact_context
@@ -140,7 +134,7 @@ def scenario_evidence(result: Any) -> dict[str, Any]:
     }
 
 
-async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario, timeout_ms: int) -> ScenarioResult:
+async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario: Any, timeout_ms: int) -> ScenarioResult:
     run = await execute_scenario(owner, workflow_id, scenario.data_setup, timeout_ms)
     if run.gap:
         return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",

@@ -37,13 +37,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.results.model import StructuralCheck, Verdict
+from orchestrator.domain import Verdict
+from orchestrator.results.model import StructuralCheck
 
 if TYPE_CHECKING:
     from orchestrator.verify.judge import Judge
-
-DIMENSIONS = ("structure", "connection_topology", "parameter_correctness", "intent_match", "communication",
-              "ai_nodes", "nodes_craftsmanship", "security")
 
 Outcome = tuple[bool | None, str]  # (True pass / False fail / None N/A, reason)
 Workflow = dict[str, Any]
@@ -627,13 +625,6 @@ def feedback(checks: list[StructuralCheck]) -> dict[str, int]:
     unmeasured checks are omitted so column means are pass rates."""
     return {f"evals.workflows.{c.dimension}.{c.name}": 1 if c.passed else 0
             for c in checks if c.status in ("pass", "fail")}
-
-
-def by_dimension(checks: list[StructuralCheck]) -> dict[str, list[StructuralCheck]]:
-    grouped: dict[str, list[StructuralCheck]] = {d: [] for d in DIMENSIONS}
-    for c in checks:
-        grouped.setdefault(c.dimension or "structure", []).append(c)
-    return {d: cs for d, cs in grouped.items() if cs}
 
 
 def check_context(case: Any, narration: str | None = None) -> CheckContext:

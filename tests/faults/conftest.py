@@ -18,12 +18,12 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.scripted.scripts import demo_script
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 from .helpers import FAKE_API_KEY, LANE_MODEL_KEY, ModelDesk, SharedLane, host_leftovers, unique
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _tools import need
 
 from .helpers import CASES, ORCH, SMOKE_CASES, ModelDesk, assert_nothing_left, jsonl, model_env, unique
 
@@ -24,11 +25,9 @@ pytestmark = [pytest.mark.n8n, pytest.mark.claude, pytest.mark.slow]
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "full"
     mount.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a tmpfs mount needs root")
+    need(os.geteuid() == 0 and shutil.which("mount") is not None, "a tmpfs mount needs root and mount(8)")
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    need(made.returncode == 0, f"cannot mount a tmpfs here: {made.stderr.strip()}")
     try:
         out = mount / "results"
         out.mkdir()  # the output dir itself exists; no file content will fit

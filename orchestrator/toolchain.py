@@ -20,10 +20,14 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
+
+#: where progress lines go (``print`` by default)
+Log = Callable[[str], object]
 
 N8N_VERSION = "2.41.1"
 NODE_VERSION = "24.22.3"
@@ -152,7 +156,7 @@ def _npm_install(step: str, prefix: Path, spec: str, *extra: str) -> None:
     _run(step, ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *extra, spec], prefix)
 
 
-def install_node(tc: Toolchain, log=print) -> None:
+def install_node(tc: Toolchain, log: Log = print) -> None:
     marker = tc.node_prefix / ".installed"
     if marker.exists() and tc.node_bin.exists():
         return
@@ -161,7 +165,7 @@ def install_node(tc: Toolchain, log=print) -> None:
     marker.touch()
 
 
-def install_n8n(tc: Toolchain, log=print) -> None:
+def install_n8n(tc: Toolchain, log: Log = print) -> None:
     install_node(tc, log)
     marker = tc.n8n_prefix / ".installed"
     if marker.exists():
@@ -174,7 +178,7 @@ def install_n8n(tc: Toolchain, log=print) -> None:
     marker.touch()
 
 
-def install_claude(tc: Toolchain, log=print) -> None:
+def install_claude(tc: Toolchain, log: Log = print) -> None:
     marker = tc.claude_prefix / ".installed"
     if marker.exists() and tc.claude_bin.exists():
         return
@@ -183,7 +187,7 @@ def install_claude(tc: Toolchain, log=print) -> None:
     marker.touch()
 
 
-def ensure_toolchain(cache: Path | None = None, *, n8n: bool = True, claude: bool = True, log=print) -> Toolchain:
+def ensure_toolchain(cache: Path | None = None, *, n8n: bool = True, claude: bool = True, log: Log = print) -> Toolchain:
     if shutil.which("npm") is None:
         raise InstallError("npm is not on PATH: install Node.js and npm first (apt-get install nodejs npm)")
     tc = Toolchain(cache or default_cache_dir())
@@ -242,7 +246,7 @@ def _migrate_into(tc: Toolchain, folder: Path, env: dict[str, str]) -> Path:
     return db
 
 
-def ensure_lane_template(tc: Toolchain, env: dict[str, str] | None = None, log=print) -> Path:
+def ensure_lane_template(tc: Toolchain, env: dict[str, str] | None = None, log: Log = print) -> Path:
     """The migrated template database for ``tc``'s n8n, built once per n8n version (flock: one
     builder at a time, others wait and reuse it). ``env``: the lanes' profile env (no secrets
     needed); a lane whose modules need more migrations still runs them itself at start."""

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.domain import Attribution, Verdict
 from orchestrator.errors import UserError
-from orchestrator.results.model import Attribution, EvalResults, Verdict
+from orchestrator.results.model import EvalResults
 from orchestrator.results.scoring import summarize
 from orchestrator.results.writer import JUDGE_INPUTS_FILENAME
 from orchestrator.verify.judge import Judge
