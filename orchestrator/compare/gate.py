@@ -1,6 +1,6 @@
 """The absolute gate of a curated tier, as n8n's ``comparison/gate.ts`` (``evaluateGate``).
 
-A gated tier (``pr``) needs no baseline: every measured unit is expected to pass, so a run of it
+A gated tier (``pr``, ``agents``) needs no baseline: every measured unit is expected to pass, so a run of it
 reports a green/red verdict *in place of* the baseline comparison (n8n's LangSmith driver skips
 the comparison for such a tier). A unit is a scenario (its non-incomplete runs are the
 denominator) or a build expectation (``evaluatedCount``); a unit with no verdict is *excluded*,
@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-#: n8n's ``GATED_TIERS``.
-GATED_TIERS = frozenset({"pr"})
+#: n8n's ``GATED_TIERS`` (``pr``), and ``agents``: the reference README's agents tier ("PR runs use an
+#: absolute pass gate"), whose standalone Agent cases have no baseline experiment to compare with.
+GATED_TIERS = frozenset({"pr", "agents"})
 CRITERION = {"kind": "passAtK"}
 #: n8n's label length for an expectation unit (``${slug} :: ${expectation.slice(0, 60)}``).
 EXPECTATION_LABEL = 60
@@ -64,3 +65,15 @@ def evaluate_gate(test_cases: list[dict[str, Any]], total_runs: int) -> dict[str
         "excluded": excluded,
         "aggregate": {"passed": passed, "total": total, "rate": passed / total if total > 0 else 0},
     }
+
+
+def run_gate(results: Any) -> dict[str, Any] | None:
+    """The gate of a finished run (an ``EvalResults``) when its tier is gated, else None: the verdict
+    the PR comment shows and the exit code follows."""
+    from orchestrator.results.contract import to_document
+
+    tier = results.config.get("tier")
+    if not is_gated_tier(tier if isinstance(tier, str) else None):
+        return None
+    doc = to_document(results)
+    return evaluate_gate(doc["testCases"], doc["totalRuns"])
