@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import time
-import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from eval_results_factory import unit
+from langsmith_fake import API_KEY, FakeLangSmith, serve
 
 from orchestrator.cases import LoadedCase
 from orchestrator.cases.model import EvalCase
@@ -32,176 +29,18 @@ from orchestrator.experiments.langsmith_sync import (
     default_experiment_name,
     default_hooks,
     unit_feedback,
+    unit_outputs,
 )
 from orchestrator.redact import register_secret
-from orchestrator.results.model import EvalResults
+from orchestrator.results.model import BuildStatus, EvalResults
 from orchestrator.results.scoring import summarize
 from orchestrator.run.config import RunConfig
-
-API_KEY = "lsv2_pt_testkey_0123456789abcdef"
-TENANT = str(uuid.UUID(int=7))
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat()
-
-
-class FakeLangSmith:
-    """In-memory LangSmith: just enough state for datasets, examples, experiments, runs, feedback."""
-
-    def __init__(self, *, fail_all: bool = False) -> None:
-        self.fail_all = fail_all
-        self.datasets: dict[str, dict[str, Any]] = {}
-        self.examples: dict[str, dict[str, Any]] = {}
-        self.sessions: dict[str, dict[str, Any]] = {}
-        self.runs: dict[str, dict[str, Any]] = {}
-        self.feedback: list[dict[str, Any]] = []
-        self.requests: list[tuple[str, str, bytes, dict[str, str]]] = []
-        self.unknown: list[str] = []
-        self._lock = threading.Lock()
-
-    # ------------------------------------------------------------ helpers for tests
-    def calls(self, method: str, path: str) -> int:
-        return sum(1 for m, p, _, _ in self.requests if m == method and urlparse(p).path == path)
-
-    def add_session(self, name: str, start: dt.datetime, dataset_id: str | None = None) -> str:
-        sid = str(uuid.uuid4())
-        self.sessions[sid] = {"id": sid, "name": name, "start_time": start.isoformat(), "tenant_id": TENANT,
-                              "reference_dataset_id": dataset_id, "extra": {}}
-        return sid
-
-    def add_run(self, session_id: str, outputs: dict[str, Any]) -> None:
-        rid = str(uuid.uuid4())
-        self.runs[rid] = {"id": rid, "name": "x", "run_type": "chain", "start_time": _now(), "inputs": {},
-                          "outputs": outputs, "session_id": session_id, "trace_id": rid, "parent_run_id": None}
-
-    # ------------------------------------------------------------ routing
-    def handle(self, method: str, raw_path: str, body: bytes) -> tuple[int, Any]:
-        if self.fail_all:
-            return 500, {"detail": "internal error"}
-        url = urlparse(raw_path)
-        q = {k: v[0] for k, v in parse_qs(url.query).items()}
-        path = url.path.rstrip("/")
-        data = json.loads(body) if body else None
-        parts = path.strip("/").split("/")
-        if method == "GET" and path == "/info":
-            return 200, {"version": "0.10.0", "instance_flags": {}}
-        if path == "/datasets":
-            if method == "GET":
-                found = [d for d in self.datasets.values() if "name" not in q or d["name"] == q["name"]]
-                return 200, found[: int(q.get("limit", 100))]
-            if method == "POST":
-                if any(d["name"] == data["name"] for d in self.datasets.values()):
-                    return 409, {"detail": "exists"}
-                did = str(uuid.uuid4())
-                self.datasets[did] = {"id": did, "name": data["name"], "description": data.get("description"),
-                                      "data_type": data.get("data_type", "kv"), "created_at": _now()}
-                return 200, self.datasets[did]
-        if path == "/examples" and method == "GET":
-            rows = [e for e in self.examples.values() if e["dataset_id"] == q.get("dataset")]
-            off, lim = int(q.get("offset", 0)), int(q.get("limit", 100))
-            return 200, rows[off: off + lim]
-        if path == "/examples/bulk" and method == "POST":
-            out = []
-            for ex in data:
-                eid = ex.get("id") or str(uuid.uuid4())
-                split = ex.get("split")
-                meta = dict(ex.get("metadata") or {})
-                meta["dataset_split"] = split if isinstance(split, list) else [split or "base"]
-                self.examples[eid] = {"id": eid, "dataset_id": ex["dataset_id"], "inputs": ex.get("inputs"),
-                                      "outputs": ex.get("outputs"), "metadata": meta, "created_at": _now(),
-                                      "modified_at": _now()}
-                out.append(self.examples[eid])
-            return 200, out
-        if path == "/examples/bulk" and method == "PATCH":
-            for upd in data:
-                ex = self.examples.get(upd["id"])
-                if ex is None:
-                    return 404, {"detail": "no example"}
-                if "inputs" in upd:
-                    ex["inputs"] = upd["inputs"]
-                meta = dict(upd.get("metadata") or ex["metadata"])
-                if "split" in upd:
-                    meta["dataset_split"] = upd["split"] if isinstance(upd["split"], list) else [upd["split"]]
-                ex["metadata"], ex["modified_at"] = meta, _now()
-            return 200, {"message": f"{len(data)} examples updated"}
-        if path == "/sessions":
-            if method == "POST":
-                if any(s["name"] == data["name"] for s in self.sessions.values()):
-                    return 409, {"detail": "session exists"}
-                sid = data.get("id") or str(uuid.uuid4())
-                self.sessions[sid] = {"id": sid, "name": data["name"], "start_time": data.get("start_time") or _now(),
-                                      "tenant_id": TENANT, "reference_dataset_id": data.get("reference_dataset_id"),
-                                      "extra": data.get("extra") or {}, "description": data.get("description")}
-                return 200, self.sessions[sid]
-            if method == "GET":
-                rows = [s for s in self.sessions.values()
-                        if ("name" not in q or s["name"] == q["name"])
-                        and ("name_contains" not in q or q["name_contains"] in s["name"])]
-                off, lim = int(q.get("offset", 0)), int(q.get("limit", 100))
-                return 200, rows[off: off + lim]
-        if len(parts) == 2 and parts[0] == "sessions":
-            s = self.sessions.get(parts[1])
-            if s is None:
-                return 404, {"detail": "no session"}
-            if method == "GET":
-                return 200, s
-            if method == "PATCH":
-                if data.get("end_time"):
-                    s["end_time"] = data["end_time"]
-                if data.get("extra") is not None:
-                    s["extra"] = data["extra"]
-                return 200, s
-        if path == "/runs" and method == "POST":
-            sid = data.get("session_id") or next(
-                (s["id"] for s in self.sessions.values() if s["name"] == data.get("session_name")), None)
-            if sid is None:
-                return 404, {"detail": "no such project"}
-            self.runs[data["id"]] = {**data, "session_id": sid}
-            return 200, {}
-        if path == "/feedback" and method == "POST":
-            if data.get("run_id") not in self.runs:
-                return 404, {"detail": "no run"}
-            self.feedback.append(data)
-            return 200, {**data, "created_at": _now(), "modified_at": _now()}
-        if path == "/runs/query" and method == "POST":
-            sessions = set(data.get("session") or [])
-            rows = [r for r in self.runs.values() if r["session_id"] in sessions
-                    and (not data.get("is_root") or not r.get("parent_run_id"))]
-            return 200, {"runs": rows, "cursors": {"next": None}}
-        self.unknown.append(f"{method} {raw_path}")
-        return 404, {"detail": "not found"}
-
-
-def _serve(fake: FakeLangSmith) -> tuple[ThreadingHTTPServer, str]:
-    class Handler(BaseHTTPRequestHandler):
-        def _any(self) -> None:
-            n = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(n) if n else b""
-            with fake._lock:
-                fake.requests.append((self.command, self.path, body, dict(self.headers)))
-                status, payload = fake.handle(self.command, self.path, body)
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_port}"
 
 
 @pytest.fixture
 def fake() -> Iterator[tuple[FakeLangSmith, str]]:
     store = FakeLangSmith()
-    server, url = _serve(store)
+    server, url = serve(store)
     yield store, url
     server.shutdown()
     server.server_close()
@@ -220,6 +59,7 @@ def _case(slug: str, prompt: str = "Build a workflow that greets everyone.", dat
 
 
 def _cfg(tmp_path: Path, **kw: Any) -> RunConfig:
+    kw.setdefault("model_server", "real")
     return RunConfig(state_dir=tmp_path / "state", experiment_name=kw.pop("experiment_name", "pr-123"), **kw)
 
 
@@ -241,8 +81,9 @@ def _results(run_id: str, units: list) -> EvalResults:
 
 async def test_cases_synced_once_then_changed_case_upserted(fake, tmp_path: Path) -> None:
     store, url = fake
+    """Opt-in (``--sync-dataset``): the cases are upserted into the dataset."""
     cases = [_case("smoke-a", datasets=["smoke", "full"]), _case("smoke-b")]
-    await _hooks(url, tmp_path).on_cases("run-1", cases)
+    await _hooks(url, tmp_path, sync_dataset=True).on_cases("run-1", cases)
     assert len(store.datasets) == 1 and next(iter(store.datasets.values()))["name"] == DEFAULT_DATASET
     assert sorted(e["metadata"]["slug"] for e in store.examples.values()) == ["smoke-a", "smoke-b"]
     by_slug = {e["metadata"]["slug"]: e for e in store.examples.values()}
@@ -250,14 +91,14 @@ async def test_cases_synced_once_then_changed_case_upserted(fake, tmp_path: Path
     assert by_slug["smoke-a"]["inputs"]["case"]["conversation"][0]["text"].startswith("Build a workflow")
 
     # the same cases again: nothing is written to the dataset
-    await _hooks(url, tmp_path).on_cases("run-2", cases)
+    await _hooks(url, tmp_path, sync_dataset=True).on_cases("run-2", cases)
     assert store.calls("POST", "/examples/bulk") == 1 and store.calls("PATCH", "/examples/bulk") == 0
     assert len(store.examples) == 2 and store.calls("POST", "/datasets") == 1
 
     # one case changed, one added: the changed one is updated in place, the new one created
     changed = [_case("smoke-a", prompt="Build a workflow that greets only adults.", datasets=["smoke"]), _case("smoke-b"),
                _case("smoke-c")]
-    await _hooks(url, tmp_path).on_cases("run-3", changed)
+    await _hooks(url, tmp_path, sync_dataset=True).on_cases("run-3", changed)
     assert store.calls("PATCH", "/examples/bulk") == 1 and store.calls("POST", "/examples/bulk") == 2
     patched = [json.loads(b) for m, p, b, _ in store.requests if m == "PATCH" and p.startswith("/examples/bulk")][0]
     assert [u["id"] for u in patched] == [by_slug["smoke-a"]["id"]]
@@ -273,25 +114,34 @@ async def test_units_recorded_with_feedback_and_no_secrets(fake, tmp_path: Path)
     store, url = fake
     mcp_key = "mcp-token-ZZZ-0123456789"
     register_secret(mcp_key)
+    await _hooks(url, tmp_path, sync_dataset=True).on_cases("run-0", [_case("smoke-a")])  # the dataset exists
+    store.sessions.clear()
     hooks = _hooks(url, tmp_path)
     assert hooks.client.tracing_queue is None  # synchronous writes: no background batching thread
     await hooks.on_cases("run-1", [_case("smoke-a")])
     (session,) = store.sessions.values()
     assert session["reference_dataset_id"] == next(iter(store.datasets))
     assert session["extra"]["metadata"]["run_id"] == "run-1"
+    assert session["extra"]["metadata"]["model_server"] == "real"
     ok = unit("smoke-a", 0, {"happy-path": True}, {"The workflow greets": True}, cost=0.25, turns=7)
     bad = unit("smoke-a", 1, {"happy-path": False}, cost=0.5, turns=9, reason=f"the MCP call with {mcp_key} failed")
     await hooks.on_unit(ok)
     await hooks.on_unit(bad)
 
-    assert len(store.runs) == 2
+    assert len(store.runs) == 2  # one per (case, scenario, iteration), as n8n records them
     runs = {r["name"]: r for r in store.runs.values()}
-    assert runs["smoke-a#0"]["reference_example_id"] == next(iter(store.examples))
-    assert runs["smoke-a#0"]["outputs"]["verdicts"] == {"happy-path": "pass"}
-    assert runs["smoke-a#0"]["outputs"]["workflow_id"] == "wf1"
-    assert runs["smoke-a#0"]["outputs"]["expectation_results"][0]["text"] == "The workflow greets"
+    first = runs["smoke-a/happy-path#0"]
+    assert first["reference_example_id"] == next(iter(store.examples))
+    assert first["inputs"] == {"testCaseFile": "smoke-a", "scenarioName": "happy-path", "_iteration": 0}
+    assert first["outputs"]["passed"] is True and first["outputs"]["workflowId"] == "wf1"
+    assert first["outputs"]["expectationResults"] == [{"expectation": "The workflow greets", "pass": True,
+                                                       "reason": ""}]
+    assert first["outputs"]["orchestrator"]["unit"]["case"] == "smoke-a"
+    assert runs["smoke-a/happy-path#1"]["outputs"]["passed"] is False
     fb = {(f["run_id"], f["key"]): f for f in store.feedback}
-    ok_id, bad_id = runs["smoke-a#0"]["id"], runs["smoke-a#1"]["id"]
+    ok_id, bad_id = first["id"], runs["smoke-a/happy-path#1"]["id"]
+    assert fb[(ok_id, "scenario_pass")]["score"] == 1 and fb[(ok_id, "failure_category")]["value"] == "none"
+    assert fb[(bad_id, "scenario_pass")]["score"] == 0
     assert fb[(ok_id, "build_cost_usd")]["score"] == 0.25 and fb[(ok_id, "build_turns")]["score"] == 7
     assert fb[(bad_id, "build_cost_usd")]["score"] == 0.5 and fb[(bad_id, "build_turns")]["score"] == 9
     assert fb[(ok_id, "scenario.happy-path")]["score"] == 1 and fb[(bad_id, "scenario.happy-path")]["score"] == 0
@@ -310,13 +160,12 @@ async def test_units_recorded_with_feedback_and_no_secrets(fake, tmp_path: Path)
 async def test_baseline_found_and_comparison_returned(fake, tmp_path: Path) -> None:
     store, url = fake
     old = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
-    stale = store.add_session("instance-ai-baseline-0000aaaa", old - dt.timedelta(days=1))
-    newest = store.add_session("instance-ai-baseline-7abc1234", old)
+    stale = store.add_session("instance-ai-baseline-0000aaaa", old - dt.timedelta(days=1),
+                              metadata={"pass_rate_per_iter": "0%"})
+    newest = store.add_session("instance-ai-baseline-7abc1234", old, metadata={"pass_rate_per_iter": "100%"})
     store.add_session("someone-else-1234", old + dt.timedelta(days=1))  # newer, but not a baseline
     hooks = _hooks(url, tmp_path)
     baseline_units = [unit("smoke-a", i, {"happy-path": True}) for i in range(5)]
-    from orchestrator.experiments.langsmith_sync import unit_outputs
-
     for u in baseline_units:
         store.add_run(newest, unit_outputs(u))
     store.add_run(stale, unit_outputs(unit("smoke-a", 0, {"happy-path": False})))
@@ -330,14 +179,15 @@ async def test_baseline_found_and_comparison_returned(fake, tmp_path: Path) -> N
     comparison = await hooks.on_finish(results)
 
     assert comparison is not None
-    assert comparison["baseline_run_id"] == "instance-ai-baseline-7abc1234"
-    (u,) = comparison["units"]
-    assert u["key"] == "smoke-a/happy-path" and u["baseline"] == {"passes": 5, "total": 5, "rate": 1.0}
-    assert u["pr"]["passes"] == 0 and u["tier"] == "regression"
+    assert comparison["baseline"]["experimentName"] == "instance-ai-baseline-7abc1234"
+    (u,) = comparison["evaluationUnits"]
+    assert u["key"] == "smoke-a/happy-path" and (u["baselinePasses"], u["baselineTotal"]) == (5, 5)
+    assert u["prPasses"] == 0 and u["verdict"] == "hard_regression"
     assert hooks.baseline is not None and len(hooks.baseline.units) == 5
     assert results.config["langsmith"]["baseline"] == "instance-ai-baseline-7abc1234"
     own = next(s for s in store.sessions.values() if s["name"].startswith("pr-123-"))
     assert own["end_time"] is not None
+    assert own["extra"]["metadata"]["pass_rate_per_iter"] == "0% / 0% / 0% / 0% / 0%"  # n8n's completion marker
     assert store.unknown == []
 
 
@@ -357,7 +207,7 @@ async def test_baseline_run_itself_and_no_baseline_skip(fake, tmp_path: Path) ->
 
 async def test_server_error_everywhere_leaves_the_run_unaffected(tmp_path: Path, caplog) -> None:
     store = FakeLangSmith(fail_all=True)
-    server, url = _serve(store)
+    server, url = serve(store)
     try:
         hooks = _hooks(url, tmp_path)
         start = time.monotonic()
@@ -420,3 +270,132 @@ async def test_resumed_run_keeps_its_experiment(fake, tmp_path: Path) -> None:
     await resumed.on_unit(unit("smoke-a", 1, {"happy-path": False}))
     assert len(store.sessions) == 1 and resumed.experiment.id == first.experiment.id
     assert {r["session_id"] for r in store.runs.values()} == {str(first.experiment.id)} and len(store.runs) == 2
+
+
+async def test_runs_do_not_write_the_shared_dataset_by_default(fake, tmp_path: Path) -> None:
+    """n8n's dataset is shared; a run here only reads it unless ``--sync-dataset`` is given."""
+    store, url = fake
+    hooks = _hooks(url, tmp_path)
+    await hooks.on_cases("run-1", [_case("smoke-a")])
+    await hooks.on_unit(unit("smoke-a", 0, {"happy-path": True}))
+    assert store.datasets == {} and store.examples == {}
+    assert store.calls("POST", "/datasets") == 0 and store.calls("POST", "/examples/bulk") == 0
+    (session,) = store.sessions.values()
+    assert session["reference_dataset_id"] is None and len(store.runs) == 1
+    assert hooks.failures == [] and store.unknown == []
+
+
+async def test_scripted_runs_are_tagged_and_never_a_baseline(fake, tmp_path: Path) -> None:
+    """A scripted-model run measures the pipeline, not a model: its experiment is named
+    ``scripted-…`` (so n8n's ``findLatestBaseline`` prefix never matches it), says so in its
+    metadata, tags its runs, and our baseline lookup skips any scripted experiment."""
+    store, url = fake
+    day = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+    real = store.add_session("instance-ai-baseline-real0001", day, metadata={"pass_rate_per_iter": "100%"})
+    store.add_run(real, unit_outputs(unit("smoke-a", 0, {"happy-path": True})),
+                  {"testCaseFile": "smoke-a", "scenarioName": "happy-path", "_iteration": 0})
+    # newer and completed, but recorded on the scripted model under the baseline's own prefix
+    store.add_session("instance-ai-baseline-scrp0002", day + dt.timedelta(hours=1),
+                      metadata={"pass_rate_per_iter": "100%", "model_server": "scripted"})
+
+    scripted = _hooks(url, tmp_path, experiment_name="instance-ai-baseline", model_server="scripted")
+    await scripted.on_cases("run-1", [_case("smoke-a")])
+    await scripted.on_unit(unit("smoke-a", 0, {"happy-path": False}))
+    comparison = await scripted.on_finish(_results("run-1", [unit("smoke-a", 0, {"happy-path": False})]))
+    own = next(s for s in store.sessions.values() if s["name"].startswith("scripted-"))
+    assert own["name"].startswith("scripted-instance-ai-baseline-")
+    assert own["extra"]["metadata"]["model_server"] == "scripted"
+    assert all(r["tags"] == ["model-server:scripted"] for r in store.runs.values() if r["session_id"] == own["id"])
+    assert comparison is not None and comparison["baseline"]["experimentName"] == "instance-ai-baseline-real0001"
+
+    later = _hooks(url, tmp_path)
+    await later.on_cases("run-2", [_case("smoke-a")])
+    comparison = await later.on_finish(_results("run-2", [unit("smoke-a", 0, {"happy-path": True})]))
+    assert comparison is not None and comparison["baseline"]["experimentName"] == "instance-ai-baseline-real0001"
+
+
+async def test_n8n_experiment_is_read_as_the_baseline(fake, tmp_path: Path) -> None:
+    """n8n's ``comparison/fetch-baseline.ts`` (``findLatestBaseline``, ``fetchBaselineBucket``):
+    the newest completed ``instance-ai-baseline-*`` experiment wins over a newer one without the
+    completion marker; rows count per ``testCaseFile/scenarioName``, incomplete rows and rows
+    without outputs are no trials, expectation verdicts come once per (case, iteration), and the
+    ``__build_only__`` row is no scenario."""
+    store, url = fake
+    day = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+    exp = [{"expectation": "greets", "pass": True, "reason": ""}]
+    rows = [("smoke-a", "happy-path", i, {"passed": True, "score": 1, "expectationResults": exp}) for i in range(3)]
+    rows += [("smoke-a", "happy-path", 3, {"passed": False, "incomplete": True}),
+             ("smoke-a", "happy-path", 4, {}),
+             ("smoke-b", "__build_only__", 0, {"passed": False, "failureCategory": "expectations_failed",
+                                               "expectationResults": [{"expectation": "x", "pass": False}]})]
+    store.add_n8n_experiment("instance-ai-baseline-n8n00001", day, rows)
+    store.add_n8n_experiment("instance-ai-baseline-killed02", day + dt.timedelta(hours=1),
+                             [("smoke-a", "happy-path", 0, {"passed": False})], completed=False)
+    hooks = _hooks(url, tmp_path)
+    await hooks.on_cases("run-1", [_case("smoke-a")])
+    pr = [unit("smoke-a", i, {"happy-path": False}, {"greets": False}) for i in range(3)]
+    comparison = await hooks.on_finish(_results("run-1", pr))
+    assert comparison is not None
+    assert comparison["baseline"]["experimentName"] == "instance-ai-baseline-n8n00001"
+    units = {u["key"]: u for u in comparison["evaluationUnits"]}
+    assert (units["smoke-a/happy-path"]["baselinePasses"], units["smoke-a/happy-path"]["baselineTotal"]) == (3, 3)
+    assert (units["smoke-a#expectation:greets"]["baselinePasses"],
+            units["smoke-a#expectation:greets"]["baselineTotal"]) == (3, 3)
+    assert {u["key"] for u in comparison["baselineOnly"]} == {"smoke-b#expectation:x"}
+
+
+def _n8n_fetch_baseline_bucket(runs: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """n8n's ``fetchBaselineBucket`` (``comparison/fetch-baseline.ts``) reading rules, restated."""
+    bucket: dict[str, list[int]] = {}
+    carriers: set[str] = set()
+    for run in runs:
+        inputs, outputs = run.get("inputs") or {}, run.get("outputs")
+        case, name, it = inputs.get("testCaseFile") or "", inputs.get("scenarioName") or "", inputs.get("_iteration", 0)
+        if not case or not name or not isinstance(outputs, dict) or not outputs:
+            continue
+        assert isinstance(outputs.get("passed", False), bool)  # z.boolean()
+        assert isinstance(outputs.get("failureCategory", ""), str)  # z.string().optional(): no null
+        assert isinstance(outputs.get("incomplete", False), bool)
+        results = outputs.get("expectationResults")
+        if results is not None and f"{it}:{case}" not in carriers:
+            carriers.add(f"{it}:{case}")
+            for v in results:
+                assert isinstance(v["expectation"], str) and isinstance(v["pass"], bool)
+                if not v.get("incomplete"):
+                    b = bucket.setdefault(f"{case}#expectation:{v['expectation']}", [0, 0])
+                    b[0] += v["pass"]
+                    b[1] += 1
+        if name == "__build_only__" or outputs.get("incomplete"):
+            continue
+        b = bucket.setdefault(f"{case}/{name}", [0, 0])
+        b[0] += outputs.get("passed", False)
+        b[1] += 1
+    return {k: (v[0], v[1]) for k, v in bucket.items()}
+
+
+async def test_n8n_reads_our_experiment_with_the_same_counts(fake, tmp_path: Path) -> None:
+    """Our rows, read with n8n's ``fetchBaselineBucket`` rules (``comparison/fetch-baseline.ts``),
+    give exactly the pass/total counts our own scoring gives: n8n can take our experiment as its
+    baseline."""
+    from orchestrator.results.scoring import scoring_units
+
+    store, url = fake
+    hooks = _hooks(url, tmp_path)
+    build_only = LoadedCase(slug="only-build", source="x.json", case=EvalCase.model_validate(
+        {"conversation": [{"role": "user", "text": "Build it."}], "complexity": "simple", "tags": ["build"],
+         "outcomeExpectations": ["It has a trigger."]}))
+    smoke = _case("smoke-a")
+    smoke.case.outcome_expectations.append("greets")
+    await hooks.on_cases("run-1", [smoke, build_only])
+    units = [unit("smoke-a", 0, {"happy-path": True}, {"greets": True}),
+             unit("smoke-a", 1, {"happy-path": False}, {"greets": None}),
+             unit("smoke-a", 2, {"happy-path": None}, {"greets": False}),
+             unit("smoke-a", 3, status=BuildStatus.failed),
+             unit("smoke-a", 4, status=BuildStatus.timeout),
+             unit("only-build", 0, {}, {"It has a trigger.": True}),
+             unit("only-build", 1, {}, {"It has a trigger.": False})]
+    for u in units:
+        await hooks.on_unit(u)
+    n8n_view = _n8n_fetch_baseline_bucket(list(store.runs.values()))
+    ours = {k: (su.c, su.n) for k, su in scoring_units(units).items() if su.n}
+    assert n8n_view == ours

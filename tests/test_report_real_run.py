@@ -141,7 +141,7 @@ async def test_a_real_runs_failing_unit_is_one_click_from_the_top(static_lane, m
     # compared with the reference-shaped baseline: the expected tiers, as evaluation units
     units_cmp = {u["key"]: u for u in document["comparison"]["result"]["evaluationUnits"]}
     assert units_cmp[f"{FAILING}/happy-path"]["kind"] == "scenario"
-    assert units_cmp[f"{FAILING}/happy-path"]["verdict"] == "regression"
+    assert units_cmp[f"{FAILING}/happy-path"]["verdict"] == "hard_regression"
     assert units_cmp[f"{PASSING}/happy-path"]["verdict"] == "stable"
     expectation_keys = [k for k, u in units_cmp.items() if u["kind"] == "expectation"]
     assert len(expectation_keys) == 2 and all("#expectation:" in k for k in expectation_keys)

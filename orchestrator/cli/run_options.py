@@ -64,6 +64,7 @@ SHARED: list[P] = [
          "but never scored: n8n skips them)."),
     _opt("experiment_name", Optional[str], None, "Experiment name (LangSmith)."),
     _opt("dataset", Optional[str], None, "LangSmith dataset."),
+    _opt("sync_dataset", bool, False, "Write the selected cases into the LangSmith dataset (default: only read it)."),
     _opt("baseline", Optional[Path], None, "A baseline eval-results.json to compare against."),
     _opt("baseline_prefix", str, "instance-ai-baseline-", "LangSmith baseline experiment prefix."),
     _opt("durations_from", Optional[Path], None,

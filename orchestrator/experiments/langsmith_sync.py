@@ -1,15 +1,26 @@
-"""LangSmith experiments for ``orchestrator run`` (active only when ``LANGSMITH_API_KEY`` is set).
+"""LangSmith experiments for ``orchestrator run`` (active only when ``LANGSMITH_API_KEY`` is set),
+interoperable with n8n's own ``instance-ai-baseline-*`` experiments both ways.
 
-* ``on_cases``: the selected cases are upserted into the dataset — one example per case keyed by
-  slug (metadata ``slug``), splits ``[slug, *datasets]``; an example is only rewritten when its
-  content digest changed. Then the experiment (a LangSmith project referencing the dataset) is
-  created as ``<experiment-name>-<8 hex>``, the way LangSmith's own ``evaluate`` suffixes names.
-* ``on_unit``: one root run per (case, iteration) on the experiment, outputs = the redacted unit
-  record (verdicts, expectation results, workflow id, build), plus feedback: each scenario and
-  expectation (1/0), ``unit_pass``, ``build_cost_usd``, ``build_turns``, ``attribution``.
-* ``on_finish``: closes the experiment, finds the newest experiment named ``--baseline-prefix…``
-  (skipped when none exists or when it is this run's own), rebuilds its units from the runs'
-  outputs and returns ``comparison_dict(compare(results, baseline))`` for the pipeline to embed.
+* ``on_cases``: the dataset is only *read* by default (its examples, if it exists, are referenced
+  by the runs); ``--sync-dataset`` opts in to upserting the selected cases into it — one example
+  per case keyed by slug, splits ``[slug, *datasets]``, rewritten only when its digest changed.
+  Then the experiment (a LangSmith project) is created as ``<experiment-name>-<8 hex>``, the way
+  LangSmith's ``evaluate`` suffixes names. A run on the scripted model is named
+  ``scripted-<experiment-name>-<8 hex>`` (so it can never match a baseline prefix), carries
+  ``model_server: scripted`` in its metadata and the tag ``model-server:scripted`` on its runs.
+* ``on_unit``: n8n's record shape (``run/langsmith-driver.ts``, read back by
+  ``comparison/fetch-baseline.ts``): one root run per (case, scenario, iteration) with inputs
+  ``{testCaseFile, scenarioName, _iteration}`` and outputs ``{passed, score, reasoning,
+  failureCategory, incomplete, buildSuccess, workflowId, threadId, expectationResults, …}``; a case
+  without scenarios gets one ``__build_only__`` row judged by its expectations. Our whole unit
+  record rides along under ``orchestrator`` on the unit's first row, so our own baselines rebuild
+  losslessly. Feedback: n8n's ``scenario_pass`` / ``failure_category`` per row, ours
+  (each scenario and expectation, ``unit_pass``, ``build_cost_usd``, …) on the first row.
+* ``on_finish``: closes the experiment with n8n's completion marker (``pass_rate_per_iter`` in its
+  metadata), then picks the baseline as n8n's ``findLatestBaseline`` does — the newest experiment
+  named ``--baseline-prefix…`` that carries the marker among the 25 newest, else the newest — never
+  a scripted run nor this run's own; rebuilds its units from either record shape (n8n's rows, or
+  ours) and returns ``comparison_dict(compare(results, baseline))`` for the pipeline to embed.
 
 Best-effort by contract: every LangSmith failure is logged (redacted) and never fails the run.
 The SDK is used synchronously (``auto_batch_tracing=False``): no background tracing thread, every
@@ -39,10 +50,16 @@ from pydantic import ValidationError
 
 from orchestrator.cases import LoadedCase
 from orchestrator.compare import compare, comparison_dict
-from orchestrator.domain import BuildStatus, Verdict
+from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.redact import redact, redact_obj, register_secret
-from orchestrator.results.model import EvalResults, ExpectationResult, ScenarioResult, UnitResult
-from orchestrator.results.scoring import UnitOutcome, unit_outcome
+from orchestrator.results.model import (
+    BuildRecord,
+    EvalResults,
+    ExpectationResult,
+    ScenarioResult,
+    UnitResult,
+)
+from orchestrator.results.scoring import UNSCORED_BUILDS, UnitOutcome, unit_outcome
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
 from orchestrator.verify.workflow_checks import feedback
@@ -56,7 +73,15 @@ DEFAULT_DATASET = "instance-ai-workflow-evals"
 LANGTRACER_DATASET_PREFIX = "instance-ai-langtracer-"
 #: Bump when the shape of an example's inputs changes, so every example is rewritten once.
 EXAMPLE_SCHEMA = 1
-OUTPUT_SCHEMA = 1
+OUTPUT_SCHEMA = 2
+#: n8n's sentinel scenario name of a case without execution scenarios (``langsmith/dataset-sync.ts``).
+BUILD_ONLY_SCENARIO_NAME = "__build_only__"
+#: Experiments a scripted-model run creates start with this, so no baseline prefix matches them.
+SCRIPTED_PREFIX = "scripted-"
+SCRIPTED_TAG = "model-server:scripted"
+#: n8n's completion marker (``fetch-baseline.ts`` ``hasCompletionMarker``) and its probe window.
+COMPLETION_MARKER = "pass_rate_per_iter"
+MAX_COMPLETION_PROBES = 25
 STATE_FILENAME = "langsmith.json"
 MAX_COMMENT = 2000
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|AUTH", re.IGNORECASE)
@@ -138,27 +163,163 @@ def example_for(case: LoadedCase) -> ExampleSpec:
     return ExampleSpec(case.slug, inputs, splits, hashlib.sha256(canonical.encode()).hexdigest()[:16])
 
 
+@dataclass(frozen=True)
+class RowSpec:
+    """One root run in n8n's record shape."""
+
+    scenario: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+
+
+def _expectation_results(unit: UnitResult) -> list[dict[str, Any]]:
+    """n8n's ``expectationResults`` (``run/reshape.ts``): ``{expectation, pass, reason, incomplete?}``."""
+    neutral = unit.build.status in UNSCORED_BUILDS
+    out = []
+    for e in unit.expectations:
+        row: dict[str, Any] = {"expectation": e.text, "pass": e.verdict is Verdict.passed and not neutral,
+                               "reason": e.reason}
+        if e.verdict is Verdict.incomplete or neutral:
+            row["incomplete"] = True
+        out.append(row)
+    return out
+
+
+def unit_rows(unit: UnitResult, scenario_names: list[str] | None = None,
+              expectation_texts: list[str] | None = None) -> list[RowSpec]:
+    """The unit as n8n records it: one row per scenario of the case (a build-only case: one
+    ``__build_only__`` row), every row carrying the (case, iteration)'s expectation verdicts. A
+    neutral build (timeout, outage, lane failure) leaves every row ``incomplete``, as it leaves every
+    trial unscored here; a failed build fails every scenario (``build_failure``) and, when it has
+    no verdicts, every declared expectation — the trials our scoring charges it."""
+    names = list(dict.fromkeys([*(scenario_names or []), *(s.name for s in unit.scenarios)]))
+    by_name = {s.name: s for s in unit.scenarios}
+    neutral = unit.build.status in UNSCORED_BUILDS
+    built = unit.build.status is BuildStatus.ok
+    expectations = _expectation_results(unit)
+    failure_reason = unit.build.error or unit.build.root_cause or unit.build.status.value
+    if unit.build.status is BuildStatus.failed and not unit.expectations:
+        expectations = [{"expectation": t, "pass": False, "reason": failure_reason} for t in expectation_texts or []]
+    common: dict[str, Any] = {"buildSuccess": built, "expectationResults": expectations,
+                              "buildCostUsd": unit.build.cost_usd, "buildTurns": unit.build.turns, "execErrors": []}
+    if unit.build.workflow_id:
+        common["workflowId"] = unit.build.workflow_id
+    if unit.build.thread_id:
+        common["threadId"] = unit.build.thread_id
+    rows: list[RowSpec] = []
+    for name in names or [BUILD_ONLY_SCENARIO_NAME]:
+        out: dict[str, Any] = dict(common)
+        s = by_name.get(name)
+        if name == BUILD_ONLY_SCENARIO_NAME:
+            judged = [e for e in expectations if not e.get("incomplete")]
+            failed = [e for e in judged if not e["pass"]]
+            out.update(passed=bool(judged) and not failed,
+                       score=(len(judged) - len(failed)) / len(judged) if judged else 0.0,
+                       reasoning=f"build-only case: {len(judged) - len(failed)}/{len(judged)} expectation(s) passed")
+            if not judged:
+                out.update(incomplete=True, failureCategory="verification_failure")
+            elif failed:
+                out["failureCategory"] = "expectations_failed"
+        elif neutral or (s is not None and s.verdict is Verdict.incomplete) or (s is None and built):
+            out.update(passed=False, score=0.0, incomplete=True,
+                       reasoning=(s.reason if s is not None and s.reason else failure_reason))
+        elif s is None:  # the build failed: the scenario never ran
+            out.update(passed=False, score=0.0, reasoning=failure_reason,
+                       failureCategory=unit.failure_category or "build_failure")
+        else:
+            passed = s.verdict is Verdict.passed
+            out.update(passed=passed, score=1.0 if passed else 0.0, reasoning=s.reason)
+            out["execErrors"] = list((s.execution or {}).get("errors") or [])
+            if not passed:
+                out["failureCategory"] = s.failure_category or unit.failure_category or "builder_issue"
+                if s.root_cause:
+                    out["rootCause"] = s.root_cause
+        if neutral:
+            out["failureCategory"] = "build_timeout" if unit.build.status is BuildStatus.timeout else "framework_issue"
+        rows.append(RowSpec(name, {"testCaseFile": unit.case, "scenarioName": name, "_iteration": unit.iteration},
+                            redact_obj(out)))
+    rows[0].outputs["orchestrator"] = redact_obj({"schema": OUTPUT_SCHEMA, "outcome": unit_outcome(unit).value,
+                                                  "unit": unit.model_dump(mode="json")})
+    return rows
+
+
 def unit_outputs(unit: UnitResult) -> dict[str, Any]:
-    """What a run records: the whole unit (for baseline rebuilds) and a readable summary."""
-    return redact_obj({
-        "schema": OUTPUT_SCHEMA,
-        "outcome": unit_outcome(unit).value,
-        "workflow_id": unit.build.workflow_id,
-        "build_status": unit.build.status.value,
-        "verdicts": {s.name: s.verdict.value for s in unit.scenarios},
-        "expectation_results": [e.model_dump(mode="json") for e in unit.expectations],
-        "unit": unit.model_dump(mode="json"),
-    })
+    """The outputs of the unit's first row (n8n's fields plus our whole unit under ``orchestrator``)."""
+    return unit_rows(unit)[0].outputs
 
 
 def unit_from_outputs(outputs: Mapping[str, Any] | None) -> UnitResult | None:
-    """The unit a run of ours recorded; ``None`` for runs of another shape."""
-    if not outputs or not isinstance(outputs.get("unit"), dict):
+    """The unit a run of ours recorded (``orchestrator.unit``, or ``unit`` before schema 2);
+    ``None`` for runs of another shape."""
+    if not outputs:
+        return None
+    ours = outputs.get("orchestrator")
+    raw = ours.get("unit") if isinstance(ours, dict) else outputs.get("unit")
+    if not isinstance(raw, dict):
         return None
     try:
-        return UnitResult.model_validate(outputs["unit"])
+        return UnitResult.model_validate(raw)
     except ValidationError:
         return None
+
+
+def _as_bool(value: Any) -> bool:
+    return value is True
+
+
+def units_from_n8n_rows(rows: list[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[UnitResult]:
+    """Units rebuilt from root runs in n8n's record shape, with n8n's reading rules
+    (``fetch-baseline.ts`` ``fetchBaselineBucket``): a row without ``testCaseFile`` / ``scenarioName``
+    or without outputs is skipped; expectation verdicts come from the first row of a (case,
+    iteration) that carries them; the ``__build_only__`` row is no scenario; an ``incomplete`` row
+    is no trial."""
+    grouped: dict[tuple[str, int], dict[str, Any]] = {}
+    for inputs, outputs in rows:
+        case, name = inputs.get("testCaseFile"), inputs.get("scenarioName")
+        iteration = inputs.get("_iteration", 0)
+        if not isinstance(case, str) or not case or not isinstance(name, str) or not name:
+            continue
+        if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+            continue
+        if not isinstance(outputs, Mapping) or not outputs:
+            continue
+        entry = grouped.setdefault((case, iteration), {"scenarios": {}, "expectations": None, "workflow": None,
+                                                       "thread": None, "built": False, "cost": 0.0, "turns": 0})
+        results = outputs.get("expectationResults")
+        if entry["expectations"] is None and isinstance(results, list):
+            entry["expectations"] = [
+                ExpectationResult(kind="outcome", text=str(v.get("expectation")),
+                                  verdict=Verdict.incomplete if v.get("incomplete") else
+                                  Verdict.passed if _as_bool(v.get("pass")) else Verdict.failed,
+                                  reason=str(v.get("reason") or ""),
+                                  attribution=None if v.get("incomplete") or _as_bool(v.get("pass"))
+                                  else Attribution.builder_issue)
+                for v in results if isinstance(v, Mapping) and isinstance(v.get("expectation"), str)]
+        entry["built"] = entry["built"] or _as_bool(outputs.get("buildSuccess"))
+        for key, field_name in (("workflow", "workflowId"), ("thread", "threadId")):
+            if entry[key] is None and isinstance(outputs.get(field_name), str):
+                entry[key] = outputs[field_name]
+        for key, field_name in (("cost", "buildCostUsd"), ("turns", "buildTurns")):
+            value = outputs.get(field_name)
+            if not entry[key] and isinstance(value, (int, float)) and not isinstance(value, bool):
+                entry[key] = type(entry[key])(value)
+        if name == BUILD_ONLY_SCENARIO_NAME:
+            continue
+        passed = _as_bool(outputs.get("passed"))
+        category = outputs.get("failureCategory") if isinstance(outputs.get("failureCategory"), str) else None
+        verdict = Verdict.incomplete if outputs.get("incomplete") else Verdict.passed if passed else Verdict.failed
+        entry["scenarios"][name] = ScenarioResult(
+            name=name, verdict=verdict, reason=str(outputs.get("reasoning") or ""),
+            failure_category=category if verdict is Verdict.failed else None,
+            root_cause=outputs.get("rootCause") if isinstance(outputs.get("rootCause"), str) else None)
+    units = []
+    for (case, iteration), entry in sorted(grouped.items()):
+        units.append(UnitResult(
+            case=case, iteration=iteration, started_at=0.0, finished_at=0.0, builder="n8n-langsmith",
+            build=BuildRecord(status=BuildStatus.ok, workflow_id=entry["workflow"], thread_id=entry["thread"],
+                              attempts=1, cost_usd=entry["cost"], turns=entry["turns"]),
+            scenarios=list(entry["scenarios"].values()), expectations=entry["expectations"] or []))
+    return units
 
 
 @dataclass(frozen=True)
@@ -208,6 +369,16 @@ def unit_feedback(unit: UnitResult) -> list[FeedbackSpec]:
     return out
 
 
+def row_feedback(row: RowSpec) -> list[FeedbackSpec]:
+    """n8n's per-row feedback (``feedbackExtractor`` in ``run/langsmith-driver.ts``):
+    ``scenario_pass`` (left out for an incomplete row) and ``failure_category`` (``none`` on a pass)."""
+    out = row.outputs
+    category = "none" if out.get("passed") else str(out.get("failureCategory") or "unknown")
+    rows = [] if out.get("incomplete") else [FeedbackSpec("scenario_pass", float(out.get("score") or 0.0),
+                                                          comment=_comment(out.get("reasoning")))]
+    return rows + [FeedbackSpec("failure_category", value=category)]
+
+
 def _ts(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
@@ -243,7 +414,7 @@ def make_client(api_key: str, api_url: str | None = None, *, retries: int = 3, t
 class _Experiment:
     id: uuid.UUID
     name: str
-    dataset_id: uuid.UUID
+    dataset_id: uuid.UUID | None
     examples: dict[str, uuid.UUID] = field(default_factory=dict)
 
 
@@ -261,6 +432,12 @@ class LangSmithHooks(RunHooks):
         self.baseline: EvalResults | None = None
         self.failures: list[str] = []
         self._git: GitInfo | None = None
+        #: scenario names and expectation texts per case slug (n8n records one row per scenario, run or not)
+        self._scenarios: dict[str, list[str]] = {}
+        self._expectations: dict[str, list[str]] = {}
+        #: the run's model is the embedded scripted one: tagged, and never a baseline
+        self.scripted = cfg.model_server == "scripted" or (
+            cfg.model_server == "auto" and not self.env.get("ANTHROPIC_API_KEY"))
 
     @classmethod
     def from_env(cls, cfg: RunConfig, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangSmithHooks | None:
@@ -294,9 +471,11 @@ class LangSmithHooks(RunHooks):
 
     @property
     def experiment_prefix(self) -> str:
-        if self.cfg.experiment_name:
-            return self.cfg.experiment_name
-        return default_experiment_name(self.env)
+        name = self.cfg.experiment_name or default_experiment_name(self.env)
+        return f"{SCRIPTED_PREFIX}{name}" if self.scripted and not name.startswith(SCRIPTED_PREFIX) else name
+
+    def _metadata(self, run_id: str, git: GitInfo) -> dict[str, Any]:
+        return {**_experiment_metadata(self.cfg, run_id, git), "model_server": "scripted" if self.scripted else "real"}
 
     def _state_path(self, run_id: str) -> Path:
         return self.cfg.state_dir / "runs" / run_id / STATE_FILENAME
@@ -325,6 +504,22 @@ class LangSmithHooks(RunHooks):
         return comparison_dict(compare(results, baseline))
 
     # ------------------------------------------------------------ dataset + experiment
+    def _read_examples(self) -> tuple[uuid.UUID | None, dict[str, uuid.UUID]]:
+        """Read-only: the dataset's id and its examples by slug, and by ``slug/scenario`` for n8n's
+        per-scenario examples (nothing when the dataset does not exist)."""
+        if not self.client.has_dataset(dataset_name=self.dataset):
+            return None, {}
+        ds = self.client.read_dataset(dataset_name=self.dataset)
+        ids: dict[str, uuid.UUID] = {}
+        for ex in self.client.list_examples(dataset_id=ds.id):
+            inputs, meta = ex.inputs or {}, ex.metadata or {}
+            slug = inputs.get("testCaseFile") or meta.get("slug") or inputs.get("slug")
+            if not isinstance(slug, str):
+                continue
+            scenario = inputs.get("scenarioName")
+            ids.setdefault(f"{slug}/{scenario}" if isinstance(scenario, str) else slug, ex.id)
+        return ds.id, ids
+
     def _dataset(self) -> Any:
         if self.client.has_dataset(dataset_name=self.dataset):
             return self.client.read_dataset(dataset_name=self.dataset)
@@ -356,7 +551,13 @@ class LangSmithHooks(RunHooks):
         return ds.id, ids
 
     def _start(self, run_id: str, cases: list[LoadedCase]) -> None:
-        dataset_id, examples = self.sync_cases(cases)
+        self._scenarios = {c.slug: [s.name for s in c.case.execution_scenarios] for c in cases}
+        self._expectations = {c.slug: [*c.case.outcome_expectations, *c.case.process_expectations] for c in cases}
+        dataset_id: uuid.UUID | None
+        if self.cfg.sync_dataset:
+            dataset_id, examples = self.sync_cases(cases)
+        else:  # runs only read the shared dataset unless told to write it (--sync-dataset)
+            dataset_id, examples = self._read_examples()
         state = self._state_path(run_id)
         if self.cfg.resume and state.is_file():  # a resumed run keeps recording into its experiment
             saved = json.loads(state.read_text())
@@ -366,7 +567,7 @@ class LangSmithHooks(RunHooks):
         self._git = git_info(self.env)
         name = f"{self.experiment_prefix}-{uuid.uuid4().hex[:8]}"
         project = self.client.create_project(
-            name, reference_dataset_id=dataset_id, metadata=_experiment_metadata(self.cfg, run_id, self._git),
+            name, reference_dataset_id=dataset_id, metadata=self._metadata(run_id, self._git),
             description=f"orchestrator run {run_id}",
         )
         self.experiment = _Experiment(project.id, name, dataset_id, examples)
@@ -381,50 +582,79 @@ class LangSmithHooks(RunHooks):
     def _record(self, unit: UnitResult) -> None:
         exp = self.experiment
         assert exp is not None
-        run_id = uuid.uuid5(exp.id, unit.unit_id)
         error = unit.build.error if unit.build.status is not BuildStatus.ok else None
-        self.client.create_run(
-            name=unit.unit_id, run_type="chain", inputs={"case": unit.case, "iteration": unit.iteration},
-            project_name=exp.name, id=run_id, reference_example_id=exp.examples.get(unit.case),
-            start_time=_ts(unit.started_at), end_time=_ts(unit.finished_at), outputs=unit_outputs(unit),
-            error=redact(error) if error else None,
-            extra={"metadata": redact_obj({"lane": unit.lane, "attempts": unit.build.attempts,
-                                           "failure_category": unit.failure_category})},
-        )
-        for fb in unit_feedback(unit):
-            self.client.create_feedback(run_id, fb.key, score=fb.score, value=fb.value, comment=fb.comment,
-                                        session_id=exp.id, stop_after_attempt=self.feedback_attempts)
+        tags = [SCRIPTED_TAG] if self.scripted else None
+        rows = unit_rows(unit, self._scenarios.get(unit.case), self._expectations.get(unit.case))
+        for index, row in enumerate(rows):
+            run_id = uuid.uuid5(exp.id, f"{unit.unit_id}/{row.scenario}")
+            example = exp.examples.get(f"{unit.case}/{row.scenario}") or exp.examples.get(unit.case)
+            self.client.create_run(
+                name=f"{unit.case}/{row.scenario}#{unit.iteration}", run_type="chain", inputs=row.inputs,
+                project_name=exp.name, id=run_id, reference_example_id=example,
+                start_time=_ts(unit.started_at), end_time=_ts(unit.finished_at), outputs=row.outputs,
+                error=redact(error) if error else None, tags=tags,
+                extra={"metadata": redact_obj({"lane": unit.lane, "attempts": unit.build.attempts,
+                                               "failure_category": unit.failure_category})},
+            )
+            feedback = row_feedback(row) + (unit_feedback(unit) if index == 0 else [])
+            for fb in feedback:
+                self.client.create_feedback(run_id, fb.key, score=fb.score, value=fb.value, comment=fb.comment,
+                                            session_id=exp.id, stop_after_attempt=self.feedback_attempts)
 
     def _close(self, results: EvalResults) -> None:
         exp = self.experiment
         assert exp is not None
         summary = results.summary
-        extra = {"units_finished": summary.units_finished, "pass_rate": summary.pass_rate.rate if summary.pass_rate else None,
-                 "build_cost_usd": summary.build_cost_usd} if summary else {}
+        from orchestrator.results.contract import to_document
+
+        extra: dict[str, Any] = {"units_finished": summary.units_finished,
+                                 "pass_rate": summary.pass_rate.rate if summary.pass_rate else None,
+                                 "build_cost_usd": summary.build_cost_usd} if summary else {}
+        # n8n's completion marker: written only when the run finished (fetch-baseline.ts reads it)
+        extra[COMPLETION_MARKER] = to_document(results)["summary"]["passRatePerIter"]
+        metadata = {**self._metadata(results.run_id, self._git or git_info(self.env)), **extra}
+        if results.config.get("model_server") == "scripted":
+            metadata["model_server"] = "scripted"
         self.client.update_project(exp.id, end_time=_ts(results.finished_at or results.started_at),
-                                   metadata={**_experiment_metadata(self.cfg, results.run_id, self._git or git_info(self.env)),
-                                             **extra})
+                                   metadata=metadata)
 
     # ------------------------------------------------------------ baseline
     def _find_baseline(self, results: EvalResults) -> EvalResults | None:
         prefix = self.baseline_prefix
-        candidates = [p for p in self.client.list_projects(name_contains=prefix) if (p.name or "").startswith(prefix)]
+        candidates = [p for p in self.client.list_projects(name_contains=prefix)
+                      if (p.name or "").startswith(prefix) and not _is_scripted(p)
+                      and (self.experiment is None or p.id != self.experiment.id)]
         if not candidates:
-            log.info("LangSmith: no baseline experiment named %s* yet; comparison skipped", prefix)
+            log.info("LangSmith: no baseline experiment named %s* (other than this run, not scripted); "
+                     "comparison skipped", prefix)
             return None
-        newest = max(candidates, key=lambda p: p.start_time)
-        if self.experiment is not None and newest.id == self.experiment.id:
-            log.info("LangSmith: this run is the newest %s* experiment (a baseline run); comparison skipped", prefix)
-            return None
-        units = [u for run in self.client.list_runs(project_id=newest.id, is_root=True)
-                 if (u := unit_from_outputs(run.outputs)) is not None]
+        candidates.sort(key=lambda p: p.start_time.timestamp() if p.start_time else 0.0, reverse=True)
+        chosen = next((p for p in candidates[:MAX_COMPLETION_PROBES] if _has_completion_marker(p)), candidates[0])
+        runs = list(self.client.list_runs(project_id=chosen.id, is_root=True))
+        ours = {u.unit_id: u for run in runs if (u := unit_from_outputs(run.outputs)) is not None}
+        units = list(ours.values()) or units_from_n8n_rows([(run.inputs or {}, run.outputs or {}) for run in runs])
         if not units:
-            log.info("LangSmith: baseline %s has no runs recorded by this orchestrator; comparison skipped", newest.name)
+            log.info("LangSmith: baseline %s has no readable runs; comparison skipped", chosen.name)
             return None
-        log.info("LangSmith: comparing against baseline %s (%d unit(s))", newest.name, len(units))
-        return EvalResults(run_id=newest.name or str(newest.id), experiment_name=newest.name,
-                           started_at=newest.start_time.timestamp(), units=units,
-                           config={"langsmith_experiment_id": str(newest.id)})
+        log.info("LangSmith: comparing against baseline %s (%d unit(s))", chosen.name, len(units))
+        return EvalResults(run_id=chosen.name or str(chosen.id), experiment_name=chosen.name,
+                           started_at=chosen.start_time.timestamp() if chosen.start_time else 0.0, units=units,
+                           config={"langsmith_experiment_id": str(chosen.id)})
+
+
+def _project_metadata(project: Any) -> dict[str, Any]:
+    extra = getattr(project, "extra", None)
+    meta = extra.get("metadata") if isinstance(extra, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _has_completion_marker(project: Any) -> bool:
+    return COMPLETION_MARKER in _project_metadata(project)
+
+
+def _is_scripted(project: Any) -> bool:
+    """A run on the scripted model: never a baseline, whatever it is named."""
+    return (project.name or "").startswith(SCRIPTED_PREFIX) or _project_metadata(project).get("model_server") == "scripted"
 
 
 def default_hooks(cfg: RunConfig, env: Mapping[str, str] | None = None) -> list[RunHooks]:

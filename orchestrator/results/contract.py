@@ -38,7 +38,13 @@ from orchestrator.results.model import (
     UnitResult,
     UsageEntry,
 )
-from orchestrator.results.scoring import UNSCORED_BUILDS, terminal_rates
+from orchestrator.results.scoring import (
+    BUILD_FAILED_CATEGORY,
+    BUILD_ONLY_SCENARIO,
+    BUILDER_FAILURES,
+    UNSCORED_BUILDS,
+    terminal_rates,
+)
 
 SCHEMA_VERSION = "1.0.0"
 SCHEMA_ID = "https://n8n-eval-orchestrator.local/schemas/eval-results/1.0.0.json"
@@ -127,7 +133,23 @@ def _total_runs(results: EvalResults, by_case: dict[str, dict[int, UnitResult]])
     return max(configured if isinstance(configured, int) else 0, seen, 1 if by_case else 0)
 
 
+def _charged(unit: UnitResult | None) -> bool:
+    """A failed build without verdicts: every unit of its case fails once (scoring.py's rule, and
+    n8n's ``aggregateResults``, which puts a failed "scenario not executed" result in its place)."""
+    return unit is not None and unit.build.status in BUILDER_FAILURES and not (unit.scenarios or unit.expectations)
+
+
+def _failed_build_row(unit: UnitResult) -> dict[str, Any]:
+    category = unit.failure_category or BUILD_FAILED_CATEGORY
+    return _drop_absent({"workflowId": unit.build.workflow_id, "passed": False, "score": 0.0,
+                         "reasoning": "build failed: scenario not executed", "failureCategory": category,
+                         "rootCause": unit.build.root_cause or unit.build.error,
+                         "attribution": _attr(attribution_for(category, unit.attribution)), "execErrors": []})
+
+
 def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str, Any]:
+    if unit is not None and s is None and _charged(unit):
+        return _failed_build_row(unit)
     if unit is None or s is None:
         return {"workflowId": unit.build.workflow_id if unit else None, "passed": False, "incomplete": True,
                 "score": None, "reasoning": "not run", "execErrors": []}
@@ -194,6 +216,8 @@ def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> di
         for e in unit.expectations if unit else []:
             if e.text not in expectation_texts:
                 expectation_texts.append(e.text)
+    if not scenario_names and not expectation_texts and any(_charged(u) for u in ordered):
+        scenario_names.append(BUILD_ONLY_SCENARIO)  # scoring's stand-in unit for a case never judged
 
     scenarios = []
     for name in scenario_names:
@@ -206,6 +230,13 @@ def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> di
 
     per_run_expectations: list[list[dict[str, Any]] | None] = []
     for unit in ordered:
+        if unit is not None and _charged(unit) and expectation_texts:
+            category = unit.failure_category or BUILD_FAILED_CATEGORY
+            per_run_expectations.append([_drop_absent({
+                "expectation": text, "pass": False, "reason": "build failed: not judged", "failureCategory": category,
+                "attribution": _attr(attribution_for(category, unit.attribution)),
+                "rootCause": unit.build.root_cause or unit.build.error}) for text in expectation_texts])
+            continue
         per_run_expectations.append([_expectation_row(unit, e) for e in unit.expectations]
                                     if unit is not None and unit.expectations else None)
     expectations = []
@@ -372,6 +403,37 @@ def _attribution(value: Any, category: Any) -> Attribution | None:
     return attribution_for(category if isinstance(category, str) else None)
 
 
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _with_runs(scenario: dict[str, Any]) -> dict[str, Any]:
+    """A scenario of n8n's file with its ``runs``; n8n's reader (``bucket-from-results-json.ts``)
+    counts ``passCount`` / ``evaluatedCount`` and lets ``runs`` default to empty, so a file without
+    runs stands for that many passes and failures."""
+    runs = scenario.get("runs")
+    if isinstance(runs, list) and runs:
+        return scenario
+    passes, evaluated = _count(scenario.get("passCount")), _count(scenario.get("evaluatedCount"))
+    made = [{"passed": i < passes} for i in range(max(passes, evaluated))]
+    return {**scenario, "runs": made}
+
+
+def _per_run_from_counts(expectations: list[Any]) -> list[list[dict[str, Any]]]:
+    """Per-iteration expectation rows from ``buildExpectations`` counts, when a file has no
+    ``buildExpectationResultsPerRun`` (an unevaluated expectation is unmeasured, as n8n reads it)."""
+    rows: list[list[dict[str, Any]]] = []
+    for e in expectations:
+        if not isinstance(e, dict) or not isinstance(e.get("expectation"), str):
+            continue
+        passes, evaluated = _count(e.get("passCount")), _count(e.get("evaluatedCount"))
+        for i in range(max(passes, evaluated)):
+            while len(rows) <= i:
+                rows.append([])
+            rows[i].append({"expectation": e["expectation"], "pass": i < passes})
+    return rows
+
+
 def _reference_units(doc: dict[str, Any]) -> list[UnitResult]:
     started = _ts(doc.get("timestamp")) - float(doc.get("duration") or 0) / 1000.0
     units: list[UnitResult] = []
@@ -379,8 +441,8 @@ def _reference_units(doc: dict[str, Any]) -> list[UnitResult]:
         if not isinstance(tc, dict):
             raise NotEvalResults(f"testCases.{index}: expected an object")
         slug = str(tc.get("testCaseFile") or tc.get("name") or f"case-{index}")
-        scenarios = tc.get("scenarios") or []
-        per_run = tc.get("buildExpectationResultsPerRun") or []
+        scenarios = [_with_runs(s) for s in tc.get("scenarios") or [] if isinstance(s, dict)]
+        per_run = tc.get("buildExpectationResultsPerRun") or _per_run_from_counts(tc.get("buildExpectations") or [])
         costs = tc.get("buildCostUsdPerRun") or []
         turns = tc.get("buildTurnsPerRun") or []
         total = int(tc.get("totalRuns") or doc.get("totalRuns") or 0)

@@ -98,6 +98,8 @@ class RunConfig(BaseModel):
     judge_mcp_process: bool = False
     experiment_name: str | None = None
     dataset: str | None = None
+    #: write the selected cases into the LangSmith dataset (off: runs only read it)
+    sync_dataset: bool = False
     baseline: Path | None = None
     baseline_prefix: str = DEFAULT_BASELINE_PREFIX
     #: History for longest-expected-first (None: orchestrator.allocator.durations.default_durations_source).
