@@ -704,6 +704,8 @@ def rbac_of(requests: list[Request]) -> set[tuple[str, str, str]]:
             ("GET", True): "get",
             ("DELETE", True): "delete",
             ("DELETE", False): "deletecollection",
+            ("PUT", True): "update",
+            ("PATCH", True): "patch",
         }.get((r.method, named))
         if verb is None:  # GET on a collection
             verb = "watch" if r.is_watch else "list"

@@ -8,6 +8,7 @@ No cluster is contacted: this proves the chart renders to valid objects, not tha
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -172,10 +173,16 @@ def test_what_each_values_set_renders(defaults, ab) -> None:
 EXPECTED_RULES = {
     ("", "pods", "create"), ("", "pods", "delete"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
     ("", "pods/log", "get"),
-    ("", "services", "create"), ("", "services", "delete"), ("", "services", "list"),
+    ("", "services", "create"), ("", "services", "delete"), ("", "services", "get"), ("", "services", "list"),
     ("networking.k8s.io", "networkpolicies", "create"), ("networking.k8s.io", "networkpolicies", "delete"),
-    ("networking.k8s.io", "networkpolicies", "list"),
+    ("networking.k8s.io", "networkpolicies", "get"), ("networking.k8s.io", "networkpolicies", "list"),
+    ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "delete"),
+    ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "list"),
+    ("coordination.k8s.io", "leases", "patch"),
 }
+#: Reads only made when a create answered 409 (adopt our own object, or stop on a run-id collision).
+ADOPT_READS = {("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
+               ("coordination.k8s.io", "leases", "get")}
 
 
 def role_rules(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
@@ -206,8 +213,10 @@ async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> 
 
     env = dict(IN_CLUSTER_ENV, JOB_NAME="nightly-1", JOB_UID="dddddddd-0000-4000-8000-000000000004")
     with RecordingApiServer() as server:
-        backend = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind)
+        backend = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind,
+                               lease_ttl_s=1)
         lane = await backend.start_lane(0, lane_spec())
+        await asyncio.sleep(0.5)  # the Lease is renewed (patch) every third of its TTL
         await backend.wait_ready(lane, 10)
         assert await backend.health(lane)
         await backend.logs(lane)
@@ -224,11 +233,11 @@ async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> 
 
 async def test_rbac_is_what_the_backend_and_janitor_actually_call(defaults, tmp_path) -> None:
     """The Role grants exactly the (group, resource, verb) the backend's and janitor's recorded API calls use."""
-    assert await backend_and_janitor_calls(tmp_path) == role_rules(defaults)
+    assert await backend_and_janitor_calls(tmp_path) | ADOPT_READS == role_rules(defaults)
     job = render({"lanes": {"ownerKind": "job", "existingSecret": "n8n-eval-keys"}})
     # with Job owners nothing reads a Pod by name on this path (the janitor reads the Job); the Role
     # keeps pods/get for the backend's is_gone fallback
-    assert await backend_and_janitor_calls(tmp_path / "job", "job") | {("", "pods", "get")} == role_rules(job)
+    assert await backend_and_janitor_calls(tmp_path / "job", "job") | {("", "pods", "get")} | ADOPT_READS == role_rules(job)
     assert ("batch", "jobs", "get") in role_rules(job)
 
 

@@ -66,6 +66,7 @@ def server() -> Iterator[RecordingApiServer]:
 POD = "n8n-lane-20261202-contract-0-0"
 BASE = f"/api/v1/namespaces/{NS}"
 NETPOL = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 SWEEP_SELECTOR = ("app.kubernetes.io/name=n8n-eval-lane,app.kubernetes.io/managed-by=n8n-eval-orchestrator,"
                   "n8n-eval/run-id=20261202-contract")
 
@@ -98,6 +99,8 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
     await run_full_lifecycle(server, tmp_path)
     calls = server.calls()
     assert [c for c in calls if not is_run_watch(c)] == [
+        # the run's liveness Lease first: a run-id collision stops here, before anything else is created
+        ("POST", LEASES, {}),
         ("POST", f"{BASE}/secrets", {}),
         ("POST", NETPOL, {}),
         ("POST", f"{BASE}/pods", {}),
@@ -108,17 +111,23 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         ("GET", f"{BASE}/pods/{POD}/log", {"container": "n8n", "tailLines": "5"}),
-        ("DELETE", f"{BASE}/pods/{POD}", {"gracePeriodSeconds": "5"}),
+        # every delete names the uid it created (DeleteOptions.preconditions): never someone else's object
+        ("DELETE", f"{BASE}/pods/{POD}", {}),
         ("DELETE", f"{BASE}/services/{POD}", {}),
-        # the last lane went: the run's NetworkPolicy and Secret go too
+        # the last lane went: the run's NetworkPolicy, Secret and (last) its Lease go too
         ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract", {}),
         ("DELETE", f"{BASE}/secrets/n8n-lanes-20261202-contract-env", {}),
+        ("DELETE", f"{LEASES}/n8n-lanes-20261202-contract", {}),
         # sweep by label: list + delete, and deletecollection for secrets (never read a Secret)
         ("GET", f"{BASE}/pods", {"labelSelector": SWEEP_SELECTOR}),
         ("GET", f"{BASE}/services", {"labelSelector": SWEEP_SELECTOR}),
         ("GET", NETPOL, {"labelSelector": SWEEP_SELECTOR}),
+        ("GET", LEASES, {"labelSelector": SWEEP_SELECTOR}),
         ("DELETE", f"{BASE}/secrets", {"labelSelector": SWEEP_SELECTOR}),
     ]
+    deletes = [r for r in server.state.requests if r.method == "DELETE" and r.path.count("/") > 5]
+    assert all((r.body or {}).get("preconditions", {}).get("uid") for r in deletes), deletes
+    assert [r.body.get("gracePeriodSeconds") for r in deletes][:1] == [5]
     # the run's one watch: a list, then long-poll watches resuming from the list's resourceVersion
     watch_calls = [c for c in calls if is_run_watch(c)]
     assert watch_calls[0] == ("GET", f"{BASE}/pods", {"labelSelector": WATCH_SELECTOR})
@@ -130,9 +139,12 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
 
 async def test_bodies_are_valid_objects_with_labels_owner_and_no_secret_value(server, tmp_path) -> None:
     await run_full_lifecycle(server, tmp_path)
-    secret, policy, pod, service = server.bodies()
-    assert [b["kind"] for b in (secret, policy, pod, service)] == ["Secret", "NetworkPolicy", "Pod", "Service"]
-    for body in (secret, policy, pod, service):
+    lease, secret, policy, pod, service = server.bodies()
+    assert [b["kind"] for b in (lease, secret, policy, pod, service)] == [
+        "Lease", "Secret", "NetworkPolicy", "Pod", "Service"]
+    assert lease["spec"]["leaseDurationSeconds"] == 60 and lease["spec"]["holderIdentity"].startswith("orchestrator-7d9f-")
+    for body in (lease, secret, policy, pod, service):
+        assert body["metadata"]["annotations"]["n8n-eval/creator"] == lease["spec"]["holderIdentity"]
         kubernetes_validate.validate(body, K8S_VERSION, strict=True)
         assert body["metadata"]["namespace"] == NS
         assert body["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "n8n-eval-orchestrator"
@@ -155,7 +167,7 @@ async def test_ledger_records_before_create_and_closes_everything(server, tmp_pa
     lane = await backend.start_lane(0, lane_spec())
     kinds = {(e.kind, e.id) for e in backend.ledger.open_entries()}
     assert kinds == {("secret", "n8n-lanes-20261202-contract-env"), ("networkpolicy", "n8n-lanes-20261202-contract"),
-                     ("lane", POD), ("service", POD)}
+                     ("lease", "n8n-lanes-20261202-contract"), ("lane", POD), ("service", POD)}
     (entry,) = backend.ledger.open_entries("lane")
     assert entry.meta["pod"] == POD and entry.meta["namespace"] == NS and entry.meta["base_url"] == lane.base_url
     assert SECRET_VALUE not in backend.ledger.path.read_text()
@@ -173,13 +185,13 @@ async def test_out_of_cluster_no_owner_and_existing_secret(server, tmp_path) -> 
     # no Secret created, deleted or swept: the lanes reference the one named in the options (and
     # the Helm chart then grants no RBAC on secrets at all)
     assert [c[:2] for c in server.calls() if not is_run_watch(c)] == [
-        ("POST", NETPOL), ("POST", f"{BASE}/pods"), ("POST", f"{BASE}/services"),
+        ("POST", LEASES), ("POST", NETPOL), ("POST", f"{BASE}/pods"), ("POST", f"{BASE}/services"),
         ("DELETE", f"{BASE}/pods/{POD}"), ("DELETE", f"{BASE}/services/{POD}"),
-        ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract"),
-        ("GET", f"{BASE}/pods"), ("GET", f"{BASE}/services"), ("GET", NETPOL),
+        ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract"), ("DELETE", f"{LEASES}/n8n-lanes-20261202-contract"),
+        ("GET", f"{BASE}/pods"), ("GET", f"{BASE}/services"), ("GET", NETPOL), ("GET", LEASES),
     ]
-    policy, pod, service = server.bodies()
-    for body in (policy, pod, service):
+    lease, policy, pod, service = server.bodies()
+    for body in (lease, policy, pod, service):
         assert "ownerReferences" not in body["metadata"]
     ref = pod["spec"]["containers"][0]["env"][-1]
     assert ref == {"name": "ANTHROPIC_API_KEY",
@@ -262,7 +274,7 @@ async def test_one_watch_for_the_run_not_per_lane_polling(server, tmp_path) -> N
 
 async def test_429_answers_are_retried_with_backoff(server, tmp_path) -> None:
     backend = make_backend(server, tmp_path)
-    server.throttle(3, retry_after="0")  # the Secret create answers 429 three times
+    server.throttle(3, retry_after="0")  # the Lease create answers 429 three times
     lane = await backend.start_lane(0, lane_spec())
     server.throttle(2, retry_after=None)  # no Retry-After: exponential backoff
     await backend.wait_ready(lane, 10)
@@ -271,7 +283,7 @@ async def test_429_answers_are_retried_with_backoff(server, tmp_path) -> None:
     assert server.state.throttled == 5
     assert server.state.objects == {}
     posts = [c[1] for c in server.calls() if c[0] == "POST"]
-    assert posts.count(f"{BASE}/secrets") == 4 and posts.count(NETPOL) == 1  # 3× 429, then created
+    assert posts.count(LEASES) == 4 and posts.count(f"{BASE}/secrets") == 1  # 3× 429, then created
 
 
 async def test_429_beyond_the_budget_surfaces_as_an_error(server, tmp_path) -> None:
@@ -302,6 +314,7 @@ async def test_unreachable_api_is_unhealthy_not_a_crash(tmp_path) -> None:
         lane = await backend.start_lane(0, lane_spec())
     # the server is gone now: connection refused on 127.0.0.1
     backend.opts.request_timeout_s = 2
+    backend.opts.retry_budget_s = 1  # resets and timeouts are retried: give up soon here
     assert await backend.health(lane) is False
     assert await backend.is_gone(lane) is False
     with pytest.raises(LaneError, match=r"API server http://127\.0\.0\.1:\d+ unreachable"):
@@ -346,7 +359,8 @@ async def test_sweep_of_every_run_touches_nothing_and_one_known_run_is_swept(ser
     assert sorted(removed) == sorted([
         f"pod/{NS}/n8n-lane-crashed-run-0-0", f"pod/{NS}/n8n-lane-crashed-run-1-0",
         f"service/{NS}/n8n-lane-crashed-run-0-0", f"service/{NS}/n8n-lane-crashed-run-1-0",
-        f"networkpolicy/{NS}/n8n-lanes-crashed-run", f"secret/{NS}/n8n-lanes-crashed-run-env",
+        f"networkpolicy/{NS}/n8n-lanes-crashed-run", f"lease/{NS}/n8n-lanes-crashed-run",
+        f"secret/{NS}/n8n-lanes-crashed-run-env",
     ])
     assert server.state.objects == {}
     # the crashed run's ledger is closed by the sweep

@@ -1,9 +1,14 @@
-"""Small pieces every Kubernetes caller here shares: the client, 429 backoff, pod status reading.
+"""Small pieces every Kubernetes caller here shares: the client, retries, pod status reading.
 
 API servers answer ``429 Too Many Requests`` under API Priority and Fairness (and some managed
-control planes at much lower rates); the ``kubernetes`` client raises it as an ``ApiException``
-with ``status == 429`` and usually a ``Retry-After`` header. :func:`call_with_retry` waits that long
-(else an exponential backoff with jitter) and tries again, within a bounded budget.
+control planes at much lower rates), 500/502/503/504 while a control-plane replica restarts or etcd
+is slow, and connections reset or time out during upgrades. :func:`call_with_retry` (tenacity)
+retries exactly those: a 429 after its ``Retry-After`` (else exponential backoff with jitter), a 5xx,
+a reset or a timeout with the same backoff, within a bounded budget of waiting. Anything else (403,
+404, 409, 422…) is raised at once: it will not change by asking again.
+
+A create answered with a 5xx or a timeout may have happened anyway: the retry then gets 409, which
+the caller resolves by reading the object and checking that it is its own (``kubernetes_lanes``).
 """
 
 from __future__ import annotations
@@ -15,18 +20,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from orchestrator.errors import ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Waits between 429 retries when the server sends no Retry-After (seconds, before jitter).
+#: Waits between retries when the server sends no Retry-After (seconds, before jitter).
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 16.0
 RETRY_429_BUDGET_S = 120.0
+#: HTTP statuses worth asking again.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 #: Container waiting reasons a kubelet keeps retrying on its own: an image pull behind a slow
 #: registry or a pull secret being rotated, a ConfigMap/Secret not there yet. Not terminal.
@@ -52,23 +61,47 @@ def retry_after_s(exc: ApiException, attempt: int) -> float:
     return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
 
 
+def is_transient(exc: BaseException) -> bool:
+    """429, 5xx, or no answer (connection refused/reset, timeout): worth another try."""
+    if isinstance(exc, ApiException):
+        return exc.status in TRANSIENT_STATUSES
+    return isinstance(exc, urllib3.exceptions.HTTPError)
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    attempt = state.attempt_number - 1
+    if isinstance(exc, ApiException) and exc.status == 429:
+        return retry_after_s(exc, attempt)
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
+
+
 def call_with_retry(fn: Callable[..., T], *args: Any, budget_s: float = RETRY_429_BUDGET_S,
-                    sleep: Callable[[float], None] = time.sleep, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, retried on HTTP 429 until ``budget_s`` of waiting is used up."""
-    waited, attempt = 0.0, 0
-    while True:
-        try:
-            return fn(*args, **kwargs)
-        except ApiException as exc:
-            if exc.status != 429:
-                raise
-            wait = retry_after_s(exc, attempt)
-            if waited + wait > budget_s:
-                raise
-            log.debug("kubernetes: 429 from %s, retrying in %.2f s", getattr(fn, "__name__", "call"), wait)
-            sleep(wait)
-            waited += wait
-            attempt += 1
+                    sleep: Callable[[float], None] = time.sleep,
+                    on_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, retried on 429, 5xx, resets and timeouts while the waits so far plus
+    the next one stay within ``budget_s``; then (or on any other error) the last error is raised."""
+
+    def out_of_budget(state: RetryCallState) -> bool:
+        return state.idle_for + (state.upcoming_sleep or 0.0) > budget_s
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if exc is not None:
+            if on_retry is not None:
+                on_retry(exc)
+            log.debug("kubernetes: %s from %s, retrying in %.2f s", _describe(exc), getattr(fn, "__name__", "call"),
+                      state.upcoming_sleep)
+
+    retrying = Retrying(retry=retry_if_exception(is_transient), wait=_wait, stop=out_of_budget, sleep=sleep,
+                        before_sleep=before_sleep, reraise=True)
+    return retrying(fn, *args, **kwargs)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status}"
+    return type(exc).__name__
 
 
 def load_api_client(context: str | None) -> tuple[client.ApiClient, bool]:

@@ -23,7 +23,19 @@ Evicted, …) is gone at once. The lane URL is ``http://<service>.<namespace>.sv
 or, outside the cluster, the ``url_template`` option (e.g. ``http://127.0.0.1:{local_port}`` behind
 one ``kubectl port-forward svc/<service> <local_port>:5678`` per lane).
 
-Every API call retries ``429 Too Many Requests`` (``Retry-After``, else exponential backoff).
+Every API call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``).
+
+Liveness: the run's first object is a Lease ``n8n-lanes-<run>`` (``coordination.k8s.io/v1``, TTL
+``lease_ttl_s``, default 60 s) that the backend renews from the event loop every third of its TTL; the
+janitor removes the lanes of a run whose Lease ran out (an OOM-killed, evicted or hung orchestrator).
+
+Never delete what this process did not create: every object carries the annotation
+``n8n-eval/creator=<holder>`` (this process's identity), the uid of every object it created is kept,
+and every delete carries that uid as a precondition (the API server answers 409 if the name now
+belongs to another object). A create answered 409 is adopted only if the object bears this process's
+creator annotation (a create that succeeded although its answer was lost, then retried); otherwise
+another orchestrator uses the same run id, and the run stops with one ``ConfigError`` line — before
+anything of the other run is touched.
 
 Teardown deletes the lane's Pod and Service (404 = already gone) and, with the run's last lane, the
 NetworkPolicy and Secret. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
@@ -69,8 +81,10 @@ import functools
 import json
 import logging
 import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -155,8 +169,10 @@ class KubernetesOptions(BaseModel):
     request_timeout_s: float = Field(30.0, gt=0)
     #: Server-side timeout of one watch request (the watch then resumes from its resourceVersion).
     watch_timeout_s: int = Field(60, ge=1)
-    #: Waiting on 429s, per call, before the error surfaces.
+    #: Waiting on 429s/5xx/resets/timeouts, per call, before the error surfaces.
     retry_budget_s: float = Field(120.0, ge=0)
+    #: TTL of the run's liveness Lease; renewed every third of it.
+    lease_ttl_s: int = Field(objects.DEFAULT_LEASE_TTL_S, ge=1)
 
 
 def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
@@ -305,6 +321,12 @@ class KubernetesBackend(LaneBackend):
         self._run_objects_ready = False
         self._pod_watch: RunPodWatch | None = None
         self._lock = asyncio.Lock()
+        #: This process's identity: the Lease holder and the creator annotation of everything it creates.
+        self.holder = f"{self._environ.get(objects.ENV_POD_NAME) or socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        #: (kind, name) -> uid of every object this process created (or adopted as its own).
+        self._uids: dict[tuple[str, str], str] = {}
+        self._collision: ConfigError | None = None
+        self._renewer: asyncio.Task[None] | None = None
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
         self._http = httpx.AsyncClient(timeout=5.0, trust_env=False)
         if self.opts.sandbox and not self.opts.sandbox_url and not self.opts.pod.sandbox.enabled:
@@ -341,6 +363,10 @@ class KubernetesBackend(LaneBackend):
     @property
     def networking(self) -> client.NetworkingV1Api:
         return client.NetworkingV1Api(self._client())
+
+    @property
+    def coordination(self) -> client.CoordinationV1Api:
+        return client.CoordinationV1Api(self._client())
 
     @property
     def namespace(self) -> str:
@@ -382,61 +408,124 @@ class KubernetesBackend(LaneBackend):
         """The Secret lane pods read their secret env from."""
         return self.opts.existing_secret or objects.secret_name(self.run_id)
 
+    def _mine(self, body: dict[str, Any]) -> dict[str, Any]:
+        body["metadata"].setdefault("annotations", {})[objects.ANNOTATION_CREATOR] = self.holder
+        return body
+
+    def _collides(self, kind: str, name: str, ns: str, creator: str | None) -> ConfigError:
+        self._collision = ConfigError(
+            f"--run-id {self.run_id}: another orchestrator ({creator or 'unknown'}) already uses this run id in "
+            f"namespace {ns} ({kind} {name} exists); nothing of that run was touched: choose another run id, or "
+            f"remove a dead run's objects with `orchestrator cleanup --kubernetes --run-id {self.run_id}`")
+        return self._collision
+
+    async def _create(self, kind: str, name: str, ns: str, create: Callable[..., Any], read: Callable[..., Any] | None,
+                      body: dict[str, Any]) -> None:
+        """Create one object of ours and keep its uid. 409: adopt it if this process created it (a create
+        whose answer was lost, retried), else it is another run's: a run-id collision (``ConfigError``)."""
+        try:
+            made: Any = await self._call(create, ns, self._mine(body), _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise self._api_error(f"create {kind} {ns}/{name}", exc) from None
+            existing: dict[str, Any] = {}
+            if read is not None:
+                try:
+                    resp: Any = await self._call(read, name, ns, _preload_content=False)
+                    existing = dict(json.loads(resp.data))
+                except ApiException as read_exc:
+                    raise self._api_error(f"read {kind} {ns}/{name}", read_exc) from None
+            meta = existing.get("metadata") or {}
+            creator = (meta.get("annotations") or {}).get(objects.ANNOTATION_CREATOR)
+            if creator != self.holder:
+                raise self._collides(kind, name, ns, creator) from None
+            self._uids[(kind, name)] = str(meta.get("uid"))
+            return
+        self._uids[(kind, name)] = str((json.loads(made.data).get("metadata") or {}).get("uid"))
+
     async def _ensure_run_objects(self, spec: LaneSpec) -> None:
+        if self._collision is not None:
+            raise self._collision
         if self._run_objects_ready:
             return
         ns = self.namespace
+        lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
+        name = lease["metadata"]["name"]
+        self.ledger.created("lease", name, backend=self.name, namespace=ns)
+        await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
+                           self.coordination.read_namespaced_lease, lease)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew_lease(name, ns), name=f"lease-{name}")
         if spec.secret_env and not self.opts.existing_secret:
             for value in spec.secret_env.values():
                 register_secret(value)
             body = objects.secret_object(self.run_id, ns, spec.secret_env, self.owner)
             name = body["metadata"]["name"]
             self.ledger.created("secret", name, backend=self.name, namespace=ns)
-            try:
-                try:
-                    await self._call(self.core.create_namespaced_secret, ns, body)
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
-                    # Left by an earlier process of this run: its values may be stale, so replace it.
-                    await self._call(self.core.delete_namespaced_secret, name, ns)
-                    await self._call(self.core.create_namespaced_secret, ns, body)
-            except ApiException as exc:
-                raise self._api_error(f"create Secret {ns}/{name}", exc) from None
+            # never read (its values are secret): a 409 here is another run's Secret
+            await self._create("Secret", name, ns, self.core.create_namespaced_secret, None, body)
         policy = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress,
                                                build_runner=self.opts.pod.build_runner.enabled)
         name = policy["metadata"]["name"]
         self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
-        try:
-            await self._call(self.networking.create_namespaced_network_policy, ns, policy)
-        except ApiException as exc:
-            if exc.status != 409:  # same run, same deterministic policy: keep it
-                raise self._api_error(f"create NetworkPolicy {ns}/{name}", exc) from None
+        await self._create("NetworkPolicy", name, ns, self.networking.create_namespaced_network_policy,
+                           self.networking.read_namespaced_network_policy, policy)
         self._run_objects_ready = True
 
+    async def _renew_lease(self, name: str, ns: str) -> None:
+        """Renew the run's Lease every third of its TTL, from the event loop: a hung loop stops renewing,
+        and the janitor then removes the lanes. A failed renewal is logged; the next one tries again."""
+        period = self.opts.lease_ttl_s / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self._call(self.coordination.patch_namespaced_lease, name, ns,
+                                 {"spec": {"renewTime": objects.micro_time(time.time())}})
+            except (ApiException, LaneError) as exc:
+                log.warning("kubernetes: renewing Lease %s/%s failed: %s", ns, name, redact(str(exc)))
+
     async def _delete_run_objects(self) -> None:
-        for kind, delete in (
-            ("networkpolicy", self.networking.delete_namespaced_network_policy),
-            ("secret", self.core.delete_namespaced_secret),
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
+        for kind, api_kind, delete in (
+            ("networkpolicy", "NetworkPolicy", self.networking.delete_namespaced_network_policy),
+            ("secret", "Secret", self.core.delete_namespaced_secret),
+            ("lease", "Lease", self.coordination.delete_namespaced_lease),  # last: the run is alive until here
         ):
             for entry in self.ledger.open_entries(kind):
                 if entry.meta.get("backend") != self.name:
                     continue
                 ns = str(entry.meta.get("namespace") or self.namespace)
-                await self._delete(kind, entry.id, ns, delete)
+                await self._delete(kind, entry.id, ns, delete, api_kind=api_kind)
         self._run_objects_ready = False
 
     async def _delete(self, kind: str, name: str, ns: str, delete: Callable[..., Any], *, lane: str = "",
-                      **kwargs: Any) -> None:
-        """Delete one object (404 = gone = fine) and record it; record a failure and raise otherwise."""
+                      api_kind: str = "", grace_period_seconds: int | None = None, record: bool = True) -> None:
+        """Delete one object this process created — by uid precondition — and record it (404 = gone =
+        fine; 409 = the name now belongs to someone else's object: left alone). An object this process
+        never created (its create failed or collided) is not deleted, only closed in the ledger."""
+        uid = self._uids.get((api_kind or kind, name))
+        if uid is None:
+            log.debug("kubernetes: %s %s/%s was not created by this process: not deleted", kind, ns, name)
+            if record:
+                self.ledger.deleted(kind, name, lane=lane)
+            return
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid),
+                                      grace_period_seconds=grace_period_seconds)
         try:
-            await self._call(delete, name, ns, **kwargs)
+            await self._call(delete, name, ns, body=body)
         except ApiException as exc:
-            if exc.status != 404:
+            if exc.status == 409:
+                log.warning("kubernetes: %s %s/%s is another object now (uid changed): left alone", kind, ns, name)
+            elif exc.status != 404:
                 err = self._api_error(f"delete {kind} {ns}/{name}", exc)
-                self.ledger.delete_failed(kind, name, str(err), lane=lane)
+                if record:
+                    self.ledger.delete_failed(kind, name, str(err), lane=lane)
                 raise err from None
-        self.ledger.deleted(kind, name, lane=lane)
+        self._uids.pop((api_kind or kind, name), None)
+        if record:
+            self.ledger.deleted(kind, name, lane=lane)
 
     @staticmethod
     def _api_error(what: str, exc: ApiException) -> LaneError:
@@ -499,15 +588,10 @@ class KubernetesBackend(LaneBackend):
                                 namespace=ns, base_url=base_url)
             self.ledger.created("service", name, lane=name, backend=self.name, namespace=ns)
         try:
-            try:
-                await self._call(self.core.create_namespaced_pod, ns, pod)
-            except ApiException as exc:
-                raise self._api_error(f"create Pod {ns}/{name}", exc) from None
-            try:
-                await self._call(self.core.create_namespaced_service, ns, service)
-            except ApiException as exc:
-                raise self._api_error(f"create Service {ns}/{name}", exc) from None
-        except LaneError:
+            await self._create("Pod", name, ns, self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
+            await self._create("Service", name, ns, self.core.create_namespaced_service,
+                               self.core.read_namespaced_service, service)
+        except (LaneError, ConfigError):
             try:  # leave nothing behind for a lane the caller never got
                 await self.teardown(lane)
             except LaneError as exc:
@@ -617,12 +701,10 @@ class KubernetesBackend(LaneBackend):
         """Delete the lane's Pod then its Service (404 = gone); with the run's last lane, the run objects."""
         ns = self._lane_namespace(lane)
         name = lane.handle or lane.lane_id
-        try:
-            await self._call(self.core.delete_namespaced_pod, name, ns, grace_period_seconds=5)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise self._api_error(f"delete Pod {ns}/{name}", exc) from None
-        await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id)
+        await self._delete("pod", name, ns, self.core.delete_namespaced_pod, api_kind="Pod", grace_period_seconds=5,
+                           record=False)  # the ledger's "lane" entry is the pod's
+        await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id,
+                           api_kind="Service")
         lane.state = LaneState.stopped
         async with self._lock:
             self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
@@ -656,6 +738,7 @@ class KubernetesBackend(LaneBackend):
             ("service", self.core.list_namespaced_service, self.core.delete_namespaced_service),
             ("networkpolicy", self.networking.list_namespaced_network_policy,
              self.networking.delete_namespaced_network_policy),
+            ("lease", self.coordination.list_namespaced_lease, self.coordination.delete_namespaced_lease),
         ):
             try:
                 resp: Any = await self._call(lister, ns, label_selector=selector, _preload_content=False)
@@ -663,9 +746,12 @@ class KubernetesBackend(LaneBackend):
                 raise self._api_error(f"list {kind}s in {ns} ({selector})", exc) from None
             for item in json.loads(resp.data).get("items") or []:
                 meta = item.get("metadata") or {}
+                body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=meta.get("uid")))
                 try:
-                    await self._call(deleter, meta["name"], ns)
+                    await self._call(deleter, meta["name"], ns, body=body)  # only the object listed
                 except ApiException as exc:
+                    if exc.status == 409:
+                        continue
                     if exc.status != 404:
                         raise self._api_error(f"delete {kind} {ns}/{meta['name']}", exc) from None
                 removed.append(f"{kind}/{ns}/{meta['name']}")
@@ -702,6 +788,9 @@ class KubernetesBackend(LaneBackend):
             ledger.deleted(kind, name)
 
     async def close(self) -> None:
+        if self._renewer is not None:  # the Lease runs out on its own; the janitor takes what is left
+            self._renewer.cancel()
+            self._renewer = None
         if self._pod_watch is not None:
             self._pod_watch.stop()
             self._pod_watch = None
