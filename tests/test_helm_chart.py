@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -510,7 +511,7 @@ def _ab_values(tmp_path: Path) -> dict[str, Any]:
     doc = load(WORKFLOWS / "ab-experiment.yml")
     (script,) = [s["run"] for s in doc["jobs"]["prepare"]["steps"]]
     out = tmp_path / "github_output"
-    env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242",
+    env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242", GITHUB_RUN_ATTEMPT="1",
                CONTROL_MODEL="anthropic/claude-sonnet-4-6", VARIANT_MODEL="openai/gpt-5.5",
                CONTROL_FLAGS="", VARIANT_FLAGS='{"118_instance_ai_setup_overhaul":"variant"}',
                SUITE="", TIER="full", ITERATIONS="2", LANES="2")
@@ -539,7 +540,10 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
         assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
         assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
             'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
-        assert _arg(args, "--run-id") == "gh-ab-4242" and _arg(args, "--tier") == "full"
+        assert re.fullmatch(r"gh-ab-4242-1-[0-9a-f]{6}", _arg(args, "--run-id")) and _arg(args, "--tier") == "full"
+        (tmp_path / "again").mkdir()
+        again = _ab_values(tmp_path / "again")["run"]["extraArgs"]
+        assert again[0] == "--run-id" and again[1] != _arg(args, "--run-id")  # a second dispatch: another id
     template = pod_specs(docs)[0]
     env = {e["name"]: e for e in container(template)["env"]}
     assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"

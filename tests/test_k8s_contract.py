@@ -392,3 +392,58 @@ def test_registered_by_name_and_bad_options_are_named() -> None:
         "ORCHESTRATOR_K8S_RUN_AS_USER": "1001", "ORCHESTRATOR_K8S_LANE_SECRET": "keys"})
     assert (backend.namespace, backend.opts.image, backend.opts.run_as_user, backend.secret_ref) == (
         "evals", "reg.invalid/lane:1", 1001, "keys")
+
+
+def snapshot(server: RecordingApiServer) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(resource, ns, name) -> (uid, resourceVersion): any change to any object shows."""
+    with server.state.cond:
+        return {k: (o["metadata"]["uid"], o["metadata"]["resourceVersion"]) for k, o in server.state.objects.items()}
+
+
+@pytest.mark.parametrize("pre_lease", [False, True])
+async def test_a_run_id_collision_is_one_line_and_touches_nothing_of_the_other_run(server, tmp_path,
+                                                                                  pre_lease: bool) -> None:
+    """Two orchestrators with one run id in one namespace: the second stops with one ConfigError line,
+    and every object of the first keeps its uid and version (nothing deleted, replaced or modified).
+    ``pre_lease``: the first run has no Lease (an older orchestrator): the collision shows at its
+    Secret instead, and the second takes back only the Lease it had created."""
+    first = make_backend(server, tmp_path / "a")
+    lanes = [await first.start_lane(i, lane_spec()) for i in range(2)]
+    for lane in lanes:
+        await first.wait_ready(lane, 10)
+    await first.close()  # stop its renewals: the snapshot must not move on its own
+    if pre_lease:
+        server.delete("leases", NS, "n8n-lanes-20261202-contract")
+    before = snapshot(server)
+    second = make_backend(server, tmp_path / "b",
+                          environ={**IN_CLUSTER_ENV, "POD_NAME": "orchestrator-other", "POD_UID": "9" * 8 + "-0000-4000-8000-000000000009"})
+    for index in (0, 1):
+        with pytest.raises(ConfigError) as err:
+            await second.start_lane(index, lane_spec())
+        message = str(err.value)
+        # a Secret is never read, so its creator is not known
+        holder = "unknown" if pre_lease else "orchestrator-7d9f-"
+        assert "\n" not in message and f"--run-id {RUN_ID}: another orchestrator ({holder}" in message
+        assert ("Secret" if pre_lease else "Lease") in message
+    await second.sweep(None)
+    await second.close()
+    assert snapshot(server) == before
+    deletes = [r for r in server.api_calls() if r.method == "DELETE"]
+    assert len(deletes) == (1 if pre_lease else 0)  # its own Lease (pre_lease), by uid: nothing else
+    assert all(r.path.endswith("/leases/n8n-lanes-20261202-contract") for r in deletes)
+    assert {e.kind for e in second.ledger.open_entries()} <= {"lease"} or second.ledger.open_entries() == []
+    assert lanes[0].lane_id in server.names("pods")
+
+
+async def test_a_pod_that_is_not_ours_is_never_deleted(server, tmp_path) -> None:
+    """A lane pod name taken by another process's pod (run-id collision below the run objects): the
+    lane fails with one line, teardown deletes nothing of that pod (no uid of ours to delete by)."""
+    backend = make_backend(server, tmp_path)
+    server.add("pods", NS, {"metadata": {"name": POD, "labels": {"n8n-eval/run-id": RUN_ID},
+                                         "annotations": {"n8n-eval/creator": "someone-else"}}})
+    theirs = snapshot(server)[("pods", NS, POD)]
+    with pytest.raises(ConfigError, match=f"Pod {POD} exists"):
+        await backend.start_lane(0, lane_spec())
+    await backend.close()
+    assert snapshot(server).get(("pods", NS, POD)) == theirs
+    assert not [r for r in server.api_calls() if r.method == "DELETE" and POD in r.path]

@@ -448,6 +448,13 @@ class KubernetesBackend(LaneBackend):
             raise self._collision
         if self._run_objects_ready:
             return
+        try:
+            await self._create_run_objects(spec)
+        except ConfigError:  # a run-id collision: take back what this process created, nothing else
+            await self._delete_run_objects()
+            raise
+
+    async def _create_run_objects(self, spec: LaneSpec) -> None:
         ns = self.namespace
         lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
         name = lease["metadata"]["name"]
