@@ -447,3 +447,49 @@ async def test_a_pod_that_is_not_ours_is_never_deleted(server, tmp_path) -> None
     await backend.close()
     assert snapshot(server).get(("pods", NS, POD)) == theirs
     assert not [r for r in server.api_calls() if r.method == "DELETE" and POD in r.path]
+
+
+async def test_an_image_pull_error_ends_the_lane_naming_the_image_within_60_s(server, tmp_path) -> None:
+    """A typo'd tag with the chart's defaults (pullGraceSeconds 30, readyTimeoutSeconds 900): the
+    bring-up path (``lanes.bringup``) fails the lane within 60 s, naming the image and the reason."""
+    from orchestrator.lanes.bringup import PoolEvents, bring_up_one, make_owner
+
+    server.state.pod_plan = ((0.05, "ErrImagePull"), (2.0, "ImagePullBackOff"), (5.0, "ErrImagePull"))
+    backend = make_backend(server, tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(LaneError) as err:
+        await bring_up_one(backend, 0, lane_spec(), make_owner(RUN_ID), 0, [], PoolEvents())
+    elapsed = time.monotonic() - t0
+    assert 30 <= elapsed <= 60, elapsed
+    assert "image registry.invalid/n8n-eval-lane:2.41.1 of container n8n cannot be pulled (ErrImagePull" in str(err.value)
+    assert "gave up after 3" in str(err.value) and "(grace 30 s)" in str(err.value)
+    assert POD not in server.names("pods")  # torn down
+    await backend.close()
+
+
+async def test_an_unschedulable_lane_fails_with_the_schedulers_message_after_its_grace(server, tmp_path) -> None:
+    from k8s_fake_api import UNSCHEDULABLE_MESSAGE
+
+    server.state.pod_plan = ((0.05, "Unschedulable"),)
+    backend = make_backend(server, tmp_path, pod={"unschedulableGraceSeconds": 1})
+    lane = await backend.start_lane(0, lane_spec())
+    await asyncio.sleep(0.5)
+    assert await backend.is_gone(lane) is False  # within the grace: a node may be on its way
+    t0 = time.monotonic()
+    with pytest.raises(LaneError, match=f"unschedulable: {re.escape(UNSCHEDULABLE_MESSAGE)}; gave up after 1 s"):
+        await backend.wait_ready(lane, 60)
+    assert time.monotonic() - t0 < 2
+    assert await backend.is_gone(lane) is True
+    await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_a_pull_that_heals_within_the_grace_is_not_a_failure(server, tmp_path) -> None:
+    """A registry blip: pulls fail for 1 s then succeed, grace 2 s: the lane becomes ready."""
+    server.state.pod_plan = ((0.05, "ErrImagePull"), (1.0, "ready"))
+    backend = make_backend(server, tmp_path, pod={"pullGraceSeconds": 2})
+    lane = await backend.start_lane(0, lane_spec())
+    await backend.wait_ready(lane, 10)
+    assert await backend.health(lane) is True
+    await backend.teardown(lane)
+    await backend.close()

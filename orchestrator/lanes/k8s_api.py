@@ -38,10 +38,12 @@ RETRY_429_BUDGET_S = 120.0
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 #: Container waiting reasons a kubelet keeps retrying on its own: an image pull behind a slow
-#: registry or a pull secret being rotated, a ConfigMap/Secret not there yet. Not terminal.
+#: registry or a pull secret being rotated, a ConfigMap/Secret not there yet. Not terminal at once;
+#: a pull that keeps failing past a short grace is (:func:`stuck_reason`).
 RETRYING_WAITING = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "ContainerCreating", "PodInitializing"}
 )
+PULL_FAILING = frozenset({"ErrImagePull", "ImagePullBackOff"})
 #: Waiting reasons that never turn into a running container
 #: (``CreateContainerConfigError``: a key missing from the lanes' Secret; it will not appear mid-run.)
 TERMINAL_WAITING = frozenset(
@@ -168,6 +170,24 @@ def terminal_reason(pod: Mapping[str, Any]) -> str | None:
         if state.get("terminated"):
             term = state["terminated"]
             return f"container {cs.get('name')} terminated: {term.get('reason', '')} exit {term.get('exitCode')}"
+    return None
+
+
+def stuck_reason(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``("pull", why)`` while a container's image pull fails (naming the image), ``("unschedulable",
+    why)`` while the scheduler cannot place the pod (its message), else None. Either may heal (a
+    registry blip, a node being added): the caller decides how long to wait."""
+    status = pod.get("status") or {}
+    images = {c.get("name"): c.get("image") for c in ((pod.get("spec") or {}).get("containers") or [])}
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_FAILING:
+            image = images.get(cs.get("name")) or cs.get("image") or "?"
+            detail = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+            return "pull", f"image {image} of container {cs.get('name')} cannot be pulled ({detail})"
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return "unschedulable", f"unschedulable: {cond.get('message') or 'no node fits'}"
     return None
 
 

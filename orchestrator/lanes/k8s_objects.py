@@ -152,6 +152,12 @@ class LanePod(_Camel):
     termination_grace_period_seconds: int = Field(15, ge=1, le=600, alias="terminationGracePeriodSeconds")
     #: How long a lane may take to become ready: node scale-up plus a ~2.8 GB image pull.
     ready_timeout_seconds: float = Field(900.0, gt=0, alias="readyTimeoutSeconds")
+    #: A lane whose image pull keeps failing (ErrImagePull/ImagePullBackOff) this long fails, naming the
+    #: image: a typo'd tag or a missing pull secret does not heal (a registry blip does, within it).
+    pull_grace_seconds: float = Field(30.0, ge=0, alias="pullGraceSeconds")
+    #: A lane the scheduler cannot place (Unschedulable) this long fails with the scheduler's message.
+    #: Long enough for a cluster autoscaler to add a node (1–3 min); 0 where no autoscaler runs.
+    unschedulable_grace_seconds: float = Field(180.0, ge=0, alias="unschedulableGraceSeconds")
     #: MCP builds next to their lane: ``claude`` runs in this container, reached by the orchestrator
     #: on the pod network (port 8790), talking to n8n's MCP server on 127.0.0.1 (docs/cluster.md).
     build_runner: Sidecar = Field(default_factory=lambda: Sidecar.model_validate({}), alias="buildRunner")

@@ -16,10 +16,12 @@ What a run creates, in order (each recorded in the ledger *before* it is created
 Readiness and health: **one** label-selector watch per run (a background thread: list, then a
 long-poll ``watch`` from the list's ``resourceVersion``, re-listing on ``410 Gone``) keeps every
 lane pod's status in memory. ``wait_ready``/``health``/``is_gone`` read that cache — no per-lane
-polling — and ``health`` then asks ``GET /healthz/readiness`` through the lane URL. Image pulls that
-fail (``ErrImagePull``/``ImagePullBackOff``) are retried by the kubelet and waited for until the
-ready timeout (``lanes.pod.readyTimeoutSeconds``, default 900 s); an ended pod (OOMKilled,
-Evicted, …) is gone at once. The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
+polling — and ``health`` then asks ``GET /healthz/readiness`` through the lane URL. Failures fail
+fast, as a lane failure that says why: an ended pod (OOMKilled, Evicted, …) or ``InvalidImageName``
+at once; an image pull that keeps failing (``ErrImagePull``/``ImagePullBackOff``) after
+``lanes.pod.pullGraceSeconds`` (30 s), naming the image; a pod the scheduler cannot place after
+``lanes.pod.unschedulableGraceSeconds`` (180 s: time for a node scale-up), with the scheduler's
+message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
 or, outside the cluster, the ``url_template`` option (e.g. ``http://127.0.0.1:{local_port}`` behind
 one ``kubectl port-forward svc/<service> <local_port>:5678`` per lane).
 
@@ -111,6 +113,7 @@ from orchestrator.lanes.k8s_api import (
     load_api_client,
     retry_after_s,
     status_summary,
+    stuck_reason,
     terminal_reason,
 )
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
@@ -217,6 +220,8 @@ class RunPodWatch:
         self.watch_timeout_s, self.request_timeout_s = watch_timeout_s, request_timeout_s
         self.pods: dict[str, dict[str, Any]] = {}
         self.deleted: set[str] = set()
+        #: pod name -> (what, monotonic time first seen): an image pull failing, or Unschedulable.
+        self.stuck_since: dict[str, tuple[str, float]] = {}
         self.synced = threading.Event()
         self.error: str | None = None
         self.lists = 0
@@ -238,6 +243,21 @@ class RunPodWatch:
         with self._lock:
             return self.pods.get(name)
 
+    def _note_stuck(self, pod: dict[str, Any]) -> None:
+        """Remember since when a pod's pull fails or it cannot be scheduled (caller holds the lock)."""
+        name = pod["metadata"]["name"]
+        stuck = stuck_reason(pod)
+        if stuck is None:
+            self.stuck_since.pop(name, None)
+        elif self.stuck_since.get(name, ("", 0.0))[0] != stuck[0]:
+            self.stuck_since[name] = (stuck[0], time.monotonic())
+
+    def stuck_for(self, name: str) -> tuple[str, float] | None:
+        """(what, seconds) a pod has been stuck, or None."""
+        with self._lock:
+            since = self.stuck_since.get(name)
+        return (since[0], time.monotonic() - since[1]) if since else None
+
     def _relist(self) -> str:
         self.lists += 1
         resp = call_with_retry(self._list, self.namespace, label_selector=self.selector, _preload_content=False,
@@ -245,6 +265,8 @@ class RunPodWatch:
         data = json.loads(resp.data)
         with self._lock:
             self.pods = {i["metadata"]["name"]: i for i in data.get("items") or []}
+            for pod in self.pods.values():
+                self._note_stuck(pod)
         self.synced.set()
         return str((data.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -274,9 +296,11 @@ class RunPodWatch:
                     with self._lock:
                         if kind == "DELETED":
                             self.pods.pop(meta["name"], None)
+                            self.stuck_since.pop(meta["name"], None)
                             self.deleted.add(meta["name"])
                         else:
                             self.pods[meta["name"]] = obj
+                            self._note_stuck(obj)
                 attempt = 0
                 self.error = None
             except ApiException as exc:
@@ -625,9 +649,26 @@ class KubernetesBackend(LaneBackend):
             raise self._api_error(f"read Pod {lane.handle}", exc) from None
         return dict(json.loads(resp.data))
 
+    def _ended(self, pod: dict[str, Any]) -> str | None:
+        """Why a lane pod will not become ready: it ended, a container is stuck for good, its image
+        pull kept failing ``pullGraceSeconds``, or it stayed Unschedulable ``unschedulableGraceSeconds``."""
+        reason = terminal_reason(pod)
+        if reason:
+            return reason
+        stuck = stuck_reason(pod)
+        held = self._watch().stuck_for(pod["metadata"]["name"]) if stuck else None
+        if stuck is None or held is None or held[0] != stuck[0]:
+            return None
+        grace = (self.opts.pod.pull_grace_seconds if stuck[0] == "pull" else self.opts.pod.unschedulable_grace_seconds)
+        if held[1] < grace:
+            return None
+        return f"{stuck[1]}; gave up after {held[1]:.0f} s (grace {grace:.0f} s)"
+
     async def wait_ready(self, lane: Lane, timeout_s: float) -> None:
-        """Wait (on the run's watch) until the pod is Ready — image pulls retried until the deadline
-        (at least ``lanes.pod.readyTimeoutSeconds``), an ended pod fails at once — then ask
+        """Wait (on the run's watch) until the pod is Ready — an ended pod fails at once, an image pull
+        failing past ``pullGraceSeconds`` (30 s) or a pod Unschedulable past
+        ``unschedulableGraceSeconds`` (180 s) fails naming the image or the scheduler's message, the
+        rest waits until the deadline (at least ``lanes.pod.readyTimeoutSeconds``) — then ask
         ``/healthz/readiness`` through the lane URL."""
         timeout_s = max(timeout_s, self.min_ready_timeout_s)
         deadline = time.monotonic() + timeout_s
@@ -639,7 +680,7 @@ class KubernetesBackend(LaneBackend):
             if pod is not None:
                 if is_ready(pod):
                     break
-                reason = terminal_reason(pod)
+                reason = self._ended(pod)
                 if reason:
                     raise LaneError(f"{lane.describe()}: {reason}")
                 last = status_summary(pod)
@@ -669,12 +710,12 @@ class KubernetesBackend(LaneBackend):
             return False
 
     async def is_gone(self, lane: Lane) -> bool:
-        """True when the pod was deleted or can never become ready (ended: OOMKilled, Evicted, …).
-        A failing image pull is not "gone": the kubelet retries it until the ready timeout."""
+        """True when the pod was deleted or can never become ready (ended: OOMKilled, Evicted, …; an
+        image pull failing or Unschedulable past its grace)."""
         w = self._watch()
         pod = await self._watched_pod(lane)
         if pod is not None:
-            return terminal_reason(pod) is not None
+            return self._ended(pod) is not None
         if lane.handle in w.deleted:
             return True
         if not w.synced.is_set() or w.error:
@@ -684,6 +725,12 @@ class KubernetesBackend(LaneBackend):
         except (LaneError, urllib3.exceptions.HTTPError):
             return False
         return read is None or terminal_reason(read) is not None
+
+    async def gone_reason(self, lane: Lane) -> str | None:
+        pod = await self._watched_pod(lane)
+        if pod is not None:
+            return self._ended(pod)
+        return "pod deleted" if lane.handle in self._watch().deleted else None
 
     async def logs(self, lane: Lane, lines: int = 40) -> str:
         """The container's last ``lines``, plus the pod's status when it is stuck or gone."""
