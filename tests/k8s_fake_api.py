@@ -16,7 +16,8 @@ the part of the REST API the backend and the janitor use, driven by the real ``k
   every object whose ``ownerReferences`` names its uid — and, as in a real cluster, a pod that merely
   *ended* (phase Failed/Succeeded) still exists, so its children stay;
 * **429 answers**: ``throttle(n, retry_after)`` makes the next ``n`` API requests answer
-  ``429 Too Many Requests`` with a ``Retry-After`` header;
+  ``429 Too Many Requests`` with a ``Retry-After`` header (``state.throttle_rate``: that fraction of
+  them, seeded);
 * scripted failures per (method, resource), e.g. ``{("POST", "pods"): 403}``;
 * ``/lanes/<service>/healthz/readiness`` answers 200 while the service's pod is Ready (the lane URL
   of the tests points here).
@@ -111,6 +112,8 @@ class ApiState:
     throttle_left: int = 0
     retry_after: str | None = "0"
     throttled: int = 0
+    #: That fraction of API requests (seeded) answers 429 with ``Retry-After: retry_after``.
+    throttle_rate: float = 0.0
     #: The next ``errors_left`` API requests answer ``error_code``; ``error_rate`` of them at random.
     errors_left: int = 0
     error_code: int = 503
@@ -303,9 +306,9 @@ class _Handler(BaseHTTPRequestHandler):
         if resource == "lane":
             return self._lane(name or "", sub or "", body)
         with st.cond:
-            throttled = st.throttle_left > 0
+            throttled = st.throttle_left > 0 or (st.throttle_rate > 0 and st.rng.random() < st.throttle_rate)
             if throttled:
-                st.throttle_left -= 1
+                st.throttle_left = max(0, st.throttle_left - 1)
                 st.throttled += 1
         if throttled:
             headers = {"Retry-After": st.retry_after} if st.retry_after is not None else {}
@@ -463,10 +466,24 @@ class _Handler(BaseHTTPRequestHandler):
                     ready = (pod.get("status") or {}).get("phase") == "Running"
         if rest == "healthz/readiness" and ready:
             return self._send(200, {"status": "ok"})
+        if rest.startswith("rest/") and ready:  # what bring-up asks of n8n (benchmarks: the real provision path)
+            return self._n8n(rest, body)
         if rest == "build" and self.command == "POST" and ready:
             time.sleep(float((body or {}).get("ms", 0)) / 1000)
             return self._send(200, {"ok": True, "lane": service})
         return self._send(503, {"status": "error"})
+
+
+    def _n8n(self, rest: str, body: Any) -> None:
+        """A minimal n8n for ``lanes.bringup``: e2e reset and feature, login (a cookie), no editor
+        (``/rest/settings`` 404, as with ``N8N_DISABLE_UI``), no Instance AI settings."""
+        if rest in ("rest/e2e/reset", "rest/e2e/feature"):
+            return self._send(200, {"data": {"success": True}})
+        if rest == "rest/login" and self.command == "POST":
+            email = (body or {}).get("emailOrLdapLoginId", "")
+            return self._send(200, {"data": {"id": "owner", "email": email}},
+                              headers={"Set-Cookie": f"n8n-auth=fake-{uuid.uuid4().hex}; Path=/; HttpOnly"})
+        return self._send(404, {"message": "not found"})
 
 
 class _Server(ThreadingHTTPServer):

@@ -493,3 +493,31 @@ async def test_a_pull_that_heals_within_the_grace_is_not_a_failure(server, tmp_p
     assert await backend.health(lane) is True
     await backend.teardown(lane)
     await backend.close()
+
+
+async def test_creates_are_bounded(server, tmp_path) -> None:
+    """12 lanes started at once with max_concurrent_creates=3 and slow answers: never more than 3 pod
+    creates in flight."""
+    server.state.latency_s = (0.1, 0.1)
+    backend = make_backend(server, tmp_path, max_concurrent_creates=3, qps=1000, burst=1000)
+    lanes = await asyncio.gather(*(backend.start_lane(i, lane_spec()) for i in range(12)))
+    assert server.state.peak_inflight[("POST", "pods")] == 3
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_every_api_attempt_is_rate_limited(server, tmp_path) -> None:
+    """qps 20 / burst 5: 12 lanes (29 requests, two of them retries of a 503) take at least
+    (29 - 5) / 20 s; the retries took tokens too."""
+    backend = make_backend(server, tmp_path, qps=20, burst=5)
+    server.fail_next(2, 503)  # the Lease create: retried twice
+    t0 = time.monotonic()
+    lanes = await asyncio.gather(*(backend.start_lane(i, lane_spec()) for i in range(12)))
+    elapsed = time.monotonic() - t0
+    api = [r for r in server.api_calls() if not r.is_watch and "labelSelector" not in r.query]
+    assert len(api) == 3 + 1 + 1 + 12 * 2  # Lease ×3, Secret, NetworkPolicy, 12 × (Pod, Service)
+    assert elapsed >= (len(api) - 5) / 20 * 0.95 and backend.limiter.waited_s > 0
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()

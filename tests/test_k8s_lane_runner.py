@@ -105,9 +105,9 @@ async def test_remote_builder_lanes_carry_a_reachable_runner(server: FakeApiServ
         assert policy["spec"]["ingress"][0]["from"] == [
             {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-orchestrator"}}}]
         name = pod["metadata"]["name"]
-        assert lane.base_url == f"http://{name}.{NS}.svc.cluster.local:5678"
-        assert lane.endpoints == {ENDPOINT: f"http://{name}.{NS}.svc.cluster.local:8790"}
-        assert again.endpoints[ENDPOINT].endswith(".svc.cluster.local:8790") and again.endpoints != lane.endpoints
+        assert lane.base_url == f"http://{name}.{NS}.svc.cluster.local.:5678"
+        assert lane.endpoints == {ENDPOINT: f"http://{name}.{NS}.svc.cluster.local.:8790"}
+        assert again.endpoints[ENDPOINT].endswith(".svc.cluster.local.:8790") and again.endpoints != lane.endpoints
         # the runner's keys come from the lane Secret by reference; no value in any body
         runner = pod["spec"]["containers"][1]
         assert {e["name"] for e in runner["env"] if "valueFrom" in e} == {"ANTHROPIC_API_KEY", "N8N_EVAL_RUNNER_TOKEN"}

@@ -65,7 +65,9 @@ ENV_JOB_UID = "JOB_UID"
 
 #: Where the lane's n8n keeps its SQLite database: an emptyDir, gone with the pod.
 USER_FOLDER = "/var/lib/n8n-lane"
-DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.{cluster_domain}:{port}"
+#: Fully qualified (trailing dot): the resolver asks for exactly this name, not once per search domain
+#: of the pod's resolv.conf (ndots:5 would otherwise turn each lookup into up to 4 misses first).
+DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.{cluster_domain}.:{port}"
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 #: The cloud metadata endpoints (AWS/GCP/Azure/OpenStack IPv4, AWS IPv6): never reachable from a lane.
 METADATA_CIDRS = ("169.254.169.254/32", "fd00:ec2::254/128")

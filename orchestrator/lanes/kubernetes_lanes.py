@@ -88,6 +88,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -107,6 +108,7 @@ from orchestrator.lanes.backend import (
     register_backend,
 )
 from orchestrator.lanes.k8s_api import (
+    RateLimiter,
     call_with_retry,
     is_ready,
     kubeconfig_namespace,
@@ -138,6 +140,9 @@ _ENV_OPTIONS = {
     "pod": "ORCHESTRATOR_K8S_LANE_POD",
     "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
     "sidecar_image": "ORCHESTRATOR_IMAGE",
+    "qps": "ORCHESTRATOR_K8S_QPS",
+    "burst": "ORCHESTRATOR_K8S_BURST",
+    "max_concurrent_creates": "ORCHESTRATOR_K8S_MAX_CONCURRENT_CREATES",
 }
 _JSON_OPTIONS = ("pod", "egress")
 
@@ -176,6 +181,13 @@ class KubernetesOptions(BaseModel):
     retry_budget_s: float = Field(120.0, ge=0)
     #: TTL of the run's liveness Lease; renewed every third of it.
     lease_ttl_s: int = Field(objects.DEFAULT_LEASE_TTL_S, ge=1)
+    #: Client-side rate limit on API requests (every attempt counts): sustained per second, and at once.
+    qps: float = Field(25.0, gt=0)
+    burst: int = Field(50, ge=1)
+    #: Lane creates (Pod + Service) in flight at once; the rest queue.
+    max_concurrent_creates: int = Field(16, ge=1)
+    #: Worker threads for the (blocking) client's calls, and its connections to the API server.
+    api_workers: int = Field(32, ge=1)
 
 
 def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
@@ -351,8 +363,13 @@ class KubernetesBackend(LaneBackend):
         self._uids: dict[tuple[str, str], str] = {}
         self._collision: ConfigError | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self.limiter = RateLimiter(self.opts.qps, self.opts.burst)
+        self._creates = asyncio.Semaphore(self.opts.max_concurrent_creates)
+        self._executor = ThreadPoolExecutor(max_workers=self.opts.api_workers, thread_name_prefix="k8s-api")
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
-        self._http = httpx.AsyncClient(timeout=5.0, trust_env=False)
+        # Health checks of every lane at once: keep a connection per lane (no reconnect per check).
+        self._http = httpx.AsyncClient(timeout=5.0, trust_env=False, limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=1024, keepalive_expiry=60.0))
         if self.opts.sandbox and not self.opts.sandbox_url and not self.opts.pod.sandbox.enabled:
             sandbox = self.opts.pod.sandbox.model_copy(update={"enabled": True})
             self.opts.pod = self.opts.pod.model_copy(update={"sandbox": sandbox})
@@ -375,7 +392,7 @@ class KubernetesBackend(LaneBackend):
 
     def _client(self) -> client.ApiClient:
         if self._api_client is None:
-            self._api_client, in_cluster = load_api_client(self.opts.context)
+            self._api_client, in_cluster = load_api_client(self.opts.context, pool_size=self.opts.api_workers)
             log.debug("kubernetes backend: %s config, API %s", "in-cluster" if in_cluster else "kubeconfig",
                       self._api_client.configuration.host)
         return self._api_client
@@ -412,12 +429,14 @@ class KubernetesBackend(LaneBackend):
         return None
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one blocking client call in a thread, 429s retried with backoff; an unreachable API
+        """Run one blocking client call in the backend's worker threads, every attempt within the
+        client-side rate limit, 429/5xx/resets/timeouts retried with backoff; an unreachable API
         server becomes a LaneError."""
         kwargs.setdefault("_request_timeout", self.opts.request_timeout_s)
         try:
-            call = functools.partial(call_with_retry, fn, *args, budget_s=self.opts.retry_budget_s, **kwargs)
-            return await asyncio.to_thread(call)
+            call = functools.partial(call_with_retry, self.limiter.limit(fn), *args, budget_s=self.opts.retry_budget_s,
+                                     **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
         except urllib3.exceptions.HTTPError as exc:
             raise self._unreachable(exc) from None
 
@@ -511,7 +530,7 @@ class KubernetesBackend(LaneBackend):
             await asyncio.sleep(period)
             try:
                 await self._call(self.coordination.patch_namespaced_lease, name, ns,
-                                 {"spec": {"renewTime": objects.micro_time(time.time())}})
+                                 {"spec": {"renewTime": objects.micro_time(time.time())}}, _preload_content=False)
             except (ApiException, LaneError) as exc:
                 log.warning("kubernetes: renewing Lease %s/%s failed: %s", ns, name, redact(str(exc)))
 
@@ -545,7 +564,7 @@ class KubernetesBackend(LaneBackend):
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid),
                                       grace_period_seconds=grace_period_seconds)
         try:
-            await self._call(delete, name, ns, body=body)
+            await self._call(delete, name, ns, body=body, _preload_content=False)  # the answer is not read
         except ApiException as exc:
             if exc.status == 409:
                 log.warning("kubernetes: %s %s/%s is another object now (uid changed): left alone", kind, ns, name)
@@ -619,9 +638,10 @@ class KubernetesBackend(LaneBackend):
                                 namespace=ns, base_url=base_url)
             self.ledger.created("service", name, lane=name, backend=self.name, namespace=ns)
         try:
-            await self._create("Pod", name, ns, self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
-            await self._create("Service", name, ns, self.core.create_namespaced_service,
-                               self.core.read_namespaced_service, service)
+            async with self._creates:  # bounded: 500 lanes do not open 500 creates at once
+                await self._create("Pod", name, ns, self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
+                await self._create("Service", name, ns, self.core.create_namespaced_service,
+                                   self.core.read_namespaced_service, service)
         except (LaneError, ConfigError):
             try:  # leave nothing behind for a lane the caller never got
                 await self.teardown(lane)
@@ -852,3 +872,4 @@ class KubernetesBackend(LaneBackend):
         if self._owns_client and self._api_client is not None:
             await asyncio.to_thread(self._api_client.close)
             self._api_client = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
