@@ -521,3 +521,35 @@ async def test_every_api_attempt_is_rate_limited(server, tmp_path) -> None:
     for lane in lanes:
         await backend.teardown(lane)
     await backend.close()
+
+
+async def test_the_run_watch_survives_compaction_bookmarks_and_5xx(server, tmp_path) -> None:
+    """The run's one watch on a harsher API: a watch resuming from a compacted version gets 410 and
+    lists again (a 5xx on that list retried); with bookmarks the resumed version stays fresh, so a
+    compaction costs no list; the cache still sees every change."""
+    backend = make_backend(server, tmp_path, watch_timeout_s=1)
+    lanes = [await backend.start_lane(i, lane_spec()) for i in range(2)]
+    await asyncio.gather(*(backend.wait_ready(lane, 10) for lane in lanes))
+    watch = backend._watch()
+    lists = watch.lists
+    server.add("services", NS, {"metadata": {"name": "unrelated"}})  # history moves on past the watch's version
+    server.compact()
+    server.fail_next(1, 503)
+    await asyncio.sleep(2.5)  # the current watch ends (1 s); the next one from the old version: 410
+    assert watch.lists == lists + 1
+    server.state.bookmark_s = 0.2
+    await asyncio.sleep(2.5)  # a watch that asked for bookmarks now runs
+    server.add("services", NS, {"metadata": {"name": "unrelated-2"}})
+    await asyncio.sleep(0.5)  # a bookmark carries the new version
+    server.compact()
+    await asyncio.sleep(2.5)
+    assert watch.lists == lists + 1  # resumed from a bookmark's version: no 410, no list
+    server.set_pod(lanes[0].handle, "OOMKilled")
+    deadline = time.monotonic() + 5
+    while not await backend.is_gone(lanes[0]):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert await backend.health(lanes[1]) is True
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()

@@ -255,6 +255,12 @@ class RunPodWatch:
         with self._lock:
             return self.pods.get(name)
 
+    def _raw_list(self, *args: Any, **kwargs: Any) -> Any:
+        # No docstring on purpose: ``watch.Watch`` reads the return type from the function's
+        # docstring; without one it hands events over as dicts instead of building a V1Pod model
+        # per event (CPU that 500 lanes' events would otherwise cost). ERROR events (410) still raise.
+        return self._list(*args, **kwargs)
+
     def _note_stuck(self, pod: dict[str, Any]) -> None:
         """Remember since when a pod's pull fails or it cannot be scheduled (caller holds the lock)."""
         name = pod["metadata"]["name"]
@@ -293,7 +299,7 @@ class RunPodWatch:
                     break
                 self._watch = w = watch.Watch()
                 self.watches += 1
-                for event in w.stream(self._list, self.namespace, label_selector=self.selector,
+                for event in w.stream(self._raw_list, self.namespace, label_selector=self.selector,
                                       resource_version=version, allow_watch_bookmarks=True,
                                       timeout_seconds=self.watch_timeout_s,
                                       _request_timeout=self.watch_timeout_s + self.request_timeout_s):
