@@ -733,3 +733,15 @@ def test_an_ab_upgrade_renders_through_the_running_job_guard() -> None:
     assert job["metadata"]["name"] == f"{RELEASE}-ab-2"
     template = (CHART / "templates" / "job-ab.yaml").read_text()
     assert 'lookup "batch/v1" "Job" .Release.Namespace ""' in template and "allowUpgradeWhileRunning" in template
+
+
+def test_the_ab_job_carries_one_builder_and_respects_ab_builder() -> None:
+    """#26: the A/B Job passed `--builder mcp` then the run's `--builder remote` (the last won)."""
+    def ab_args(ab: dict[str, Any]) -> list[str]:
+        docs = render({**AB_VALUES, "ab": {**AB_VALUES["ab"], **ab}})
+        return container(one(docs, "Job")["spec"]["template"])["args"]
+
+    for builder in ("mcp", "instance-ai"):  # what values.schema.json allows for ab.builder
+        args = ab_args({"builder": builder})
+        assert args.count("--builder") == 1 and _arg(args, "--builder") == builder
+        assert _arg(args, "--tier") == "smoke" and _arg(args, "--backend") == "kubernetes"  # the run's options stay
