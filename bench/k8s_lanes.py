@@ -1,15 +1,25 @@
-"""100 kubernetes lanes × 1,000 units against the loopback fake API server: API calls per lane, time
-to all-ready, and the orchestrator's peak RSS at two build concurrencies.
+"""Kubernetes lanes through the real provision path against a harsh loopback fake API server: time
+to all-ready, API calls per lane, peak concurrent creates; optionally builds on the lanes and the
+orchestrator's peak RSS.
 
-The real ``KubernetesBackend`` (real ``kubernetes`` client) drives ``tests/k8s_fake_api.py``, run in
-a child process so its threads do not count in the orchestrator's RSS. The fake kubelet makes each
-lane pod Ready after 0.5–3 s (hash of its name); ``--pull-fail`` of them first fail their image
-pull (ErrImagePull → ImagePullBackOff → Running). A unit is one build *on its lane* — the
-build-runner design of docs/cluster.md: the orchestrator only holds an HTTP request per build
-(``POST /lanes/<svc>/build`` on the fake, answering after 100–400 ms) — while the pool's health loop
-checks every lane every 2 s. Nothing here is a timed test; it prints figures.
+The run's own code does the work: ``run.provision.Provisioner`` (every lane through
+``lanes.bringup.bring_up_one``: start → readiness → owner seed → fingerprint → ``BuildLane``) on the
+real ``KubernetesBackend`` with its default limits (client-side QPS/burst, bounded concurrent
+creates, its worker pool) — nothing here throttles or paces anything. ``tests/k8s_fake_api.py`` runs
+in a child process (its threads do not count in the RSS) and is made harsh: every API answer waits
+``--latency`` (uniform, ms), ``--rate-429`` of them answer 429 (``Retry-After: 1``) and ``--rate-5xx``
+answer 500/503/504; its kubelet makes each pod Ready after 0.5–3 s (hash of its name) and
+``--pull-fail`` of them first fail their image pull for 0.7 s (healed within the pull grace). The lane
+side answers what bring-up asks of n8n (reset, login; no editor).
 
-    .venv/bin/python bench/k8s_lanes.py [--lanes 100] [--units 1000] [--concurrency 8,200] [--pull-fail 0.1]
+With ``--units N``, N builds then run on the lanes (the build-runner design of docs/cluster.md: one
+HTTP request per build, ``POST /lanes/<pod>/build`` answering after 100–400 ms) while the health
+loop checks every lane every 2 s, and the peak RSS per phase is printed. Nothing here is a timed
+test; it prints figures. The last line of each run::
+
+    N lanes: ready S s, C API calls per lane, P peak concurrent creates (limit L)
+
+    .venv/bin/python bench/k8s_lanes.py [--lanes 100,500] [--latency 5,40] [--rate-429 0.02] [--rate-5xx 0.02]
 """
 
 from __future__ import annotations
@@ -26,17 +36,17 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 
 SERVER = """
-import hashlib, sys, time
+import hashlib, json, sys
 sys.path.insert(0, {tests!r})
 from k8s_fake_api import FakeApiServer
-pull_fail = float(sys.argv[1])
+pull_fail, lo, hi, r429, r5xx = (float(a) for a in sys.argv[1:6])
 def plan(name):
     h = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)
     ready_after = 0.5 + (h % 1000) / 400            # 0.5 … 3.0 s
@@ -44,20 +54,24 @@ def plan(name):
         return ((0.2, "ErrImagePull"), (0.5, "ImagePullBackOff"), (ready_after, "ready"))
     return ((ready_after, "ready"),)
 with FakeApiServer() as srv:
-    srv.state.plan_for = plan
+    st = srv.state
+    st.plan_for = plan
+    st.latency_s = (lo / 1000, hi / 1000)
+    st.throttle_rate, st.retry_after, st.error_rate = r429, "1", r5xx
     print(srv.url, flush=True)
     sys.stdin.read()   # until the parent closes stdin
-    reqs = srv.state.requests
+    reqs = st.requests
     api = [r for r in reqs if not r.path.startswith("/lanes/")]
-    import json
     kinds = {{}}
     for r in api:
         parts = r.path.split("/")
-        res = next((p for p in ("pods", "services", "networkpolicies", "secrets", "jobs") if p in parts), "?")
-        verb = "watch" if r.is_watch else {{"POST": "create", "DELETE": "delete"}}.get(r.method, "get" if parts[-1] != res else "list")
-        key = verb + " " + res
-        kinds[key] = kinds.get(key, 0) + 1
-    print(json.dumps({{"api": len(api), "lane_http": len(reqs) - len(api), "kinds": kinds}}), flush=True)
+        res = next((p for p in ("pods", "services", "networkpolicies", "secrets", "leases") if p in parts), "?")
+        verb = "watch" if r.is_watch else {{"POST": "create", "DELETE": "delete", "PATCH": "patch"}}.get(
+            r.method, "get" if parts[-1] != res else "list")
+        kinds[verb + " " + res] = kinds.get(verb + " " + res, 0) + 1
+    print(json.dumps({{"api": len(api), "lane_http": len(reqs) - len(api), "kinds": kinds,
+                      "throttled": st.throttled, "errors": st.errors_sent,
+                      "peak_creates": st.peak_inflight.get(("POST", "pods"), 0)}}), flush=True)
 """
 
 
@@ -90,125 +104,157 @@ class RssSampler:
         self._thread.join()
 
 
-async def one_run(lanes: int, units: int, concurrency: int, per_lane: int, pull_fail: float) -> dict[str, object]:
+class NoPreparation:
+    """The builder seen by the provisioner: nothing to prepare per lane (builds here are plain HTTP)."""
+
+    async def prepare_lane(self, ctx: Any) -> None:
+        return None
+
+
+async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
+    from kubernetes import client
+    from rich.console import Console
+
+    from orchestrator.lanes.bringup import teardown_pool
     from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
     from orchestrator.lanes.model import LaneSpec
     from orchestrator.ledger import Ledger
+    from orchestrator.run.config import RunConfig
+    from orchestrator.run.observers import RunObserver
+    from orchestrator.run.provision import Pool, Provisioner
 
-    proc = subprocess.Popen([sys.executable, "-c", SERVER.format(tests=str(REPO / "tests")), str(pull_fail)],
+    lo, hi = (float(x) for x in args.latency.split(","))
+    proc = subprocess.Popen([sys.executable, "-c", SERVER.format(tests=str(REPO / "tests")), str(args.pull_fail),
+                             str(lo), str(hi), str(args.rate_429), str(args.rate_5xx)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdin is not None
     url = proc.stdout.readline().strip()
-    from kubernetes import client
-
-    cfg = client.Configuration()
-    cfg.host = url
-    cfg.connection_pool_maxsize = 32
     state = Path(tempfile.mkdtemp(prefix="k8s-bench-"))
-    run_id = f"bench-{lanes}x{units}-c{concurrency}"
+    run_id = f"bench-{lanes}-{os.getpid()}"
     env = {"POD_NAME": "orch", "POD_NAMESPACE": "evals", "POD_UID": "00000000-0000-4000-8000-000000000000"}
-    backend = KubernetesBackend(run_id, Ledger.for_run(run_id, state), state, api_client=client.ApiClient(cfg),
-                                environ=env, namespace="evals", url_template=url + "/lanes/{service}",
-                                existing_secret="n8n-eval-keys")
-    spec = LaneSpec(n8n_version="2.41.1", image="registry.invalid/n8n-eval-lane:2.41.1",
-                    secret_env={"ANTHROPIC_API_KEY": "x"})
-    rng = random.Random(7)
-    out: dict[str, object] = {"lanes": lanes, "units": units, "concurrency": concurrency}
+    ledger = Ledger.for_run(run_id, state)
+    cfg_k8s = client.Configuration()
+    cfg_k8s.host = url
+    options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{service}",
+                               "existing_secret": "n8n-eval-keys"}
+    from orchestrator.lanes.kubernetes_lanes import KubernetesOptions
+
+    defaults = KubernetesOptions()
+    cfg_k8s.connection_pool_maxsize = defaults.api_workers  # what load_api_client does in a cluster
+    backend = KubernetesBackend(run_id, ledger, state, api_client=client.ApiClient(cfg_k8s), environ=env, **options)
+    spec = LaneSpec(n8n_version="2.41.1", image="registry.invalid/n8n-eval-lane:2.41.1", ready_timeout_s=120)
+    cfg = RunConfig(lanes=lanes, lane_retries=1, password="Bench-password-1")
+    pool = Pool()
+    provisioner = Provisioner(cfg, run_id, ledger, backend, spec, NoPreparation(), pool,  # type: ignore[arg-type]
+                              RunObserver(), Console(quiet=True))
+    out: dict[str, Any] = {"lanes": lanes, "limit": defaults.max_concurrent_creates, "qps": defaults.qps,
+                           "burst": defaults.burst}
+    # the client's API modules import lazily and slowly (seconds on a busy machine): once per process,
+    # not per run — paid before the clock starts
+    _ = (client.CoreV1Api, client.NetworkingV1Api, client.CoordinationV1Api, client.V1DeleteOptions)
     with RssSampler() as rss:
         rss.phase = "bring-up"
         t0 = time.monotonic()
-        create = asyncio.Semaphore(20)
-
-        async def start(i: int):
-            async with create:
-                lane = await backend.start_lane(i, spec)
-            await backend.wait_ready(lane, 60)
-            return lane, time.monotonic() - t0
-
-        started = await asyncio.gather(*(start(i) for i in range(lanes)))
-        pool = [lane for lane, _ in started]
+        await provisioner.start(lanes)
+        out["first_ready_s"] = round(time.monotonic() - t0, 2)
+        while len(pool.contexts) + len(provisioner.failures) < lanes:
+            await asyncio.sleep(0.05)
         out["all_ready_s"] = round(time.monotonic() - t0, 2)
-        out["first_ready_s"] = round(min(t for _, t in started), 2)
-
-        rss.phase = "builds"
-        stop = asyncio.Event()
-
-        async def health_loop() -> None:
-            while not stop.is_set():
-                await asyncio.gather(*(backend.health(lane) for lane in pool))
-                try:
-                    await asyncio.wait_for(stop.wait(), 2.0)
-                except TimeoutError:
-                    pass
-
-        cap = asyncio.Semaphore(concurrency)
-        lane_caps = {lane.lane_id: asyncio.Semaphore(per_lane) for lane in pool}
-        done = 0
-        async with httpx.AsyncClient(timeout=30, trust_env=False,
-                                     limits=httpx.Limits(max_connections=concurrency + 8)) as http:
-            async def unit(n: int) -> None:
-                nonlocal done
-                lane = pool[n % len(pool)]
-                async with cap, lane_caps[lane.lane_id]:
-                    r = await http.post(f"{lane.base_url}/build", json={"ms": rng.randint(100, 400)})
-                    r.raise_for_status()
-                done += 1
-
-            health = asyncio.create_task(health_loop())
-            t1 = time.monotonic()
-            await asyncio.gather(*(unit(n) for n in range(units)))
-            out["units_s"] = round(time.monotonic() - t1, 2)
-            stop.set()
-            await health
+        out["ready"] = len(pool.contexts)
+        out["failures"] = provisioner.failures[:3]
+        ready = list(pool.lanes.values())
+        if args.units:
+            rss.phase = "builds"
+            out.update(await builds(args, backend, ready))
         rss.phase = "teardown"
         t2 = time.monotonic()
-        gate = asyncio.Semaphore(20)
-
-        async def down(lane) -> None:
-            async with gate:
-                await backend.teardown(lane)
-
-        await asyncio.gather(*(down(lane) for lane in pool))
+        for ctx in list(pool.contexts.values()):
+            await ctx.close()
+        await teardown_pool(backend, ready)
         out["teardown_s"] = round(time.monotonic() - t2, 2)
+        await provisioner.close()
         await backend.close()
+    out["limiter_wait_s"] = round(backend.limiter.waited_s, 1)
     proc.stdin.close()
     stats = json.loads(proc.stdout.readline())
     proc.wait(timeout=30)
-    out["units_done"] = done
     out["api_calls"] = stats["api"]
     out["api_calls_per_lane"] = round(stats["api"] / lanes, 2)
     out["api_calls_by_kind"] = stats["kinds"]
+    out["injected_429"], out["injected_5xx"] = stats["throttled"], stats["errors"]
+    out["peak_concurrent_creates"] = stats["peak_creates"]
     out["lane_http_requests"] = stats["lane_http"]
     out["peak_rss_mib"] = dict(rss.peaks)
     return out
 
 
+async def builds(args: argparse.Namespace, backend: Any, pool: list[Any]) -> dict[str, Any]:
+    rng = random.Random(7)
+    stop = asyncio.Event()
+
+    async def health_loop() -> None:
+        while not stop.is_set():
+            await asyncio.gather(*(backend.health(lane) for lane in pool))
+            try:
+                await asyncio.wait_for(stop.wait(), 2.0)
+            except TimeoutError:
+                pass
+
+    cap = asyncio.Semaphore(args.concurrency)
+    lane_caps = {lane.lane_id: asyncio.Semaphore(args.per_lane_builds) for lane in pool}
+    done = 0
+    async with httpx.AsyncClient(timeout=30, trust_env=False,
+                                 limits=httpx.Limits(max_connections=args.concurrency + 8)) as http:
+        async def unit(n: int) -> None:
+            nonlocal done
+            lane = pool[n % len(pool)]
+            async with cap, lane_caps[lane.lane_id]:
+                r = await http.post(f"{lane.base_url}/build", json={"ms": rng.randint(100, 400)})
+                r.raise_for_status()
+            done += 1
+
+        health = asyncio.create_task(health_loop())
+        t1 = time.monotonic()
+        await asyncio.gather(*(unit(n) for n in range(args.units)))
+        units_s = round(time.monotonic() - t1, 2)
+        stop.set()
+        await health
+    return {"units_done": done, "units_s": units_s}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--lanes", type=int, default=100)
-    parser.add_argument("--units", type=int, default=1000)
-    parser.add_argument("--concurrency", default="8,200", help="comma-separated global build caps, one run each")
-    parser.add_argument("--per-lane-builds", type=int, default=4)
+    parser.add_argument("--lanes", default="100,500", help="comma-separated pool sizes, one run each")
+    parser.add_argument("--latency", default="5,40", help="API answer delay range, ms")
+    parser.add_argument("--rate-429", type=float, default=0.02, help="fraction of API requests answering 429")
+    parser.add_argument("--rate-5xx", type=float, default=0.02, help="fraction of API requests answering 5xx")
     parser.add_argument("--pull-fail", type=float, default=0.1, help="fraction of pods whose first pulls fail")
+    parser.add_argument("--units", type=int, default=0, help="builds to run on the lanes (0: bring-up only)")
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--per-lane-builds", type=int, default=4)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    caps = [int(c) for c in args.concurrency.split(",")]
-    if args.one or len(caps) == 1:
-        result = asyncio.run(one_run(args.lanes, args.units, caps[0], args.per_lane_builds, args.pull_fail))
-        print(json.dumps(result))
+    sizes = [int(n) for n in args.lanes.split(",")]
+    if args.one:
+        print(json.dumps(asyncio.run(one_run(args, sizes[0]))))
         return
-    for cap in caps:  # a fresh process per cap: peak RSS is per process
-        cmd = [sys.executable, __file__, "--one", "--lanes", str(args.lanes), "--units", str(args.units),
-               "--concurrency", str(cap), "--per-lane-builds", str(args.per_lane_builds),
-               "--pull-fail", str(args.pull_fail)]
+    for n in sizes:  # a fresh process per size: peak RSS is per process
+        cmd = [sys.executable, __file__, "--one", "--lanes", str(n), "--latency", args.latency,
+               "--rate-429", str(args.rate_429), "--rate-5xx", str(args.rate_5xx), "--pull-fail", str(args.pull_fail),
+               "--units", str(args.units), "--concurrency", str(args.concurrency),
+               "--per-lane-builds", str(args.per_lane_builds)]
         res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO,
                                         env=dict(os.environ)).stdout.strip().splitlines()[-1])
         rss = res["peak_rss_mib"]
-        print(f"lanes={res['lanes']} units={res['units_done']}/{res['units']} concurrency={cap}: "
-              f"all ready {res['all_ready_s']} s (first {res['first_ready_s']} s), units {res['units_s']} s, "
-              f"teardown {res['teardown_s']} s; API calls {res['api_calls']} = {res['api_calls_per_lane']}/lane "
-              f"{res['api_calls_by_kind']}; peak RSS MiB bring-up {rss.get('bring-up')} builds {rss.get('builds')} "
-              f"teardown {rss.get('teardown')}")
+        print(f"{n} lanes: {res['ready']} ready (first {res['first_ready_s']} s), teardown {res['teardown_s']} s; "
+              f"API calls {res['api_calls']} {res['api_calls_by_kind']}; injected 429s {res['injected_429']}, "
+              f"5xx {res['injected_5xx']}; limiter waited {res['limiter_wait_s']} s (qps {res['qps']}, "
+              f"burst {res['burst']}); peak RSS MiB {rss}" + (f"; {res['units_done']} units in {res['units_s']} s"
+                                                               if args.units else ""))
+        if res["failures"]:
+            print(f"  failures (first 3): {res['failures']}")
+        print(f"{n} lanes: ready {res['all_ready_s']} s, {res['api_calls_per_lane']} API calls per lane, "
+              f"{res['peak_concurrent_creates']} peak concurrent creates (limit {res['limit']})", flush=True)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ class ResourceKind(str, enum.Enum):
     secret = "secret"
     service = "service"
     networkpolicy = "networkpolicy"
+    lease = "lease"
     process = "process"
     container = "container"
     pod = "pod"

@@ -35,5 +35,3 @@ class ConfigError(UserError):
 def is_transient(exc: BaseException) -> bool:
     """True when the error says trying again may help (the retry policies' one question)."""
     return bool(getattr(exc, "transient", False))
-
-

@@ -16,20 +16,41 @@ the part of the REST API the backend and the janitor use, driven by the real ``k
   every object whose ``ownerReferences`` names its uid — and, as in a real cluster, a pod that merely
   *ended* (phase Failed/Succeeded) still exists, so its children stay;
 * **429 answers**: ``throttle(n, retry_after)`` makes the next ``n`` API requests answer
-  ``429 Too Many Requests`` with a ``Retry-After`` header;
+  ``429 Too Many Requests`` with a ``Retry-After`` header (``state.throttle_rate``: that fraction of
+  them, seeded);
 * scripted failures per (method, resource), e.g. ``{("POST", "pods"): 403}``;
 * ``/lanes/<service>/healthz/readiness`` answers 200 while the service's pod is Ready (the lane URL
   of the tests points here).
 
+The harsher behaviours of a real API server, each off by default so a test turns on only what it needs:
+
+* **5xx**: ``fail_next(n, code)`` (the next ``n`` API requests) and ``state.error_rate`` (that
+  fraction of them, seeded) answer 500/503/504;
+* **latency**: ``state.latency_s = (lo, hi)`` delays every API answer by a uniform draw;
+* **410 Gone and bookmarks**: ``compact()`` drops the event history, so a watch resuming from an older
+  ``resourceVersion`` gets an ``ERROR`` event with code 410 (as etcd compaction does); with
+  ``allowWatchBookmarks=true`` an idle watch sends a ``BOOKMARK`` every ``state.bookmark_s``;
+* **graceful deletion**: with ``state.termination_s`` > 0 a deleted pod first gets a
+  ``deletionTimestamp`` (Terminating, a MODIFIED event) and goes that long later (its owned objects
+  with it); ``DeleteOptions.preconditions.uid`` that no longer matches answers 409;
+* **admission**: ``state.pod_security = "restricted"`` refuses pods that violate Pod Security
+  restricted (403 with the reason, as the admission plugin words it), ``state.quota_pods = N`` a
+  ResourceQuota of N pods (403 ``exceeded quota``);
+* **leases** (``coordination.k8s.io/v1``) with ``PUT`` (optimistic concurrency on
+  ``resourceVersion``) and ``PATCH`` (merge patch), for the run's liveness lease;
+* a kubelet outcome ``Unschedulable`` (PodScheduled False with the scheduler's message).
+
 Every request is recorded (method, path, query, body) so tests can assert the exact calls. What it
-does *not* model: admission, scheduling, RBAC enforcement, NetworkPolicy enforcement, real
-containers. Those need a cluster (docs/cluster.md).
+does *not* model: RBAC enforcement, NetworkPolicy enforcement, real scheduling, real containers.
+Those need a cluster (docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
+import random
 import threading
 import time
 import uuid
@@ -48,8 +69,13 @@ COLLECTIONS = {
     "secrets": ("", "v1", "Secret"),
     "networkpolicies": ("networking.k8s.io", "networking.k8s.io/v1", "NetworkPolicy"),
     "jobs": ("batch", "batch/v1", "Job"),
+    "leases": ("coordination.k8s.io", "coordination.k8s.io/v1", "Lease"),
 }
-_PREFIXES = {("api", "v1"): "", ("apis", "networking.k8s.io"): "networking.k8s.io", ("apis", "batch"): "batch"}
+_PREFIXES = {("api", "v1"): "", ("apis", "networking.k8s.io"): "networking.k8s.io", ("apis", "batch"): "batch",
+             ("apis", "coordination.k8s.io"): "coordination.k8s.io"}
+#: Volume types Pod Security "restricted" allows.
+_RESTRICTED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                                 "projected", "secret"})
 DEFAULT_PLAN: tuple[tuple[float, str], ...] = ((0.05, "ready"),)
 
 
@@ -86,6 +112,29 @@ class ApiState:
     throttle_left: int = 0
     retry_after: str | None = "0"
     throttled: int = 0
+    #: That fraction of API requests (seeded) answers 429 with ``Retry-After: retry_after``.
+    throttle_rate: float = 0.0
+    #: The next ``errors_left`` API requests answer ``error_code``; ``error_rate`` of them at random.
+    errors_left: int = 0
+    error_code: int = 503
+    error_rate: float = 0.0
+    errors_sent: int = 0
+    rng: random.Random = field(default_factory=lambda: random.Random(26))
+    #: Every API answer waits a uniform draw from this range (seconds).
+    latency_s: tuple[float, float] = (0.0, 0.0)
+    #: Watches resuming from a version at or below this get 410 Gone.
+    compacted: int = 0
+    #: An idle watch that asked for bookmarks gets one this often (None: never).
+    bookmark_s: float | None = None
+    #: A deleted pod stays Terminating this long (0: deleted at once).
+    termination_s: float = 0.0
+    #: "restricted": pods are admitted only if they meet Pod Security restricted.
+    pod_security: str | None = None
+    #: A ResourceQuota on the pod count (None: none).
+    quota_pods: int | None = None
+    #: Requests being answered right now, and the most at once, per (method, resource).
+    inflight: dict[tuple[str, str], int] = field(default_factory=dict)
+    peak_inflight: dict[tuple[str, str], int] = field(default_factory=dict)
     version: int = 1
     #: (resourceVersion, resource, namespace, event type, object snapshot)
     events: list[tuple[int, str, str, str, dict[str, Any]]] = field(default_factory=list)
@@ -118,11 +167,17 @@ def _field_ok(selector: str | None, obj: dict[str, Any]) -> bool:
     raise ValueError(f"field selector {selector!r} not modelled")
 
 
+UNSCHEDULABLE_MESSAGE = "0/3 nodes are available: 3 Insufficient memory. preemption: 0/3 nodes are available."
+
+
 def pod_status(outcome: str) -> dict[str, Any]:
     """A pod's ``status`` for one scripted outcome (what a kubelet would report)."""
     now = "2026-12-02T00:00:10Z"
     if outcome == "pending":
         return {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    if outcome == "Unschedulable":
+        return {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                    "message": UNSCHEDULABLE_MESSAGE}]}
     if outcome == "ready":
         return {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
                 "containerStatuses": [{"name": "n8n", "ready": True, "restartCount": 0, "image": "x", "imageID": "",
@@ -132,7 +187,7 @@ def pod_status(outcome: str) -> dict[str, Any]:
                 "conditions": [{"type": "Ready", "status": "False", "message": "containers with unready status: [n8n]"}],
                 "containerStatuses": [{"name": "n8n", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
                                        "state": {"waiting": {"reason": outcome,
-                                                             "message": "Back-off pulling image \"x\""}}}]}
+                                                             "message": _waiting_message(outcome)}}}]}
     if outcome == "OOMKilled":
         return {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
                 "containerStatuses": [{"name": "n8n", "ready": False, "restartCount": 0, "image": "x", "imageID": "",
@@ -148,6 +203,64 @@ def pod_status(outcome: str) -> dict[str, Any]:
                                        "state": {"terminated": {"reason": "Completed", "exitCode": 0,
                                                                 "finishedAt": now}}}]}
     raise ValueError(f"unknown pod outcome {outcome!r}")
+
+
+def _waiting_message(reason: str) -> str:
+    if reason == "ErrImagePull":
+        return 'rpc error: code = NotFound desc = failed to pull and unpack image "x": not found'
+    if reason == "ImagePullBackOff":
+        return 'Back-off pulling image "x"'
+    return f"{reason} (scripted)"
+
+
+def pod_security_violations(pod: dict[str, Any]) -> list[str]:
+    """What Pod Security "restricted" objects to in a pod (the checks the admission plugin makes,
+    in its words, shortened); [] when it is admitted."""
+    spec = pod.get("spec") or {}
+    psc = spec.get("securityContext") or {}
+    out = [f"host namespaces ({k}=true)" for k in ("hostNetwork", "hostPID", "hostIPC") if spec.get(k)]
+    for vol in spec.get("volumes") or []:
+        kinds = set(vol) - {"name"}
+        if not kinds <= _RESTRICTED_VOLUMES:
+            out.append(f'restricted volume types (volume "{vol.get("name")}" uses {", ".join(sorted(kinds))})')
+    containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    for c in containers:
+        sc, name = c.get("securityContext") or {}, c.get("name")
+        if sc.get("privileged"):
+            out.append(f'privileged (container "{name}" must not set securityContext.privileged=true)')
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f'allowPrivilegeEscalation != false (container "{name}" must set '
+                       "securityContext.allowPrivilegeEscalation=false)")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []) or set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            out.append(f'unrestricted capabilities (container "{name}" must set securityContext.capabilities.drop=["ALL"])')
+        if not (sc.get("runAsNonRoot", psc.get("runAsNonRoot"))):
+            out.append(f'runAsNonRoot != true (container "{name}" must set securityContext.runAsNonRoot=true)')
+        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
+            out.append(f'runAsUser=0 (container "{name}" must not set runAsUser=0)')
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            out.append(f'seccompProfile (container "{name}" must set securityContext.seccompProfile.type to '
+                       '"RuntimeDefault" or "Localhost")')
+        if sc.get("procMount") not in (None, "Default"):
+            out.append(f'procMount (container "{name}" must not set securityContext.procMount={sc["procMount"]})')
+    return out
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386)."""
+    for k, v in patch.items():
+        if v is None:
+            base.pop(k, None)
+        elif isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = copy.deepcopy(v)
+    return base
+
+
+def _now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -193,24 +306,47 @@ class _Handler(BaseHTTPRequestHandler):
         if resource == "lane":
             return self._lane(name or "", sub or "", body)
         with st.cond:
-            throttled = st.throttle_left > 0
+            throttled = st.throttle_left > 0 or (st.throttle_rate > 0 and st.rng.random() < st.throttle_rate)
             if throttled:
-                st.throttle_left -= 1
+                st.throttle_left = max(0, st.throttle_left - 1)
                 st.throttled += 1
         if throttled:
             headers = {"Retry-After": st.retry_after} if st.retry_after is not None else {}
             return self._send(429, status_body(429, "TooManyRequests", "the server has received too many requests"),
                               headers=headers)
-        if (self.command, resource) in st.failures:
-            code = st.failures[(self.command, resource)]
-            return self._send(code, status_body(code, "Forbidden", f"{resource} is forbidden (scripted)"))
-        if resource not in COLLECTIONS:
-            return self._send(404, status_body(404, "NotFound", "unknown path"))
-        if name is None:
-            return self._collection(resource, ns, query, body)
-        return self._item(resource, ns, name, sub)
+        with st.cond:
+            error = 0
+            if st.errors_left > 0:
+                st.errors_left -= 1
+                error = st.error_code
+            elif st.error_rate and st.rng.random() < st.error_rate:
+                error = st.rng.choice((500, 503, 504))
+            if error:
+                st.errors_sent += 1
+            lo, hi = st.latency_s
+            delay = st.rng.uniform(lo, hi) if hi > 0 else 0.0
+            key = (self.command, resource)
+            st.inflight[key] = st.inflight.get(key, 0) + 1
+            st.peak_inflight[key] = max(st.peak_inflight.get(key, 0), st.inflight[key])
+        try:
+            if delay:
+                time.sleep(delay)
+            if error:
+                return self._send(error, status_body(error, "InternalError" if error == 500 else "ServiceUnavailable",
+                                                     "injected server error"))
+            if (self.command, resource) in st.failures:
+                code = st.failures[(self.command, resource)]
+                return self._send(code, status_body(code, "Forbidden", f"{resource} is forbidden (scripted)"))
+            if resource not in COLLECTIONS:
+                return self._send(404, status_body(404, "NotFound", "unknown path"))
+            if name is None:
+                return self._collection(resource, ns, query, body)
+            return self._item(resource, ns, name, sub, body)
+        finally:
+            with st.cond:
+                st.inflight[key] -= 1
 
-    do_GET = do_POST = do_DELETE = _handle
+    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _handle
 
     def _collection(self, resource: str, ns: str, query: dict[str, str], body: Any) -> None:
         api = self.api
@@ -247,16 +383,26 @@ class _Handler(BaseHTTPRequestHandler):
             return (r == resource and n == ns and matches(selector or "", obj["metadata"].get("labels") or {})
                     and _field_ok(fields, obj))
 
+        bookmarks = query.get("allowWatchBookmarks") == "true" and st.bookmark_s
+        _, api_version, kind = COLLECTIONS[resource]
         try:
             with st.cond:
                 if query.get("resourceVersion"):
                     since = int(query["resourceVersion"])
                     initial: list[dict[str, Any]] = []
+                    gone = since < st.compacted
                 else:
                     since = st.version
                     initial = [copy.deepcopy(o) for (r, n, _), o in st.objects.items() if wanted(r, n, o)]
+                    gone = False
+            if gone:  # as etcd after compaction: the watch opens, then says 410 and ends
+                chunk({"type": "ERROR", "object": status_body(
+                    410, "Expired", f"too old resource version: {since} ({st.compacted})")})
+                self.wfile.write(b"0\r\n\r\n")
+                return
             for obj in initial:
                 chunk({"type": "ADDED", "object": obj})
+            last_sent = time.monotonic()
             while True:
                 with st.cond:
                     pending = [(v, t, o) for v, r, n, t, o in st.events if v > since and wanted(r, n, o)]
@@ -264,23 +410,47 @@ class _Handler(BaseHTTPRequestHandler):
                         left = deadline - time.monotonic()
                         if left <= 0 or st.closing:
                             break
-                        st.cond.wait(min(left, 0.5))
-                        continue
+                        if bookmarks and time.monotonic() - last_sent >= bookmarks:
+                            version = st.version
+                        else:
+                            st.cond.wait(min(left, 0.5, bookmarks or 0.5))
+                            continue
+                if not pending:  # a bookmark: "nothing for you up to this version"
+                    chunk({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
+                                                           "metadata": {"resourceVersion": str(version)}}})
+                    since, last_sent = max(since, version), time.monotonic()
+                    continue
                 for v, t, o in pending:
                     chunk({"type": t, "object": o})
                     since = v
+                last_sent = time.monotonic()
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):  # the client stopped watching
             pass
 
-    def _item(self, resource: str, ns: str, name: str, sub: str | None) -> None:
+    def _item(self, resource: str, ns: str, name: str, sub: str | None, body: Any = None) -> None:
         api = self.api
         if sub == "log":
             obj = api.get(resource, ns, name)
             if obj is None:
                 return self._send(404, status_body(404, "NotFound", f'{resource} "{name}" not found'))
             return self._send(200, b"n8n ready on 0.0.0.0, port 5678\nEditor is now accessible\n", "text/plain")
-        obj = api.delete(resource, ns, name) if self.command == "DELETE" else api.get(resource, ns, name)
+        if self.command in ("PUT", "PATCH"):
+            code, out = api.update(resource, ns, name, body or {}, merge=self.command == "PATCH")
+            return self._send(code, out)
+        if self.command == "DELETE":
+            uid = ((body or {}).get("preconditions") or {}).get("uid")
+            current = api.get(resource, ns, name)
+            if current is not None and uid and current["metadata"].get("uid") != uid:
+                return self._send(409, status_body(409, "Conflict", (
+                    f'Operation cannot be fulfilled on {resource} "{name}": Precondition failed: UID in precondition: '
+                    f'{uid}, UID in object meta: {current["metadata"].get("uid")}')))
+            grace = (body or {}).get("gracePeriodSeconds")
+            if grace is None:
+                grace = (parse_qs(urlsplit(self.path).query).get("gracePeriodSeconds") or [None])[0]
+            obj = api.delete(resource, ns, name, grace_s=None if grace is None else float(grace))
+        else:
+            obj = api.get(resource, ns, name)
         if obj is None:
             return self._send(404, status_body(404, "NotFound", f'{resource} "{name}" not found'))
         return self._send(200, obj)
@@ -296,10 +466,24 @@ class _Handler(BaseHTTPRequestHandler):
                     ready = (pod.get("status") or {}).get("phase") == "Running"
         if rest == "healthz/readiness" and ready:
             return self._send(200, {"status": "ok"})
+        if rest.startswith("rest/") and ready:  # what bring-up asks of n8n (benchmarks: the real provision path)
+            return self._n8n(rest, body)
         if rest == "build" and self.command == "POST" and ready:
             time.sleep(float((body or {}).get("ms", 0)) / 1000)
             return self._send(200, {"ok": True, "lane": service})
         return self._send(503, {"status": "error"})
+
+
+    def _n8n(self, rest: str, body: Any) -> None:
+        """A minimal n8n for ``lanes.bringup``: e2e reset and feature, login (a cookie), no editor
+        (``/rest/settings`` 404, as with ``N8N_DISABLE_UI``), no Instance AI settings."""
+        if rest in ("rest/e2e/reset", "rest/e2e/feature"):
+            return self._send(200, {"data": {"success": True}})
+        if rest == "rest/login" and self.command == "POST":
+            email = (body or {}).get("emailOrLdapLoginId", "")
+            return self._send(200, {"data": {"id": "owner", "email": email}},
+                              headers={"Set-Cookie": f"n8n-auth=fake-{uuid.uuid4().hex}; Path=/; HttpOnly"})
+        return self._send(404, {"message": "not found"})
 
 
 class _Server(ThreadingHTTPServer):
@@ -392,6 +576,17 @@ class FakeApiServer:
         with st.cond:
             if (resource, ns, name) in st.objects:
                 return 409, status_body(409, "AlreadyExists", f'{resource} "{name}" already exists')
+            if resource == "pods" and plan and st.pod_security == "restricted":
+                violations = pod_security_violations(body)
+                if violations:
+                    return 403, status_body(403, "Forbidden", f'pods "{name}" is forbidden: violates PodSecurity '
+                                                              f'"restricted:latest": {"; ".join(violations)}')
+            if resource == "pods" and plan and st.quota_pods is not None:
+                used = sum(1 for (r, n, _) in st.objects if r == "pods" and n == ns)
+                if used + 1 > st.quota_pods:
+                    return 403, status_body(403, "Forbidden", (
+                        f'pods "{name}" is forbidden: exceeded quota: lanes, requested: pods=1, used: pods={used}, '
+                        f"limited: pods={st.quota_pods}"))
             obj = copy.deepcopy(body)
             obj["metadata"].setdefault("uid", str(uuid.uuid4()))
             obj["metadata"]["creationTimestamp"] = "2026-12-02T00:00:00Z"
@@ -440,9 +635,58 @@ class FakeApiServer:
                      and _field_ok(fields, o)]
             return items, self.state.version
 
-    def delete(self, resource: str, ns: str, name: str) -> dict[str, Any] | None:
-        """Delete an object, then (background propagation) every object it owns, recursively."""
+    def update(self, resource: str, ns: str, name: str, body: dict[str, Any], *,
+               merge: bool = False) -> tuple[int, dict[str, Any]]:
+        """PUT (replace; 409 when ``metadata.resourceVersion`` is stale) or PATCH (merge patch)."""
         st = self.state
+        with st.cond:
+            current = st.objects.get((resource, ns, name))
+            if current is None:
+                return 404, status_body(404, "NotFound", f'{resource} "{name}" not found')
+            if merge:
+                obj = _merge(copy.deepcopy(current), body)
+            else:
+                sent = (body.get("metadata") or {}).get("resourceVersion")
+                if sent and sent != current["metadata"].get("resourceVersion"):
+                    return 409, status_body(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": '
+                                                             "the object has been modified")
+                obj = copy.deepcopy(body)
+            for key in ("uid", "creationTimestamp", "namespace", "name"):
+                obj["metadata"][key] = current["metadata"][key]
+            st.objects[(resource, ns, name)] = obj
+            self._event(resource, ns, "MODIFIED", obj)
+            return 200, copy.deepcopy(obj)
+
+    def compact(self) -> None:
+        """Forget the event history (etcd compaction): watches from an older version get 410."""
+        with self.state.cond:
+            self.state.compacted = self.state.version
+            self.state.events.clear()
+
+    def fail_next(self, n: int, code: int = 503) -> None:
+        """The next ``n`` API requests answer ``code``."""
+        with self.state.cond:
+            self.state.errors_left, self.state.error_code = n, code
+
+    def delete(self, resource: str, ns: str, name: str, *, grace_s: float | None = None) -> dict[str, Any] | None:
+        """Delete an object, then (background propagation) every object it owns, recursively.
+        A pod with ``state.termination_s`` > 0 (and a grace period not 0) is Terminating first."""
+        st = self.state
+        wait = st.termination_s if grace_s is None else min(st.termination_s, grace_s)
+        if resource == "pods" and wait > 0:
+            with st.cond:
+                obj = st.objects.get((resource, ns, name))
+                if obj is None:
+                    return None
+                if not obj["metadata"].get("deletionTimestamp"):
+                    obj["metadata"]["deletionTimestamp"] = _now_rfc3339()
+                    obj["metadata"]["deletionGracePeriodSeconds"] = int(wait)
+                    self._event(resource, ns, "MODIFIED", obj)
+                    timer = threading.Timer(wait, self.delete, args=(resource, ns, name), kwargs={"grace_s": 0})
+                    timer.daemon = True
+                    self._timers.append(timer)
+                    timer.start()
+                return copy.deepcopy(obj)
         with st.cond:
             obj = st.objects.pop((resource, ns, name), None)
             if obj is None:
@@ -477,6 +721,8 @@ def rbac_of(requests: list[Request]) -> set[tuple[str, str, str]]:
             ("GET", True): "get",
             ("DELETE", True): "delete",
             ("DELETE", False): "deletecollection",
+            ("PUT", True): "update",
+            ("PATCH", True): "patch",
         }.get((r.method, named))
         if verb is None:  # GET on a collection
             verb = "watch" if r.is_watch else "list"

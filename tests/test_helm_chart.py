@@ -8,7 +8,9 @@ No cluster is contacted: this proves the chart renders to valid objects, not tha
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from orchestrator.lanes import k8s_objects as k8s
 CHART = Path(__file__).resolve().parents[1] / "helm" / "n8n-eval-orchestrator"
 K8S_VERSION = "1.30"
 CRD_KINDS = {"ServiceMonitor", "PodMonitor"}
+#: GA in Kubernetes 1.30: no such API on 1.27 (the chart's admissionPolicy.enabled=false there).
+VAP_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 RELEASE, NAMESPACE = "n8n-eval-orchestrator", "evals"
 
 AB_VALUES: dict[str, Any] = {
@@ -150,21 +154,32 @@ def test_every_rendered_object_is_valid(values, version: str) -> None:
     docs = render(FULL_VALUES if values == "full" else values)
     assert docs
     for doc in docs:
-        if doc["kind"] in CRD_KINDS:
+        if doc["kind"] in CRD_KINDS or (doc["kind"] in VAP_KINDS and version == "1.27"):
             with pytest.raises(kubernetes_validate.SchemaNotFoundError):
                 kubernetes_validate.validate(doc, version, strict=True)
             continue
         kubernetes_validate.validate(doc, version, strict=True)
 
 
+#: What #26 added to every kubernetes render: PDBs (orchestrator, lanes), the orchestrator's priority
+#: class and NetworkPolicy, the janitor's own account, the admission policy restricting lane pods.
+HARDENING = ["NetworkPolicy", "PodDisruptionBudget", "PodDisruptionBudget", "PriorityClass", "Role", "RoleBinding",
+             "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+
+
+def named(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
+    (doc,) = [d for d in by_kind(docs, kind) if d["metadata"]["name"].endswith(suffix)]
+    return doc
+
+
 def test_what_each_values_set_renders(defaults, ab) -> None:
     assert sorted(d["kind"] for d in defaults) == sorted(
-        ["CronJob", "CronJob", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount"]
+        ["CronJob", "CronJob", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount", *HARDENING]
     )
     assert sorted(component(d) for d in by_kind(defaults, "CronJob")) == ["janitor", "nightly"]
     assert sorted(d["kind"] for d in ab) == sorted(
         ["CronJob", "CronJob", "Job", "NetworkPolicy", "PersistentVolumeClaim", "PodMonitor", "Role", "RoleBinding", "Service",
-         "ServiceAccount", "ServiceMonitor"]
+         "ServiceAccount", "ServiceMonitor", *HARDENING]
     )
     assert not {"ClusterRole", "ClusterRoleBinding", "Secret"} & {d["kind"] for d in defaults + ab}
 
@@ -172,16 +187,31 @@ def test_what_each_values_set_renders(defaults, ab) -> None:
 EXPECTED_RULES = {
     ("", "pods", "create"), ("", "pods", "delete"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
     ("", "pods/log", "get"),
-    ("", "services", "create"), ("", "services", "delete"), ("", "services", "list"),
+    ("", "services", "create"), ("", "services", "delete"), ("", "services", "get"),
     ("networking.k8s.io", "networkpolicies", "create"), ("networking.k8s.io", "networkpolicies", "delete"),
-    ("networking.k8s.io", "networkpolicies", "list"),
+    ("networking.k8s.io", "networkpolicies", "get"),
+    ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "delete"),
+    ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "patch"),
 }
+#: The janitor's own Role: list and delete lane objects, read the owner Pod; it creates nothing.
+JANITOR_RULES = {
+    ("", "pods", "delete"), ("", "pods", "get"), ("", "pods", "list"),
+    ("", "services", "delete"), ("", "services", "list"),
+    ("networking.k8s.io", "networkpolicies", "delete"), ("networking.k8s.io", "networkpolicies", "list"),
+    ("coordination.k8s.io", "leases", "delete"), ("coordination.k8s.io", "leases", "list"),
+}
+JANITOR = f"{RELEASE}-janitor"
+#: Reads only made when a create answered 409 (adopt our own object, or stop on a run-id collision),
+#: or for a pod the run's watch has not seen yet.
+ADOPT_READS = {("", "pods", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
+               ("coordination.k8s.io", "leases", "get")}
 
 
-def role_rules(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+def role_rules(docs: list[dict[str, Any]], name: str = RELEASE) -> set[tuple[str, str, str]]:
+    (role,) = [d for d in by_kind(docs, "Role") if d["metadata"]["name"] == name]
     return {
         (group, resource, verb)
-        for rule in one(docs, "Role")["rules"]
+        for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -191,23 +221,31 @@ def role_rules(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def test_rbac_verbs_exactly(defaults) -> None:
     rules = role_rules(defaults)
     assert rules == EXPECTED_RULES
+    assert role_rules(defaults, JANITOR) == JANITOR_RULES
+    janitor = cron(defaults, "janitor")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert janitor["serviceAccountName"] == JANITOR
+    assert named(defaults, "RoleBinding", "-janitor")["subjects"] == [
+        {"kind": "ServiceAccount", "name": JANITOR, "namespace": NAMESPACE}]
     assert not any("*" in part for rule in rules for part in rule)
-    binding = one(defaults, "RoleBinding")
+    binding = named(defaults, "RoleBinding", RELEASE)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RELEASE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
 
 
-async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> set[tuple[str, str, str]]:
+async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> tuple[set[tuple[str, str, str]],
+                                                                                      set[tuple[str, str, str]]]:
     """(group, resource, verb) of a full lane lifecycle with the chart's settings (an existing lane
-    Secret, owned by the orchestrator Pod/Job), then a janitor pass over a dead run."""
+    Secret, owned by the orchestrator Pod/Job), and of a janitor pass over a dead run after it."""
     from test_k8s_contract import IN_CLUSTER_ENV, NS, lane_spec, make_backend
 
     from orchestrator.lanes.k8s_janitor import Janitor
 
     env = dict(IN_CLUSTER_ENV, JOB_NAME="nightly-1", JOB_UID="dddddddd-0000-4000-8000-000000000004")
     with RecordingApiServer() as server:
-        backend = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind)
+        backend = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind,
+                               lease_ttl_s=1)
         lane = await backend.start_lane(0, lane_spec())
+        await asyncio.sleep(0.5)  # the Lease is renewed (patch) every third of its TTL
         await backend.wait_ready(lane, 10)
         assert await backend.health(lane)
         await backend.logs(lane)
@@ -217,19 +255,25 @@ async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> 
         await dead.start_lane(0, lane_spec())
         await backend.close()
         await dead.close()
+        server.settle()  # the closed backends' watches sent their last request
+        split = len(server.state.requests)
         Janitor(server.api_client(), NS, delete_secrets=False).run()  # the owner is gone (404)
         assert not server.names("pods")
-        return rbac_of(server.state.requests)
+        return rbac_of(server.state.requests[:split]), rbac_of(server.state.requests[split:])
 
 
 async def test_rbac_is_what_the_backend_and_janitor_actually_call(defaults, tmp_path) -> None:
-    """The Role grants exactly the (group, resource, verb) the backend's and janitor's recorded API calls use."""
-    assert await backend_and_janitor_calls(tmp_path) == role_rules(defaults)
+    """Each Role grants exactly the (group, resource, verb) its recorded API calls use: the
+    orchestrator's the backend's, the janitor's the janitor's."""
+    backend, janitor = await backend_and_janitor_calls(tmp_path)
+    assert backend | ADOPT_READS == role_rules(defaults)
+    assert janitor == role_rules(defaults, JANITOR)
     job = render({"lanes": {"ownerKind": "job", "existingSecret": "n8n-eval-keys"}})
-    # with Job owners nothing reads a Pod by name on this path (the janitor reads the Job); the Role
-    # keeps pods/get for the backend's is_gone fallback
-    assert await backend_and_janitor_calls(tmp_path / "job", "job") | {("", "pods", "get")} == role_rules(job)
-    assert ("batch", "jobs", "get") in role_rules(job)
+    # with Job owners the janitor reads the Job, not a Pod; its Role keeps pods/get for Pod owners
+    backend, janitor = await backend_and_janitor_calls(tmp_path / "job", "job")
+    assert backend | ADOPT_READS == role_rules(job)
+    assert janitor | {("", "pods", "get")} == role_rules(job, JANITOR)
+    assert ("batch", "jobs", "get") in role_rules(job, JANITOR) and ("batch", "jobs", "get") not in role_rules(job)
 
 
 def test_existing_secret_is_required_and_no_secret_rbac_and_no_role_for_static() -> None:
@@ -250,7 +294,7 @@ def test_existing_secret_is_required_and_no_secret_rbac_and_no_role_for_static()
 
 
 def test_lane_network_policy_matches_the_backend_selectors(defaults) -> None:
-    policy = one(defaults, "NetworkPolicy")
+    policy = named(defaults, "NetworkPolicy", "-lanes")
     assert policy["spec"]["podSelector"]["matchLabels"] == {
         k8s.LABEL_NAME: k8s.LANE_APP, k8s.LABEL_MANAGED_BY: k8s.MANAGED_BY,
     }
@@ -289,9 +333,9 @@ def test_security_context_and_volumes(which, defaults, ab) -> None:
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
         assert mounts == {"tmp": "/tmp", "results": "/results"}
         volumes = {v["name"]: v for v in spec["volumes"]}
-        assert volumes["tmp"] == {"name": "tmp", "emptyDir": {}}
+        assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}
         if which == "defaults":
-            assert volumes["results"] == {"name": "results", "emptyDir": {}}
+            assert volumes["results"] == {"name": "results", "emptyDir": {"sizeLimit": "2Gi"}}
         else:
             claim = one(ab, "PersistentVolumeClaim")
             assert volumes["results"]["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
@@ -518,7 +562,7 @@ def _ab_values(tmp_path: Path, design: str = "sequential,plan=/results/base/eval
     doc = load(WORKFLOWS / "ab-experiment.yml")
     (script,) = [s["run"] for s in doc["jobs"]["prepare"]["steps"]]
     out = tmp_path / "github_output"
-    env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242",
+    env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242", GITHUB_RUN_ATTEMPT="1",
                CONTROL_MODEL="anthropic/claude-sonnet-4-6", VARIANT_MODEL="openai/gpt-5.5",
                CONTROL_FLAGS="", VARIANT_FLAGS='{"118_instance_ai_setup_overhaul":"variant"}',
                SUITE="", TIER="full", ITERATIONS="2", LANES="2", DESIGN=design)
@@ -550,12 +594,16 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
         assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
         assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
             'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
-        assert _arg(args, "--run-id") == "gh-ab-4242" and _arg(args, "--tier") == "full"
+        assert re.fullmatch(r"gh-ab-4242-1-[0-9a-f]{6}", _arg(args, "--run-id")) and _arg(args, "--tier") == "full"
+        (tmp_path / "again").mkdir()
+        again = _ab_values(tmp_path / "again")["run"]["extraArgs"]
+        assert again[0] == "--run-id" and again[1] != _arg(args, "--run-id")  # a second dispatch: another id
         # the design input: plan + sequential, the same flags for the Job and the runner
         assert _arg(args, "--plan") == "/results/base/eval-results.json" and "--sequential" in args
         assert _arg(args, "--effect") == "0.15" and _arg(args, "--power") == "0.8"
         assert design_args == ["--plan", "/results/base/eval-results.json", "--power", "0.8", "--sequential",
                                "--effect", "0.15"]
+        assert args.count("--builder") == 1
     template = pod_specs(docs)[0]
     env = {e["name"]: e for e in container(template)["env"]}
     assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"
@@ -608,7 +656,7 @@ def test_lane_pod_values_reach_the_backend_and_its_pods_validate(version: str) -
 def test_lane_egress_denies_metadata_and_cluster_ranges(defaults) -> None:
     """The chart's policy (default-deny, DNS only) plus the backend's per-run policy built from the
     chart's lanes.egress: NetworkPolicies add up, so the union is what a lane may reach."""
-    chart_policy = one(defaults, "NetworkPolicy")
+    chart_policy = named(defaults, "NetworkPolicy", "-lanes")
     assert chart_policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (dns,) = chart_policy["spec"]["egress"]
     assert {p["port"] for p in dns["ports"]} == {53} and "ipBlock" not in json.dumps(dns)
@@ -617,7 +665,7 @@ def test_lane_egress_denies_metadata_and_cluster_ranges(defaults) -> None:
         egress = k8s.LaneEgress.model_validate(json.loads(orchestrator_env(docs)["ORCHESTRATOR_K8S_LANE_EGRESS"]))
         run_policy = k8s.network_policy_object("r1", NAMESPACE, egress=egress)
         kubernetes_validate.validate(run_policy, K8S_VERSION, strict=True)
-        rules = one(docs, "NetworkPolicy")["spec"]["egress"] + run_policy["spec"]["egress"]
+        rules = named(docs, "NetworkPolicy", "-lanes")["spec"]["egress"] + run_policy["spec"]["egress"]
         assert not k8s.egress_allows(rules, "169.254.169.254", 443)
         assert not k8s.egress_allows(rules, "169.254.169.254", 80)
         for ip in cluster_ranges:
@@ -640,7 +688,7 @@ def test_janitor_cronjob_runs_cleanup_kubernetes() -> None:
     assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
     # not the orchestrator's name label: no way into the lanes, not scraped as the orchestrator
     assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "n8n-eval-janitor"
-    assert template["spec"]["serviceAccountName"] == one(docs, "RoleBinding")["subjects"][0]["name"]
+    assert template["spec"]["serviceAccountName"] == named(docs, "RoleBinding", "-janitor")["subjects"][0]["name"]
     assert not [d for d in by_kind(render({"janitor": {"enabled": False}}), "CronJob") if component(d) == "janitor"]
 
 
@@ -721,3 +769,15 @@ def test_an_ab_upgrade_renders_through_the_running_job_guard() -> None:
     assert job["metadata"]["name"] == f"{RELEASE}-ab-2"
     template = (CHART / "templates" / "job-ab.yaml").read_text()
     assert 'lookup "batch/v1" "Job" .Release.Namespace ""' in template and "allowUpgradeWhileRunning" in template
+
+
+def test_the_ab_job_carries_one_builder_and_respects_ab_builder() -> None:
+    """#26: the A/B Job passed `--builder mcp` then the run's `--builder remote` (the last won)."""
+    def ab_args(ab: dict[str, Any]) -> list[str]:
+        docs = render({**AB_VALUES, "ab": {**AB_VALUES["ab"], **ab}})
+        return container(one(docs, "Job")["spec"]["template"])["args"]
+
+    for builder in ("mcp", "instance-ai"):  # what values.schema.json allows for ab.builder
+        args = ab_args({"builder": builder})
+        assert args.count("--builder") == 1 and _arg(args, "--builder") == builder
+        assert _arg(args, "--tier") == "smoke" and _arg(args, "--backend") == "kubernetes"  # the run's options stay

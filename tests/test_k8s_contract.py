@@ -66,6 +66,7 @@ def server() -> Iterator[RecordingApiServer]:
 POD = "n8n-lane-20261202-contract-0-0"
 BASE = f"/api/v1/namespaces/{NS}"
 NETPOL = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"
 SWEEP_SELECTOR = ("app.kubernetes.io/name=n8n-eval-lane,app.kubernetes.io/managed-by=n8n-eval-orchestrator,"
                   "n8n-eval/run-id=20261202-contract")
 
@@ -98,6 +99,8 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
     await run_full_lifecycle(server, tmp_path)
     calls = server.calls()
     assert [c for c in calls if not is_run_watch(c)] == [
+        # the run's liveness Lease first: a run-id collision stops here, before anything else is created
+        ("POST", LEASES, {}),
         ("POST", f"{BASE}/secrets", {}),
         ("POST", NETPOL, {}),
         ("POST", f"{BASE}/pods", {}),
@@ -108,17 +111,23 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         ("GET", f"{BASE}/pods/{POD}/log", {"container": "n8n", "tailLines": "5"}),
-        ("DELETE", f"{BASE}/pods/{POD}", {"gracePeriodSeconds": "5"}),
+        # every delete names the uid it created (DeleteOptions.preconditions): never someone else's object
+        ("DELETE", f"{BASE}/pods/{POD}", {}),
         ("DELETE", f"{BASE}/services/{POD}", {}),
-        # the last lane went: the run's NetworkPolicy and Secret go too
+        # the last lane went: the run's NetworkPolicy, Secret and (last) its Lease go too
         ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract", {}),
         ("DELETE", f"{BASE}/secrets/n8n-lanes-20261202-contract-env", {}),
+        ("DELETE", f"{LEASES}/n8n-lanes-20261202-contract", {}),
         # sweep by label: list + delete, and deletecollection for secrets (never read a Secret)
         ("GET", f"{BASE}/pods", {"labelSelector": SWEEP_SELECTOR}),
         ("GET", f"{BASE}/services", {"labelSelector": SWEEP_SELECTOR}),
         ("GET", NETPOL, {"labelSelector": SWEEP_SELECTOR}),
+        ("GET", LEASES, {"labelSelector": SWEEP_SELECTOR}),
         ("DELETE", f"{BASE}/secrets", {"labelSelector": SWEEP_SELECTOR}),
     ]
+    deletes = [r for r in server.state.requests if r.method == "DELETE" and r.path.count("/") > 5]
+    assert all((r.body or {}).get("preconditions", {}).get("uid") for r in deletes), deletes
+    assert [r.body.get("gracePeriodSeconds") for r in deletes][:1] == [5]
     # the run's one watch: a list, then long-poll watches resuming from the list's resourceVersion
     watch_calls = [c for c in calls if is_run_watch(c)]
     assert watch_calls[0] == ("GET", f"{BASE}/pods", {"labelSelector": WATCH_SELECTOR})
@@ -130,9 +139,12 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
 
 async def test_bodies_are_valid_objects_with_labels_owner_and_no_secret_value(server, tmp_path) -> None:
     await run_full_lifecycle(server, tmp_path)
-    secret, policy, pod, service = server.bodies()
-    assert [b["kind"] for b in (secret, policy, pod, service)] == ["Secret", "NetworkPolicy", "Pod", "Service"]
-    for body in (secret, policy, pod, service):
+    lease, secret, policy, pod, service = server.bodies()
+    assert [b["kind"] for b in (lease, secret, policy, pod, service)] == [
+        "Lease", "Secret", "NetworkPolicy", "Pod", "Service"]
+    assert lease["spec"]["leaseDurationSeconds"] == 60 and lease["spec"]["holderIdentity"].startswith("orchestrator-7d9f-")
+    for body in (lease, secret, policy, pod, service):
+        assert body["metadata"]["annotations"]["n8n-eval/creator"] == lease["spec"]["holderIdentity"]
         kubernetes_validate.validate(body, K8S_VERSION, strict=True)
         assert body["metadata"]["namespace"] == NS
         assert body["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "n8n-eval-orchestrator"
@@ -155,7 +167,7 @@ async def test_ledger_records_before_create_and_closes_everything(server, tmp_pa
     lane = await backend.start_lane(0, lane_spec())
     kinds = {(e.kind, e.id) for e in backend.ledger.open_entries()}
     assert kinds == {("secret", "n8n-lanes-20261202-contract-env"), ("networkpolicy", "n8n-lanes-20261202-contract"),
-                     ("lane", POD), ("service", POD)}
+                     ("lease", "n8n-lanes-20261202-contract"), ("lane", POD), ("service", POD)}
     (entry,) = backend.ledger.open_entries("lane")
     assert entry.meta["pod"] == POD and entry.meta["namespace"] == NS and entry.meta["base_url"] == lane.base_url
     assert SECRET_VALUE not in backend.ledger.path.read_text()
@@ -173,13 +185,13 @@ async def test_out_of_cluster_no_owner_and_existing_secret(server, tmp_path) -> 
     # no Secret created, deleted or swept: the lanes reference the one named in the options (and
     # the Helm chart then grants no RBAC on secrets at all)
     assert [c[:2] for c in server.calls() if not is_run_watch(c)] == [
-        ("POST", NETPOL), ("POST", f"{BASE}/pods"), ("POST", f"{BASE}/services"),
+        ("POST", LEASES), ("POST", NETPOL), ("POST", f"{BASE}/pods"), ("POST", f"{BASE}/services"),
         ("DELETE", f"{BASE}/pods/{POD}"), ("DELETE", f"{BASE}/services/{POD}"),
-        ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract"),
-        ("GET", f"{BASE}/pods"), ("GET", f"{BASE}/services"), ("GET", NETPOL),
+        ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract"), ("DELETE", f"{LEASES}/n8n-lanes-20261202-contract"),
+        ("GET", f"{BASE}/pods"), ("GET", f"{BASE}/services"), ("GET", NETPOL), ("GET", LEASES),
     ]
-    policy, pod, service = server.bodies()
-    for body in (policy, pod, service):
+    lease, policy, pod, service = server.bodies()
+    for body in (lease, policy, pod, service):
         assert "ownerReferences" not in body["metadata"]
     ref = pod["spec"]["containers"][0]["env"][-1]
     assert ref == {"name": "ANTHROPIC_API_KEY",
@@ -262,7 +274,7 @@ async def test_one_watch_for_the_run_not_per_lane_polling(server, tmp_path) -> N
 
 async def test_429_answers_are_retried_with_backoff(server, tmp_path) -> None:
     backend = make_backend(server, tmp_path)
-    server.throttle(3, retry_after="0")  # the Secret create answers 429 three times
+    server.throttle(3, retry_after="0")  # the Lease create answers 429 three times
     lane = await backend.start_lane(0, lane_spec())
     server.throttle(2, retry_after=None)  # no Retry-After: exponential backoff
     await backend.wait_ready(lane, 10)
@@ -271,7 +283,7 @@ async def test_429_answers_are_retried_with_backoff(server, tmp_path) -> None:
     assert server.state.throttled == 5
     assert server.state.objects == {}
     posts = [c[1] for c in server.calls() if c[0] == "POST"]
-    assert posts.count(f"{BASE}/secrets") == 4 and posts.count(NETPOL) == 1  # 3× 429, then created
+    assert posts.count(LEASES) == 4 and posts.count(f"{BASE}/secrets") == 1  # 3× 429, then created
 
 
 async def test_429_beyond_the_budget_surfaces_as_an_error(server, tmp_path) -> None:
@@ -302,6 +314,7 @@ async def test_unreachable_api_is_unhealthy_not_a_crash(tmp_path) -> None:
         lane = await backend.start_lane(0, lane_spec())
     # the server is gone now: connection refused on 127.0.0.1
     backend.opts.request_timeout_s = 2
+    backend.opts.retry_budget_s = 1  # resets and timeouts are retried: give up soon here
     assert await backend.health(lane) is False
     assert await backend.is_gone(lane) is False
     with pytest.raises(LaneError, match=r"API server http://127\.0\.0\.1:\d+ unreachable"):
@@ -346,7 +359,8 @@ async def test_sweep_of_every_run_touches_nothing_and_one_known_run_is_swept(ser
     assert sorted(removed) == sorted([
         f"pod/{NS}/n8n-lane-crashed-run-0-0", f"pod/{NS}/n8n-lane-crashed-run-1-0",
         f"service/{NS}/n8n-lane-crashed-run-0-0", f"service/{NS}/n8n-lane-crashed-run-1-0",
-        f"networkpolicy/{NS}/n8n-lanes-crashed-run", f"secret/{NS}/n8n-lanes-crashed-run-env",
+        f"networkpolicy/{NS}/n8n-lanes-crashed-run", f"lease/{NS}/n8n-lanes-crashed-run",
+        f"secret/{NS}/n8n-lanes-crashed-run-env",
     ])
     assert server.state.objects == {}
     # the crashed run's ledger is closed by the sweep
@@ -378,3 +392,164 @@ def test_registered_by_name_and_bad_options_are_named() -> None:
         "ORCHESTRATOR_K8S_RUN_AS_USER": "1001", "ORCHESTRATOR_K8S_LANE_SECRET": "keys"})
     assert (backend.namespace, backend.opts.image, backend.opts.run_as_user, backend.secret_ref) == (
         "evals", "reg.invalid/lane:1", 1001, "keys")
+
+
+def snapshot(server: RecordingApiServer) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(resource, ns, name) -> (uid, resourceVersion): any change to any object shows."""
+    with server.state.cond:
+        return {k: (o["metadata"]["uid"], o["metadata"]["resourceVersion"]) for k, o in server.state.objects.items()}
+
+
+@pytest.mark.parametrize("pre_lease", [False, True])
+async def test_a_run_id_collision_is_one_line_and_touches_nothing_of_the_other_run(server, tmp_path,
+                                                                                  pre_lease: bool) -> None:
+    """Two orchestrators with one run id in one namespace: the second stops with one ConfigError line,
+    and every object of the first keeps its uid and version (nothing deleted, replaced or modified).
+    ``pre_lease``: the first run has no Lease (an older orchestrator): the collision shows at its
+    Secret instead, and the second takes back only the Lease it had created."""
+    first = make_backend(server, tmp_path / "a")
+    lanes = [await first.start_lane(i, lane_spec()) for i in range(2)]
+    for lane in lanes:
+        await first.wait_ready(lane, 10)
+    await first.close()  # stop its renewals: the snapshot must not move on its own
+    if pre_lease:
+        server.delete("leases", NS, "n8n-lanes-20261202-contract")
+    before = snapshot(server)
+    second = make_backend(server, tmp_path / "b",
+                          environ={**IN_CLUSTER_ENV, "POD_NAME": "orchestrator-other", "POD_UID": "9" * 8 + "-0000-4000-8000-000000000009"})
+    for index in (0, 1):
+        with pytest.raises(ConfigError) as err:
+            await second.start_lane(index, lane_spec())
+        message = str(err.value)
+        # a Secret is never read, so its creator is not known
+        holder = "unknown" if pre_lease else "orchestrator-7d9f-"
+        assert "\n" not in message and f"--run-id {RUN_ID}: another orchestrator ({holder}" in message
+        assert ("Secret" if pre_lease else "Lease") in message
+    await second.sweep(None)
+    await second.close()
+    assert snapshot(server) == before
+    deletes = [r for r in server.api_calls() if r.method == "DELETE"]
+    assert len(deletes) == (1 if pre_lease else 0)  # its own Lease (pre_lease), by uid: nothing else
+    assert all(r.path.endswith("/leases/n8n-lanes-20261202-contract") for r in deletes)
+    assert {e.kind for e in second.ledger.open_entries()} <= {"lease"} or second.ledger.open_entries() == []
+    assert lanes[0].lane_id in server.names("pods")
+
+
+async def test_a_pod_that_is_not_ours_is_never_deleted(server, tmp_path) -> None:
+    """A lane pod name taken by another process's pod (run-id collision below the run objects): the
+    lane fails with one line, teardown deletes nothing of that pod (no uid of ours to delete by)."""
+    backend = make_backend(server, tmp_path)
+    server.add("pods", NS, {"metadata": {"name": POD, "labels": {"n8n-eval/run-id": RUN_ID},
+                                         "annotations": {"n8n-eval/creator": "someone-else"}}})
+    theirs = snapshot(server)[("pods", NS, POD)]
+    with pytest.raises(ConfigError, match=f"Pod {POD} exists"):
+        await backend.start_lane(0, lane_spec())
+    await backend.close()
+    assert snapshot(server).get(("pods", NS, POD)) == theirs
+    assert not [r for r in server.api_calls() if r.method == "DELETE" and POD in r.path]
+
+
+async def test_an_image_pull_error_ends_the_lane_naming_the_image_within_60_s(server, tmp_path) -> None:
+    """A typo'd tag with the chart's defaults (pullGraceSeconds 30, readyTimeoutSeconds 900): the
+    bring-up path (``lanes.bringup``) fails the lane within 60 s, naming the image and the reason."""
+    from orchestrator.lanes.bringup import PoolEvents, bring_up_one, make_owner
+
+    server.state.pod_plan = ((0.05, "ErrImagePull"), (2.0, "ImagePullBackOff"), (5.0, "ErrImagePull"))
+    backend = make_backend(server, tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(LaneError) as err:
+        await bring_up_one(backend, 0, lane_spec(), make_owner(RUN_ID), 0, [], PoolEvents())
+    elapsed = time.monotonic() - t0
+    assert 30 <= elapsed <= 60, elapsed
+    assert "image registry.invalid/n8n-eval-lane:2.41.1 of container n8n cannot be pulled (ErrImagePull" in str(err.value)
+    assert "gave up after 3" in str(err.value) and "(grace 30 s)" in str(err.value)
+    assert POD not in server.names("pods")  # torn down
+    await backend.close()
+
+
+async def test_an_unschedulable_lane_fails_with_the_schedulers_message_after_its_grace(server, tmp_path) -> None:
+    from k8s_fake_api import UNSCHEDULABLE_MESSAGE
+
+    server.state.pod_plan = ((0.05, "Unschedulable"),)
+    backend = make_backend(server, tmp_path, pod={"unschedulableGraceSeconds": 1})
+    lane = await backend.start_lane(0, lane_spec())
+    await asyncio.sleep(0.5)
+    assert await backend.is_gone(lane) is False  # within the grace: a node may be on its way
+    t0 = time.monotonic()
+    with pytest.raises(LaneError, match=f"unschedulable: {re.escape(UNSCHEDULABLE_MESSAGE)}; gave up after 1 s"):
+        await backend.wait_ready(lane, 60)
+    assert time.monotonic() - t0 < 2
+    assert await backend.is_gone(lane) is True
+    await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_a_pull_that_heals_within_the_grace_is_not_a_failure(server, tmp_path) -> None:
+    """A registry blip: pulls fail for 1 s then succeed, grace 2 s: the lane becomes ready."""
+    server.state.pod_plan = ((0.05, "ErrImagePull"), (1.0, "ready"))
+    backend = make_backend(server, tmp_path, pod={"pullGraceSeconds": 2})
+    lane = await backend.start_lane(0, lane_spec())
+    await backend.wait_ready(lane, 10)
+    assert await backend.health(lane) is True
+    await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_creates_are_bounded(server, tmp_path) -> None:
+    """12 lanes started at once with max_concurrent_creates=3 and slow answers: never more than 3 pod
+    creates in flight."""
+    server.state.latency_s = (0.1, 0.1)
+    backend = make_backend(server, tmp_path, max_concurrent_creates=3, qps=1000, burst=1000)
+    lanes = await asyncio.gather(*(backend.start_lane(i, lane_spec()) for i in range(12)))
+    assert server.state.peak_inflight[("POST", "pods")] == 3
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_every_api_attempt_is_rate_limited(server, tmp_path) -> None:
+    """qps 20 / burst 5: 12 lanes (29 requests, two of them retries of a 503) take at least
+    (29 - 5) / 20 s; the retries took tokens too."""
+    backend = make_backend(server, tmp_path, qps=20, burst=5)
+    server.fail_next(2, 503)  # the Lease create: retried twice
+    t0 = time.monotonic()
+    lanes = await asyncio.gather(*(backend.start_lane(i, lane_spec()) for i in range(12)))
+    elapsed = time.monotonic() - t0
+    api = [r for r in server.api_calls() if not r.is_watch and "labelSelector" not in r.query]
+    assert len(api) == 3 + 1 + 1 + 12 * 2  # Lease ×3, Secret, NetworkPolicy, 12 × (Pod, Service)
+    assert elapsed >= (len(api) - 5) / 20 * 0.95 and backend.limiter.waited_s > 0
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()
+
+
+async def test_the_run_watch_survives_compaction_bookmarks_and_5xx(server, tmp_path) -> None:
+    """The run's one watch on a harsher API: a watch resuming from a compacted version gets 410 and
+    lists again (a 5xx on that list retried); with bookmarks the resumed version stays fresh, so a
+    compaction costs no list; the cache still sees every change."""
+    backend = make_backend(server, tmp_path, watch_timeout_s=1)
+    lanes = [await backend.start_lane(i, lane_spec()) for i in range(2)]
+    await asyncio.gather(*(backend.wait_ready(lane, 10) for lane in lanes))
+    watch = backend._watch()
+    lists = watch.lists
+    server.add("services", NS, {"metadata": {"name": "unrelated"}})  # history moves on past the watch's version
+    server.compact()
+    server.fail_next(1, 503)
+    await asyncio.sleep(2.5)  # the current watch ends (1 s); the next one from the old version: 410
+    assert watch.lists == lists + 1
+    server.state.bookmark_s = 0.2
+    await asyncio.sleep(2.5)  # a watch that asked for bookmarks now runs
+    server.add("services", NS, {"metadata": {"name": "unrelated-2"}})
+    await asyncio.sleep(0.5)  # a bookmark carries the new version
+    server.compact()
+    await asyncio.sleep(2.5)
+    assert watch.lists == lists + 1  # resumed from a bookmark's version: no 410, no list
+    server.set_pod(lanes[0].handle, "OOMKilled")
+    deadline = time.monotonic() + 5
+    while not await backend.is_gone(lanes[0]):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert await backend.health(lanes[1]) is True
+    for lane in lanes:
+        await backend.teardown(lane)
+    await backend.close()

@@ -9,6 +9,7 @@ Failed, OOMKilled) and the janitor — the real :class:`Janitor` through the rea
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,9 @@ from orchestrator.lanes.k8s_janitor import Janitor
 
 DEAD = {"POD_NAME": "orch-dead", "POD_NAMESPACE": NS, "POD_UID": "aaaaaaaa-0000-4000-8000-000000000001"}
 LIVE = {"POD_NAME": "orch-live", "POD_NAMESPACE": NS, "POD_UID": "bbbbbbbb-0000-4000-8000-000000000002"}
-NOW = 1_800_000_000.0  # well after the fake kubelet's finishedAt (2026-12-02T00:00:10Z)
+#: Well after the fake kubelet's finishedAt (2026-12-02T00:00:10Z), within the runs' Leases (renewed at
+#: the real time, TTL 60 s).
+NOW = time.time() + 30
 
 
 @pytest.fixture
@@ -56,10 +59,10 @@ def run_objects(server: FakeApiServer, run: str) -> set[str]:
 async def test_oom_killed_orchestrator_its_lanes_go_a_live_runs_stay(server, tmp_path) -> None:
     await two_runs(server, tmp_path)
     live_before = run_objects(server, "run-live")
-    assert len(live_before) == 2 * 2 + 2  # 2 pods + 2 services + policy + secret
+    assert len(live_before) == 2 * 2 + 3  # 2 pods + 2 services + policy + secret + lease
     server.set_pod("orch-dead", "OOMKilled")  # phase Failed; the pod object stays (restartPolicy Never)
     # the cluster's GC does nothing for an ended owner
-    assert len(run_objects(server, "run-dead")) == 6
+    assert len(run_objects(server, "run-dead")) == 7
 
     report = Janitor(server.api_client(), NS, grace_s=300, now=lambda: NOW).run()
     verdicts = {v.run: v for v in report.verdicts}
@@ -70,7 +73,7 @@ async def test_oom_killed_orchestrator_its_lanes_go_a_live_runs_stay(server, tmp
     assert sorted(report.removed) == sorted([
         f"pod/{NS}/n8n-lane-run-dead-0-0", f"pod/{NS}/n8n-lane-run-dead-1-0",
         f"service/{NS}/n8n-lane-run-dead-0-0", f"service/{NS}/n8n-lane-run-dead-1-0",
-        f"networkpolicy/{NS}/n8n-lanes-run-dead", f"secret/{NS}/n8n-lanes-run-dead-env"])
+        f"networkpolicy/{NS}/n8n-lanes-run-dead", f"lease/{NS}/n8n-lanes-run-dead", f"secret/{NS}/n8n-lanes-run-dead-env"])
     assert report.failures == []
     # the orchestrator pods themselves are not the janitor's business
     assert {"orch-dead", "orch-live"} <= server.names("pods")
@@ -150,3 +153,60 @@ def test_cleanup_cli_kubernetes_runs_the_janitor_and_plain_cleanup_never_touches
     assert result.exit_code == 0, result.output
     assert "run-dead: dead" in result.output and "run-live: alive" in result.output
     assert not run_objects(server, "run-dead") and run_objects(server, "run-live")
+
+
+async def test_one_forbidden_owner_read_does_not_stop_the_pass(server, tmp_path) -> None:
+    """A 403 on one run's owner (a Job the janitor may not read) is one failure, counted in the metric;
+    the pass goes on and removes the other dead run's lanes. That run has no Lease (an orchestrator
+    from before leases), so its owner alone decides, and an unreadable owner leaves it alone."""
+    job = {"JOB_NAME": "nightly-1", "JOB_UID": "dddddddd-0000-4000-8000-000000000004", "POD_NAMESPACE": NS}
+    server.add("jobs", NS, {"metadata": {"name": "nightly-1", "uid": job["JOB_UID"]}, "status": {}})
+    backend = make_backend(server, tmp_path, environ=job, run_id="run-job", owner_kind="job")
+    await backend.start_lane(0, lane_spec())
+    await backend.close()
+    server.delete("leases", NS, "n8n-lanes-run-job")
+    await two_runs(server, tmp_path, lanes=1)
+    server.set_pod("orch-dead", "OOMKilled")
+    server.state.failures[("GET", "jobs")] = 403
+    janitor = Janitor(server.api_client(), NS, now=lambda: NOW)
+    report = janitor.run()
+    assert [f for f in report.failures if "run run-job" in f and "HTTP 403" in f] == report.failures
+    assert len(report.failures) == 1
+    assert janitor.registry.get_sample_value("n8n_eval_janitor_errors_total", {"step": "owner"}) == 1
+    assert not run_objects(server, "run-dead")  # the pass went on past the 403
+    assert run_objects(server, "run-job") and run_objects(server, "run-live")
+
+
+async def test_an_expired_lease_removes_a_live_looking_runs_lanes(server, tmp_path) -> None:
+    """A hung orchestrator: its Pod is Running (the owner looks alive) but it stopped renewing its
+    Lease. Within the TTL its lanes stay; past it they go (TTL + one janitor period)."""
+    orchestrator_pod(server, LIVE)
+    backend = make_backend(server, tmp_path, environ=LIVE, run_id="run-hung", lease_ttl_s=2)
+    await backend.start_lane(0, lane_spec())
+    lease = server.get("leases", NS, "n8n-lanes-run-hung")
+    assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 2
+    renewed = lease["spec"]["renewTime"]
+    await asyncio.sleep(1.0)  # renewed every TTL/3 while the event loop runs
+    assert server.get("leases", NS, "n8n-lanes-run-hung")["spec"]["renewTime"] != renewed
+    assert Janitor(server.api_client(), NS).run().dead_runs == []
+    await backend.close()  # the loop "hangs": no more renewals; the Pod still runs
+    await asyncio.sleep(2.5)
+    report = Janitor(server.api_client(), NS).run()
+    verdict = report.verdicts[0]
+    assert not verdict.alive and verdict.why.startswith("lease expired"), verdict
+    assert not run_objects(server, "run-hung")
+    assert "orch-live" in server.names("pods")
+
+
+async def test_the_pass_survives_5xx_and_a_failed_delete(server, tmp_path) -> None:
+    """5xx answers are retried; a delete that keeps failing is one failure and the rest still goes."""
+    await two_runs(server, tmp_path, lanes=2)
+    server.set_pod("orch-dead", "OOMKilled")
+    server.state.failures[("DELETE", "services")] = 403
+    server.fail_next(3, 503)
+    janitor = Janitor(server.api_client(), NS, now=lambda: NOW, retry_budget_s=10)
+    report = janitor.run()
+    assert server.state.errors_sent == 3 and janitor.registry.get_sample_value("n8n_eval_janitor_retries_total") >= 3
+    assert {f.split(":")[0] for f in report.failures} == {
+        f"delete service {NS}/n8n-lane-run-dead-0-0", f"delete service {NS}/n8n-lane-run-dead-1-0"}
+    assert run_objects(server, "run-dead") == {"services/n8n-lane-run-dead-0-0", "services/n8n-lane-run-dead-1-0"}

@@ -94,8 +94,8 @@ async def test_remote_builder_lanes_carry_a_reachable_runner(server: FakeApiServ
     try:
         lane = await b.start_lane(0, lane_spec())
         again = await b.start_lane(1, lane_spec())
-        policy, pod, service, _, _ = server.bodies()
-        for body in (policy, pod, service):
+        lease, policy, pod, service, _, _ = server.bodies()
+        for body in (lease, policy, pod, service):
             for version in VERSIONS:
                 kubernetes_validate.validate(body, version, strict=True)
         assert [c["name"] for c in pod["spec"]["containers"]] == ["n8n", "build-runner"]
@@ -105,9 +105,9 @@ async def test_remote_builder_lanes_carry_a_reachable_runner(server: FakeApiServ
         assert policy["spec"]["ingress"][0]["from"] == [
             {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-orchestrator"}}}]
         name = pod["metadata"]["name"]
-        assert lane.base_url == f"http://{name}.{NS}.svc.cluster.local:5678"
-        assert lane.endpoints == {ENDPOINT: f"http://{name}.{NS}.svc.cluster.local:8790"}
-        assert again.endpoints[ENDPOINT].endswith(".svc.cluster.local:8790") and again.endpoints != lane.endpoints
+        assert lane.base_url == f"http://{name}.{NS}.svc.cluster.local.:5678"
+        assert lane.endpoints == {ENDPOINT: f"http://{name}.{NS}.svc.cluster.local.:8790"}
+        assert again.endpoints[ENDPOINT].endswith(".svc.cluster.local.:8790") and again.endpoints != lane.endpoints
         # the runner's keys come from the lane Secret by reference; no value in any body
         runner = pod["spec"]["containers"][1]
         assert {e["name"] for e in runner["env"] if "valueFrom" in e} == {"ANTHROPIC_API_KEY", "N8N_EVAL_RUNNER_TOKEN"}
@@ -124,7 +124,7 @@ async def test_without_the_remote_builder_no_runner_and_port_forward_urls(server
     b = backend(server, tmp_path, url_template="http://127.0.0.1:{local_port}")
     try:
         lane = await b.start_lane(0, lane_spec())
-        _, pod, service = server.bodies()
+        _, _, pod, service = server.bodies()
         assert [c["name"] for c in pod["spec"]["containers"]] == ["n8n"] and len(service["spec"]["ports"]) == 1
         assert lane.endpoints == {}
         await b.teardown(lane)

@@ -223,9 +223,9 @@ def test_run_labels_of_distinct_ids_differ() -> None:
 
 def test_lane_url_templates() -> None:
     kw = dict(service="n8n-lane-r-0-0", namespace="evals", index=2, base_port=5700)
-    assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == "http://n8n-lane-r-0-0.evals.svc.cluster.local:5678"
+    assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == "http://n8n-lane-r-0-0.evals.svc.cluster.local.:5678"
     assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, cluster_domain="corp.k8s", **kw) == (
-        "http://n8n-lane-r-0-0.evals.svc.corp.k8s:5678")
+        "http://n8n-lane-r-0-0.evals.svc.corp.k8s.:5678")  # fully qualified: no search-domain fan-out
     assert k8s.lane_url("http://127.0.0.1:{local_port}/", **kw) == "http://127.0.0.1:5702"
     with pytest.raises(ValueError, match="url_template"):
         k8s.lane_url("http://{nope}:1", **kw)

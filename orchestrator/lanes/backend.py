@@ -108,6 +108,11 @@ class LaneBackend(abc.ABC):
         """True when the lane's process/container/pod has already exited (no point waiting on it)."""
         return False
 
+    async def gone_reason(self, lane: Lane) -> str | None:
+        """Why a lane that :meth:`is_gone` will never be ready (e.g. the image that cannot be pulled),
+        when the backend knows; None otherwise."""
+        return None
+
     async def close(self) -> None:
         """Release client connections; lanes themselves are left as they are."""
 

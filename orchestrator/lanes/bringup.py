@@ -70,7 +70,8 @@ async def wait_ready(backend: LaneBackend, lane: Lane, timeout_s: float, interva
         if await backend.health(lane):
             return
         if await backend.is_gone(lane):
-            raise LaneError(f"{lane.describe()} exited before it was ready")
+            why = await backend.gone_reason(lane)
+            raise LaneError(f"{lane.describe()} " + (f"will not become ready: {why}" if why else "exited before it was ready"))
         if time.monotonic() >= deadline:
             raise LaneError(f"{lane.describe()} not ready after {timeout_s:.0f} s")
         await asyncio.sleep(interval_s)

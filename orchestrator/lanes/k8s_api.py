@@ -1,38 +1,51 @@
-"""Small pieces every Kubernetes caller here shares: the client, 429 backoff, pod status reading.
+"""Small pieces every Kubernetes caller here shares: the client, retries, pod status reading.
 
 API servers answer ``429 Too Many Requests`` under API Priority and Fairness (and some managed
-control planes at much lower rates); the ``kubernetes`` client raises it as an ``ApiException``
-with ``status == 429`` and usually a ``Retry-After`` header. :func:`call_with_retry` waits that long
-(else an exponential backoff with jitter) and tries again, within a bounded budget.
+control planes at much lower rates), 500/502/503/504 while a control-plane replica restarts or etcd
+is slow, and connections reset or time out during upgrades. :func:`call_with_retry` (tenacity)
+retries exactly those: a 429 after its ``Retry-After`` (else exponential backoff with jitter), a 5xx,
+a reset or a timeout with the same backoff, within a bounded budget of waiting. Anything else (403,
+404, 409, 422…) is raised at once: it will not change by asking again.
+
+A create answered with a 5xx or a timeout may have happened anyway: the retry then gets 409, which
+the caller resolves by reading the object and checking that it is its own (``kubernetes_lanes``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from orchestrator.errors import ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: Waits between 429 retries when the server sends no Retry-After (seconds, before jitter).
+#: Waits between retries when the server sends no Retry-After (seconds, before jitter).
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 16.0
 RETRY_429_BUDGET_S = 120.0
+#: HTTP statuses worth asking again.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 #: Container waiting reasons a kubelet keeps retrying on its own: an image pull behind a slow
-#: registry or a pull secret being rotated, a ConfigMap/Secret not there yet. Not terminal.
+#: registry or a pull secret being rotated, a ConfigMap/Secret not there yet. Not terminal at once;
+#: a pull that keeps failing past a short grace is (:func:`stuck_reason`).
 RETRYING_WAITING = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "ContainerCreating", "PodInitializing"}
 )
+PULL_FAILING = frozenset({"ErrImagePull", "ImagePullBackOff"})
 #: Waiting reasons that never turn into a running container
 #: (``CreateContainerConfigError``: a key missing from the lanes' Secret; it will not appear mid-run.)
 TERMINAL_WAITING = frozenset(
@@ -52,28 +65,91 @@ def retry_after_s(exc: ApiException, attempt: int) -> float:
     return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
 
 
+def is_transient(exc: BaseException) -> bool:
+    """429, 5xx, or no answer (connection refused/reset, timeout): worth another try."""
+    if isinstance(exc, ApiException):
+        return exc.status in TRANSIENT_STATUSES
+    return isinstance(exc, urllib3.exceptions.HTTPError)
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    attempt = state.attempt_number - 1
+    if isinstance(exc, ApiException) and exc.status == 429:
+        return retry_after_s(exc, attempt)
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
+
+
 def call_with_retry(fn: Callable[..., T], *args: Any, budget_s: float = RETRY_429_BUDGET_S,
-                    sleep: Callable[[float], None] = time.sleep, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, retried on HTTP 429 until ``budget_s`` of waiting is used up."""
-    waited, attempt = 0.0, 0
-    while True:
-        try:
+                    sleep: Callable[[float], None] = time.sleep,
+                    on_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, retried on 429, 5xx, resets and timeouts while the waits so far plus
+    the next one stay within ``budget_s``; then (or on any other error) the last error is raised."""
+
+    def out_of_budget(state: RetryCallState) -> bool:
+        return state.idle_for + (state.upcoming_sleep or 0.0) > budget_s
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if exc is not None:
+            if on_retry is not None:
+                on_retry(exc)
+            log.debug("kubernetes: %s from %s, retrying in %.2f s", _describe(exc), getattr(fn, "__name__", "call"),
+                      state.upcoming_sleep)
+
+    retrying = Retrying(retry=retry_if_exception(is_transient), wait=_wait, stop=out_of_budget, sleep=sleep,
+                        before_sleep=before_sleep, reraise=True)
+    return retrying(fn, *args, **kwargs)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status}"
+    return type(exc).__name__
+
+
+class RateLimiter:
+    """Client-side token bucket, thread-safe (calls run in worker threads): ``qps`` sustained, ``burst``
+    at once — what client-go's ``--kube-api-qps``/``--kube-api-burst`` do. A caller beyond the
+    budget reserves its token and sleeps until it is due, so waiting callers keep their order."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.qps, self.burst = qps, max(1, burst)
+        self._tokens = float(self.burst)
+        self._clock, self._sleep = clock, sleep
+        self._last = clock()
+        self._lock = threading.Lock()
+        self.waited_s = 0.0
+
+    def acquire(self) -> None:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+            self.waited_s += wait
+        if wait > 0:
+            self._sleep(wait)
+
+    def limit(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """``fn`` taking a token before every call (every retry too)."""
+
+        @functools.wraps(fn)
+        def limited(*args: Any, **kwargs: Any) -> T:
+            self.acquire()
             return fn(*args, **kwargs)
-        except ApiException as exc:
-            if exc.status != 429:
-                raise
-            wait = retry_after_s(exc, attempt)
-            if waited + wait > budget_s:
-                raise
-            log.debug("kubernetes: 429 from %s, retrying in %.2f s", getattr(fn, "__name__", "call"), wait)
-            sleep(wait)
-            waited += wait
-            attempt += 1
+
+        return limited
 
 
-def load_api_client(context: str | None) -> tuple[client.ApiClient, bool]:
-    """(client, in_cluster): the service account first, else the kubeconfig."""
+def load_api_client(context: str | None, pool_size: int = 32) -> tuple[client.ApiClient, bool]:
+    """(client, in_cluster): the service account first, else the kubeconfig. ``pool_size``: HTTP
+    connections kept to the API server (the client's default is 5 × CPUs, too few for bursts of
+    creates)."""
     cfg = client.Configuration()
+    cfg.connection_pool_maxsize = pool_size
     try:
         config.load_incluster_config(client_configuration=cfg)
         return client.ApiClient(cfg), True
@@ -135,6 +211,24 @@ def terminal_reason(pod: Mapping[str, Any]) -> str | None:
         if state.get("terminated"):
             term = state["terminated"]
             return f"container {cs.get('name')} terminated: {term.get('reason', '')} exit {term.get('exitCode')}"
+    return None
+
+
+def stuck_reason(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``("pull", why)`` while a container's image pull fails (naming the image), ``("unschedulable",
+    why)`` while the scheduler cannot place the pod (its message), else None. Either may heal (a
+    registry blip, a node being added): the caller decides how long to wait."""
+    status = pod.get("status") or {}
+    images = {c.get("name"): c.get("image") for c in ((pod.get("spec") or {}).get("containers") or [])}
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_FAILING:
+            image = images.get(cs.get("name")) or cs.get("image") or "?"
+            detail = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+            return "pull", f"image {image} of container {cs.get('name')} cannot be pulled ({detail})"
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+            return "unschedulable", f"unschedulable: {cond.get('message') or 'no node fits'}"
     return None
 
 

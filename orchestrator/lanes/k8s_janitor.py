@@ -7,8 +7,13 @@ until its Job's ``ttlSecondsAfterFinished`` — so its lanes (n8n pods with 1–
 running. The janitor closes that gap; it runs as a CronJob in the chart and as
 ``orchestrator cleanup --kubernetes``.
 
-A run (every object labelled ``n8n-eval/run-id=<run>`` and managed by the orchestrator) is **dead**
-when one of its owners is
+A run (every object labelled ``n8n-eval/run-id=<run>`` and managed by the orchestrator) is judged
+first by its **Lease** (``coordination.k8s.io/v1``, ``n8n-lanes-<run>``), which the orchestrator
+renews every third of its TTL (default 60 s) from its event loop: a Lease past ``renewTime +
+leaseDurationSeconds`` means the run is dead — OOM-killed, evicted, or hung (a stuck event loop stops
+renewing too) — whatever its owner Pod looks like; a fresh Lease means alive. So a dead run's lanes
+go within the Lease TTL plus one janitor period. A run without a Lease (an older orchestrator) is
+judged by its owners: it is **dead** when one of its owners is
 
 * gone (404), or replaced (same name, another uid), or
 * a Pod in phase ``Failed``/``Succeeded``, or being deleted, and that happened more than
@@ -19,9 +24,15 @@ A run is **alive** otherwise — including a run whose objects name no owner (st
 nothing in the cluster can tell whether that process still runs). Those are left alone and
 reported; ``orchestrator cleanup --kubernetes --run-id <run>`` removes one explicitly.
 
-Deletion of a dead run: its lane Pods, Services and NetworkPolicies (list by label, delete by name)
-and, unless the lanes use an existing Secret, its Secret by ``deletecollection`` (no secret is ever
-read). Every API call retries 429s with backoff.
+Deletion of a dead run: its lane Pods, Services and NetworkPolicies (list by label, delete by name
+*with the listed uid as a precondition*, so an object re-created under the same name in between is
+never touched), its Lease and, unless the lanes use an existing Secret, its Secret by
+``deletecollection`` (no secret is ever read).
+
+A pass never gives up: every API call retries 429, 5xx, resets and timeouts (``k8s_api``); an error
+that remains (a 403 on one owner read, a failed delete) is logged, counted in
+``n8n_eval_janitor_errors_total{step}`` and recorded in the report, and the pass goes on with the
+next object and run. A run whose liveness cannot be read is left alone (never deleted on a guess).
 """
 
 from __future__ import annotations
@@ -35,14 +46,16 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from prometheus_client import CollectorRegistry, Counter
 
 from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.k8s_api import call_with_retry, finished_at, parse_time
+from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 300.0
-_DELETED_KINDS = ("pod", "service", "networkpolicy")
+_DELETED_KINDS = ("pod", "service", "networkpolicy", "lease")
 
 
 @dataclass
@@ -69,19 +82,35 @@ class Janitor:
 
     def __init__(self, api_client: client.ApiClient, namespace: str, *, grace_s: float = DEFAULT_GRACE_S,
                  delete_secrets: bool = True, now: Callable[[], float] = time.time,
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0, retry_budget_s: float = 60.0,
+                 registry: CollectorRegistry | None = None) -> None:
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
         self.namespace = namespace
         self.grace_s = grace_s
         self.delete_secrets = delete_secrets
         self.now = now
         self.timeout = request_timeout_s
+        self.retry_budget_s = retry_budget_s
+        self.registry = registry or CollectorRegistry()
+        self.errors = Counter("n8n_eval_janitor_errors", "Janitor API errors that remained after retries, by step.",
+                              ["step"], registry=self.registry)
+        self.retries = Counter("n8n_eval_janitor_retries", "Janitor API calls retried (429, 5xx, reset, timeout).",
+                               registry=self.registry)
 
     def _raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        resp = call_with_retry(fn, *args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
+        resp = call_with_retry(fn, *args, _preload_content=False, _request_timeout=self.timeout,
+                               budget_s=self.retry_budget_s, on_retry=lambda _: self.retries.inc(), **kwargs)
         return dict(json.loads(resp.data or b"{}"))
+
+    def _failed(self, report: JanitorReport, step: str, what: str, exc: Exception) -> None:
+        detail = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
+        message = redact(f"{what}: {detail}")
+        log.warning("janitor: %s", message)
+        self.errors.labels(step=step).inc()
+        report.failures.append(message)
 
     def _listers(self) -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
         return {
@@ -89,14 +118,24 @@ class Janitor:
             "service": (self.core.list_namespaced_service, self.core.delete_namespaced_service),
             "networkpolicy": (self.networking.list_namespaced_network_policy,
                               self.networking.delete_namespaced_network_policy),
+            "lease": (self.coordination.list_namespaced_lease, self.coordination.delete_namespaced_lease),
         }
 
-    def lane_objects(self, run_id: str | None = None) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-        """Run label → [(kind, object)] of every lane object (one run, or all)."""
+    def lane_objects(self, run_id: str | None = None,
+                     report: JanitorReport | None = None) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+        """Run label → [(kind, object)] of every lane object (one run, or all). A kind that cannot be
+        listed is a failure in ``report`` (raised without one); the other kinds are still listed."""
         selector = objects.sweep_selector(run_id)
         runs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for kind, (lister, _) in self._listers().items():
-            for item in self._raw(lister, self.namespace, label_selector=selector).get("items") or []:
+            try:
+                items = self._raw(lister, self.namespace, label_selector=selector).get("items") or []
+            except Exception as exc:
+                if report is None:
+                    raise
+                self._failed(report, "list", f"list {kind}s in {self.namespace}", exc)
+                continue
+            for item in items:
                 run = ((item.get("metadata") or {}).get("labels") or {}).get(objects.LABEL_RUN_ID, "")
                 runs.setdefault(run, []).append((kind, item))
         return runs
@@ -104,20 +143,39 @@ class Janitor:
     # ---- is the owner alive? -------------------------------------------------------------------
 
     def verdict(self, run: str, items: list[tuple[str, dict[str, Any]]]) -> RunVerdict:
+        """Dead when an owner is dead (gone, replaced, ended past the grace) or the run's Lease ran out;
+        alive while the Lease is valid; without a Lease, alive unless an owner is dead. An owner that
+        cannot be read raises — unless the Lease decides (then it is only logged and counted)."""
         names = [f"{kind}/{item['metadata']['name']}" for kind, item in items]
         owners = {
             (ref.get("kind"), ref.get("name"), ref.get("uid"))
             for _, item in items for ref in (item["metadata"].get("ownerReferences") or [])
             if ref.get("kind") in ("Pod", "Job")
         }
-        if not owners:
-            return RunVerdict(run, True, "no owner in the cluster (started outside it): left alone", names)
-        reasons = []
+        lease = next((item for kind, item in items if kind == "lease"), None)
+        expires = objects.lease_expires_at(lease) if lease is not None else None
+        reasons = [] if owners else ["no owner in the cluster (started outside it)"]
         for kind, name, uid in sorted(owners, key=str):
-            dead, why = self._owner_dead(str(kind), str(name), str(uid))
+            try:
+                dead, why = self._owner_dead(str(kind), str(name), str(uid))
+            except Exception as exc:
+                if expires is None:
+                    raise
+                self.errors.labels(step="owner").inc()
+                log.warning("janitor: run %s: owner %s %s unreadable (%s): the lease decides", run, kind, name,
+                            redact(str(exc)))
+                continue
             if dead:
                 return RunVerdict(run, False, why, names)
             reasons.append(why)
+        if expires is not None and lease is not None:
+            holder = (lease.get("spec") or {}).get("holderIdentity") or "?"
+            left = expires - self.now()
+            if left < 0:
+                return RunVerdict(run, False, f"lease expired {-left:.0f} s ago (holder {holder})", names)
+            reasons.append(f"lease held by {holder}, valid {left:.0f} s more")
+        elif not owners:
+            reasons[0] += ": left alone"
         return RunVerdict(run, True, "; ".join(reasons), names)
 
     def _owner_dead(self, kind: str, name: str, uid: str) -> tuple[bool, str]:
@@ -157,8 +215,12 @@ class Janitor:
         """Judge every run (or ``run_id``) and delete the dead ones' objects. ``force`` deletes
         ``run_id`` even with no owner in the cluster (never a run whose owner is alive)."""
         report = JanitorReport()
-        for run, items in sorted(self.lane_objects(run_id).items()):
-            verdict = self.verdict(run, items)
+        for run, items in sorted(self.lane_objects(run_id, report).items()):
+            try:
+                verdict = self.verdict(run, items)
+            except Exception as exc:  # one unreadable owner: this run is left alone, the pass goes on
+                self._failed(report, "owner", f"run {run}: liveness unknown, left alone", exc)
+                continue
             if force and verdict.alive and verdict.why.startswith("no owner"):
                 verdict = RunVerdict(run, False, "asked for by run id (no owner in the cluster)", verdict.objects)
             report.verdicts.append(verdict)
@@ -175,20 +237,30 @@ class Janitor:
                 if k != kind:
                     continue
                 name = item["metadata"]["name"]
+                uid = item["metadata"].get("uid")
+                body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None
                 try:
-                    call_with_retry(listers[kind][1], name, self.namespace, _request_timeout=self.timeout)
+                    call_with_retry(listers[kind][1], name, self.namespace, body=body, _request_timeout=self.timeout,
+                                    budget_s=self.retry_budget_s, on_retry=lambda _: self.retries.inc())
                 except ApiException as exc:
-                    if exc.status != 404:
-                        report.failures.append(f"delete {kind} {self.namespace}/{name}: HTTP {exc.status} {exc.reason}")
+                    if exc.status == 409:  # re-created under the same name since the list: not what we judged
+                        log.info("janitor: %s %s/%s was replaced since it was listed: left alone", kind,
+                                 self.namespace, name)
                         continue
+                    if exc.status != 404:
+                        self._failed(report, "delete", f"delete {kind} {self.namespace}/{name}", exc)
+                        continue
+                except Exception as exc:
+                    self._failed(report, "delete", f"delete {kind} {self.namespace}/{name}", exc)
+                    continue
                 report.removed.append(f"{kind}/{self.namespace}/{name}")
         if self.delete_secrets:
             selector = f"{objects.sweep_selector()},{objects.LABEL_RUN_ID}={run}"
             try:
                 gone = self._raw(self.core.delete_collection_namespaced_secret, self.namespace,
                                  label_selector=selector).get("items") or []
-            except ApiException as exc:
-                report.failures.append(f"delete secrets of run {run}: HTTP {exc.status} {exc.reason}")
+            except Exception as exc:
+                self._failed(report, "delete", f"delete secrets of run {run}", exc)
                 return
             report.removed += [f"secret/{self.namespace}/{s['metadata']['name']}" for s in gone]
 

@@ -26,6 +26,7 @@ orchestrator's own namespace (a cross-namespace owner makes the garbage collecto
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import ipaddress
 import re
@@ -50,6 +51,10 @@ LABEL_RUN_ID = "n8n-eval/run-id"
 LABEL_LANE_INDEX = "n8n-eval/lane-index"
 LABEL_LANE = "n8n-eval/lane"
 ANNOTATION_RUN_ID = "n8n-eval/run-id"
+#: The orchestrator process that created an object (its holder identity): nothing else deletes it by name.
+ANNOTATION_CREATOR = "n8n-eval/creator"
+#: How long a run's Lease stays valid without a renewal; the orchestrator renews it every third of that.
+DEFAULT_LEASE_TTL_S = 60
 
 #: Downward-API env the orchestrator reads to own its lanes (the Helm chart sets all of them).
 ENV_POD_NAME = "POD_NAME"
@@ -60,7 +65,9 @@ ENV_JOB_UID = "JOB_UID"
 
 #: Where the lane's n8n keeps its SQLite database: an emptyDir, gone with the pod.
 USER_FOLDER = "/var/lib/n8n-lane"
-DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.{cluster_domain}:{port}"
+#: Fully qualified (trailing dot): the resolver asks for exactly this name, not once per search domain
+#: of the pod's resolv.conf (ndots:5 would otherwise turn each lookup into up to 4 misses first).
+DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.{cluster_domain}.:{port}"
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 #: The cloud metadata endpoints (AWS/GCP/Azure/OpenStack IPv4, AWS IPv6): never reachable from a lane.
 METADATA_CIDRS = ("169.254.169.254/32", "fd00:ec2::254/128")
@@ -147,6 +154,12 @@ class LanePod(_Camel):
     termination_grace_period_seconds: int = Field(15, ge=1, le=600, alias="terminationGracePeriodSeconds")
     #: How long a lane may take to become ready: node scale-up plus a ~2.8 GB image pull.
     ready_timeout_seconds: float = Field(900.0, gt=0, alias="readyTimeoutSeconds")
+    #: A lane whose image pull keeps failing (ErrImagePull/ImagePullBackOff) this long fails, naming the
+    #: image: a typo'd tag or a missing pull secret does not heal (a registry blip does, within it).
+    pull_grace_seconds: float = Field(30.0, ge=0, alias="pullGraceSeconds")
+    #: A lane the scheduler cannot place (Unschedulable) this long fails with the scheduler's message.
+    #: Long enough for a cluster autoscaler to add a node (1–3 min); 0 where no autoscaler runs.
+    unschedulable_grace_seconds: float = Field(180.0, ge=0, alias="unschedulableGraceSeconds")
     #: MCP builds next to their lane: ``claude`` runs in this container, reached by the orchestrator
     #: on the pod network (port 8790), talking to n8n's MCP server on 127.0.0.1 (docs/cluster.md).
     build_runner: Sidecar = Field(default_factory=lambda: Sidecar.model_validate({}), alias="buildRunner")
@@ -245,6 +258,41 @@ def pod_name(run_id: str, index: int, attempt: int = 0) -> str:
 
 def network_policy_name(run_id: str) -> str:
     return f"n8n-lanes-{run_label(run_id)}"
+
+
+def lease_name(run_id: str) -> str:
+    """The run's liveness Lease (``coordination.k8s.io/v1``), renewed by the orchestrator while it runs."""
+    return f"n8n-lanes-{run_label(run_id)}"
+
+
+def micro_time(t: float) -> str:
+    """Unix seconds as a Kubernetes ``MicroTime`` (RFC 3339 with microseconds, UTC)."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_object(run_id: str, namespace: str, owner: OwnerRef | None, holder: str, ttl_s: int,
+                 now: float) -> dict[str, Any]:
+    meta = _metadata(lease_name(run_id), namespace, run_labels(run_id, "lease"), run_id, owner)
+    meta["annotations"][ANNOTATION_CREATOR] = holder
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": meta,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": ttl_s, "acquireTime": micro_time(now),
+                 "renewTime": micro_time(now)},
+    }
+
+
+def lease_expires_at(lease: Mapping[str, Any]) -> float | None:
+    """When a Lease runs out (renewTime + leaseDurationSeconds, Unix seconds); None if it says neither."""
+    spec = lease.get("spec") or {}
+    renew, ttl = spec.get("renewTime") or spec.get("acquireTime"), spec.get("leaseDurationSeconds")
+    if not renew or ttl is None:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(renew).replace("Z", "+00:00")).timestamp() + float(ttl)
+    except ValueError:
+        return None
 
 
 def secret_name(run_id: str) -> str:

@@ -16,14 +16,28 @@ What a run creates, in order (each recorded in the ledger *before* it is created
 Readiness and health: **one** label-selector watch per run (a background thread: list, then a
 long-poll ``watch`` from the list's ``resourceVersion``, re-listing on ``410 Gone``) keeps every
 lane pod's status in memory. ``wait_ready``/``health``/``is_gone`` read that cache — no per-lane
-polling — and ``health`` then asks ``GET /healthz/readiness`` through the lane URL. Image pulls that
-fail (``ErrImagePull``/``ImagePullBackOff``) are retried by the kubelet and waited for until the
-ready timeout (``lanes.pod.readyTimeoutSeconds``, default 900 s); an ended pod (OOMKilled,
-Evicted, …) is gone at once. The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
+polling — and ``health`` then asks ``GET /healthz/readiness`` through the lane URL. Failures fail
+fast, as a lane failure that says why: an ended pod (OOMKilled, Evicted, …) or ``InvalidImageName``
+at once; an image pull that keeps failing (``ErrImagePull``/``ImagePullBackOff``) after
+``lanes.pod.pullGraceSeconds`` (30 s), naming the image; a pod the scheduler cannot place after
+``lanes.pod.unschedulableGraceSeconds`` (180 s: time for a node scale-up), with the scheduler's
+message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
 or, outside the cluster, the ``url_template`` option (e.g. ``http://127.0.0.1:{local_port}`` behind
 one ``kubectl port-forward svc/<service> <local_port>:5678`` per lane).
 
-Every API call retries ``429 Too Many Requests`` (``Retry-After``, else exponential backoff).
+Every API call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``).
+
+Liveness: the run's first object is a Lease ``n8n-lanes-<run>`` (``coordination.k8s.io/v1``, TTL
+``lease_ttl_s``, default 60 s) that the backend renews from the event loop every third of its TTL; the
+janitor removes the lanes of a run whose Lease ran out (an OOM-killed, evicted or hung orchestrator).
+
+Never delete what this process did not create: every object carries the annotation
+``n8n-eval/creator=<holder>`` (this process's identity), the uid of every object it created is kept,
+and every delete carries that uid as a precondition (the API server answers 409 if the name now
+belongs to another object). A create answered 409 is adopted only if the object bears this process's
+creator annotation (a create that succeeded although its answer was lost, then retried); otherwise
+another orchestrator uses the same run id, and the run stops with one ``ConfigError`` line — before
+anything of the other run is touched.
 
 Teardown deletes the lane's Pod and Service (404 = already gone) and, with the run's last lane, the
 NetworkPolicy and Secret. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
@@ -69,9 +83,12 @@ import functools
 import json
 import logging
 import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -91,12 +108,14 @@ from orchestrator.lanes.backend import (
     register_backend,
 )
 from orchestrator.lanes.k8s_api import (
+    RateLimiter,
     call_with_retry,
     is_ready,
     kubeconfig_namespace,
     load_api_client,
     retry_after_s,
     status_summary,
+    stuck_reason,
     terminal_reason,
 )
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
@@ -121,6 +140,9 @@ _ENV_OPTIONS = {
     "pod": "ORCHESTRATOR_K8S_LANE_POD",
     "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
     "sidecar_image": "ORCHESTRATOR_IMAGE",
+    "qps": "ORCHESTRATOR_K8S_QPS",
+    "burst": "ORCHESTRATOR_K8S_BURST",
+    "max_concurrent_creates": "ORCHESTRATOR_K8S_MAX_CONCURRENT_CREATES",
 }
 _JSON_OPTIONS = ("pod", "egress")
 
@@ -155,8 +177,17 @@ class KubernetesOptions(BaseModel):
     request_timeout_s: float = Field(30.0, gt=0)
     #: Server-side timeout of one watch request (the watch then resumes from its resourceVersion).
     watch_timeout_s: int = Field(60, ge=1)
-    #: Waiting on 429s, per call, before the error surfaces.
+    #: Waiting on 429s/5xx/resets/timeouts, per call, before the error surfaces.
     retry_budget_s: float = Field(120.0, ge=0)
+    #: TTL of the run's liveness Lease; renewed every third of it.
+    lease_ttl_s: int = Field(objects.DEFAULT_LEASE_TTL_S, ge=1)
+    #: Client-side rate limit on API requests (every attempt counts): sustained per second, and at once.
+    qps: float = Field(25.0, gt=0)
+    burst: int = Field(50, ge=1)
+    #: Lane creates (Pod + Service) in flight at once; the rest queue.
+    max_concurrent_creates: int = Field(16, ge=1)
+    #: Worker threads for the (blocking) client's calls, and its connections to the API server.
+    api_workers: int = Field(32, ge=1)
 
 
 def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
@@ -201,6 +232,8 @@ class RunPodWatch:
         self.watch_timeout_s, self.request_timeout_s = watch_timeout_s, request_timeout_s
         self.pods: dict[str, dict[str, Any]] = {}
         self.deleted: set[str] = set()
+        #: pod name -> (what, monotonic time first seen): an image pull failing, or Unschedulable.
+        self.stuck_since: dict[str, tuple[str, float]] = {}
         self.synced = threading.Event()
         self.error: str | None = None
         self.lists = 0
@@ -222,6 +255,27 @@ class RunPodWatch:
         with self._lock:
             return self.pods.get(name)
 
+    def _raw_list(self, *args: Any, **kwargs: Any) -> Any:
+        # No docstring on purpose: ``watch.Watch`` reads the return type from the function's
+        # docstring; without one it hands events over as dicts instead of building a V1Pod model
+        # per event (CPU that 500 lanes' events would otherwise cost). ERROR events (410) still raise.
+        return self._list(*args, **kwargs)
+
+    def _note_stuck(self, pod: dict[str, Any]) -> None:
+        """Remember since when a pod's pull fails or it cannot be scheduled (caller holds the lock)."""
+        name = pod["metadata"]["name"]
+        stuck = stuck_reason(pod)
+        if stuck is None:
+            self.stuck_since.pop(name, None)
+        elif self.stuck_since.get(name, ("", 0.0))[0] != stuck[0]:
+            self.stuck_since[name] = (stuck[0], time.monotonic())
+
+    def stuck_for(self, name: str) -> tuple[str, float] | None:
+        """(what, seconds) a pod has been stuck, or None."""
+        with self._lock:
+            since = self.stuck_since.get(name)
+        return (since[0], time.monotonic() - since[1]) if since else None
+
     def _relist(self) -> str:
         self.lists += 1
         resp = call_with_retry(self._list, self.namespace, label_selector=self.selector, _preload_content=False,
@@ -229,6 +283,8 @@ class RunPodWatch:
         data = json.loads(resp.data)
         with self._lock:
             self.pods = {i["metadata"]["name"]: i for i in data.get("items") or []}
+            for pod in self.pods.values():
+                self._note_stuck(pod)
         self.synced.set()
         return str((data.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -243,7 +299,7 @@ class RunPodWatch:
                     break
                 self._watch = w = watch.Watch()
                 self.watches += 1
-                for event in w.stream(self._list, self.namespace, label_selector=self.selector,
+                for event in w.stream(self._raw_list, self.namespace, label_selector=self.selector,
                                       resource_version=version, allow_watch_bookmarks=True,
                                       timeout_seconds=self.watch_timeout_s,
                                       _request_timeout=self.watch_timeout_s + self.request_timeout_s):
@@ -258,9 +314,11 @@ class RunPodWatch:
                     with self._lock:
                         if kind == "DELETED":
                             self.pods.pop(meta["name"], None)
+                            self.stuck_since.pop(meta["name"], None)
                             self.deleted.add(meta["name"])
                         else:
                             self.pods[meta["name"]] = obj
+                            self._note_stuck(obj)
                 attempt = 0
                 self.error = None
             except ApiException as exc:
@@ -306,8 +364,19 @@ class KubernetesBackend(LaneBackend):
         self._run_objects_ready = False
         self._pod_watch: RunPodWatch | None = None
         self._lock = asyncio.Lock()
+        #: This process's identity: the Lease holder and the creator annotation of everything it creates.
+        self.holder = f"{self._environ.get(objects.ENV_POD_NAME) or socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        #: (kind, name) -> uid of every object this process created (or adopted as its own).
+        self._uids: dict[tuple[str, str], str] = {}
+        self._collision: ConfigError | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        self.limiter = RateLimiter(self.opts.qps, self.opts.burst)
+        self._creates = asyncio.Semaphore(self.opts.max_concurrent_creates)
+        self._executor = ThreadPoolExecutor(max_workers=self.opts.api_workers, thread_name_prefix="k8s-api")
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
-        self._http = httpx.AsyncClient(timeout=5.0, trust_env=False)
+        # Health checks of every lane at once: keep a connection per lane (no reconnect per check).
+        self._http = httpx.AsyncClient(timeout=5.0, trust_env=False, limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=1024, keepalive_expiry=60.0))
         if self.opts.sandbox and not self.opts.sandbox_url and not self.opts.pod.sandbox.enabled:
             sandbox = self.opts.pod.sandbox.model_copy(update={"enabled": True})
             self.opts.pod = self.opts.pod.model_copy(update={"sandbox": sandbox})
@@ -330,7 +399,7 @@ class KubernetesBackend(LaneBackend):
 
     def _client(self) -> client.ApiClient:
         if self._api_client is None:
-            self._api_client, in_cluster = load_api_client(self.opts.context)
+            self._api_client, in_cluster = load_api_client(self.opts.context, pool_size=self.opts.api_workers)
             log.debug("kubernetes backend: %s config, API %s", "in-cluster" if in_cluster else "kubeconfig",
                       self._api_client.configuration.host)
         return self._api_client
@@ -342,6 +411,10 @@ class KubernetesBackend(LaneBackend):
     @property
     def networking(self) -> client.NetworkingV1Api:
         return client.NetworkingV1Api(self._client())
+
+    @property
+    def coordination(self) -> client.CoordinationV1Api:
+        return client.CoordinationV1Api(self._client())
 
     @property
     def namespace(self) -> str:
@@ -363,12 +436,14 @@ class KubernetesBackend(LaneBackend):
         return None
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one blocking client call in a thread, 429s retried with backoff; an unreachable API
+        """Run one blocking client call in the backend's worker threads, every attempt within the
+        client-side rate limit, 429/5xx/resets/timeouts retried with backoff; an unreachable API
         server becomes a LaneError."""
         kwargs.setdefault("_request_timeout", self.opts.request_timeout_s)
         try:
-            call = functools.partial(call_with_retry, fn, *args, budget_s=self.opts.retry_budget_s, **kwargs)
-            return await asyncio.to_thread(call)
+            call = functools.partial(call_with_retry, self.limiter.limit(fn), *args, budget_s=self.opts.retry_budget_s,
+                                     **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
         except urllib3.exceptions.HTTPError as exc:
             raise self._unreachable(exc) from None
 
@@ -383,61 +458,131 @@ class KubernetesBackend(LaneBackend):
         """The Secret lane pods read their secret env from."""
         return self.opts.existing_secret or objects.secret_name(self.run_id)
 
+    def _mine(self, body: dict[str, Any]) -> dict[str, Any]:
+        body["metadata"].setdefault("annotations", {})[objects.ANNOTATION_CREATOR] = self.holder
+        return body
+
+    def _collides(self, kind: str, name: str, ns: str, creator: str | None) -> ConfigError:
+        self._collision = ConfigError(
+            f"--run-id {self.run_id}: another orchestrator ({creator or 'unknown'}) already uses this run id in "
+            f"namespace {ns} ({kind} {name} exists); nothing of that run was touched: choose another run id, or "
+            f"remove a dead run's objects with `orchestrator cleanup --kubernetes --run-id {self.run_id}`")
+        return self._collision
+
+    async def _create(self, kind: str, name: str, ns: str, create: Callable[..., Any], read: Callable[..., Any] | None,
+                      body: dict[str, Any]) -> None:
+        """Create one object of ours and keep its uid. 409: adopt it if this process created it (a create
+        whose answer was lost, retried), else it is another run's: a run-id collision (``ConfigError``)."""
+        try:
+            made: Any = await self._call(create, ns, self._mine(body), _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise self._api_error(f"create {kind} {ns}/{name}", exc) from None
+            existing: dict[str, Any] = {}
+            if read is not None:
+                try:
+                    resp: Any = await self._call(read, name, ns, _preload_content=False)
+                    existing = dict(json.loads(resp.data))
+                except ApiException as read_exc:
+                    raise self._api_error(f"read {kind} {ns}/{name}", read_exc) from None
+            meta = existing.get("metadata") or {}
+            creator = (meta.get("annotations") or {}).get(objects.ANNOTATION_CREATOR)
+            if creator != self.holder:
+                raise self._collides(kind, name, ns, creator) from None
+            self._uids[(kind, name)] = str(meta.get("uid"))
+            return
+        self._uids[(kind, name)] = str((json.loads(made.data).get("metadata") or {}).get("uid"))
+
     async def _ensure_run_objects(self, spec: LaneSpec) -> None:
+        if self._collision is not None:
+            raise self._collision
         if self._run_objects_ready:
             return
+        try:
+            await self._create_run_objects(spec)
+        except ConfigError:  # a run-id collision: take back what this process created, nothing else
+            await self._delete_run_objects()
+            raise
+
+    async def _create_run_objects(self, spec: LaneSpec) -> None:
         ns = self.namespace
+        lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
+        name = lease["metadata"]["name"]
+        self.ledger.created("lease", name, backend=self.name, namespace=ns)
+        await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
+                           self.coordination.read_namespaced_lease, lease)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.create_task(self._renew_lease(name, ns), name=f"lease-{name}")
         if spec.secret_env and not self.opts.existing_secret:
             for value in spec.secret_env.values():
                 register_secret(value)
             body = objects.secret_object(self.run_id, ns, spec.secret_env, self.owner)
             name = body["metadata"]["name"]
             self.ledger.created("secret", name, backend=self.name, namespace=ns)
-            try:
-                try:
-                    await self._call(self.core.create_namespaced_secret, ns, body)
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
-                    # Left by an earlier process of this run: its values may be stale, so replace it.
-                    await self._call(self.core.delete_namespaced_secret, name, ns)
-                    await self._call(self.core.create_namespaced_secret, ns, body)
-            except ApiException as exc:
-                raise self._api_error(f"create Secret {ns}/{name}", exc) from None
+            # never read (its values are secret): a 409 here is another run's Secret
+            await self._create("Secret", name, ns, self.core.create_namespaced_secret, None, body)
         policy = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress,
                                                build_runner=self.opts.pod.build_runner.enabled)
         name = policy["metadata"]["name"]
         self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
-        try:
-            await self._call(self.networking.create_namespaced_network_policy, ns, policy)
-        except ApiException as exc:
-            if exc.status != 409:  # same run, same deterministic policy: keep it
-                raise self._api_error(f"create NetworkPolicy {ns}/{name}", exc) from None
+        await self._create("NetworkPolicy", name, ns, self.networking.create_namespaced_network_policy,
+                           self.networking.read_namespaced_network_policy, policy)
         self._run_objects_ready = True
 
+    async def _renew_lease(self, name: str, ns: str) -> None:
+        """Renew the run's Lease every third of its TTL, from the event loop: a hung loop stops renewing,
+        and the janitor then removes the lanes. A failed renewal is logged; the next one tries again."""
+        period = self.opts.lease_ttl_s / 3
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self._call(self.coordination.patch_namespaced_lease, name, ns,
+                                 {"spec": {"renewTime": objects.micro_time(time.time())}}, _preload_content=False)
+            except (ApiException, LaneError) as exc:
+                log.warning("kubernetes: renewing Lease %s/%s failed: %s", ns, name, redact(str(exc)))
+
     async def _delete_run_objects(self) -> None:
-        for kind, delete in (
-            ("networkpolicy", self.networking.delete_namespaced_network_policy),
-            ("secret", self.core.delete_namespaced_secret),
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
+        for kind, api_kind, delete in (
+            ("networkpolicy", "NetworkPolicy", self.networking.delete_namespaced_network_policy),
+            ("secret", "Secret", self.core.delete_namespaced_secret),
+            ("lease", "Lease", self.coordination.delete_namespaced_lease),  # last: the run is alive until here
         ):
             for entry in self.ledger.open_entries(kind):
                 if entry.meta.get("backend") != self.name:
                     continue
                 ns = str(entry.meta.get("namespace") or self.namespace)
-                await self._delete(kind, entry.id, ns, delete)
+                await self._delete(kind, entry.id, ns, delete, api_kind=api_kind)
         self._run_objects_ready = False
 
     async def _delete(self, kind: str, name: str, ns: str, delete: Callable[..., Any], *, lane: str = "",
-                      **kwargs: Any) -> None:
-        """Delete one object (404 = gone = fine) and record it; record a failure and raise otherwise."""
+                      api_kind: str = "", grace_period_seconds: int | None = None, record: bool = True) -> None:
+        """Delete one object this process created — by uid precondition — and record it (404 = gone =
+        fine; 409 = the name now belongs to someone else's object: left alone). An object this process
+        never created (its create failed or collided) is not deleted, only closed in the ledger."""
+        uid = self._uids.get((api_kind or kind, name))
+        if uid is None:
+            log.debug("kubernetes: %s %s/%s was not created by this process: not deleted", kind, ns, name)
+            if record:
+                self.ledger.deleted(kind, name, lane=lane)
+            return
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid),
+                                      grace_period_seconds=grace_period_seconds)
         try:
-            await self._call(delete, name, ns, **kwargs)
+            await self._call(delete, name, ns, body=body, _preload_content=False)  # the answer is not read
         except ApiException as exc:
-            if exc.status != 404:
+            if exc.status == 409:
+                log.warning("kubernetes: %s %s/%s is another object now (uid changed): left alone", kind, ns, name)
+            elif exc.status != 404:
                 err = self._api_error(f"delete {kind} {ns}/{name}", exc)
-                self.ledger.delete_failed(kind, name, str(err), lane=lane)
+                if record:
+                    self.ledger.delete_failed(kind, name, str(err), lane=lane)
                 raise err from None
-        self.ledger.deleted(kind, name, lane=lane)
+        self._uids.pop((api_kind or kind, name), None)
+        if record:
+            self.ledger.deleted(kind, name, lane=lane)
 
     @staticmethod
     def _api_error(what: str, exc: ApiException) -> LaneError:
@@ -500,15 +645,11 @@ class KubernetesBackend(LaneBackend):
                                 namespace=ns, base_url=base_url)
             self.ledger.created("service", name, lane=name, backend=self.name, namespace=ns)
         try:
-            try:
-                await self._call(self.core.create_namespaced_pod, ns, pod)
-            except ApiException as exc:
-                raise self._api_error(f"create Pod {ns}/{name}", exc) from None
-            try:
-                await self._call(self.core.create_namespaced_service, ns, service)
-            except ApiException as exc:
-                raise self._api_error(f"create Service {ns}/{name}", exc) from None
-        except LaneError:
+            async with self._creates:  # bounded: 500 lanes do not open 500 creates at once
+                await self._create("Pod", name, ns, self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
+                await self._create("Service", name, ns, self.core.create_namespaced_service,
+                                   self.core.read_namespaced_service, service)
+        except (LaneError, ConfigError):
             try:  # leave nothing behind for a lane the caller never got
                 await self.teardown(lane)
             except LaneError as exc:
@@ -535,9 +676,26 @@ class KubernetesBackend(LaneBackend):
             raise self._api_error(f"read Pod {lane.handle}", exc) from None
         return dict(json.loads(resp.data))
 
+    def _ended(self, pod: dict[str, Any]) -> str | None:
+        """Why a lane pod will not become ready: it ended, a container is stuck for good, its image
+        pull kept failing ``pullGraceSeconds``, or it stayed Unschedulable ``unschedulableGraceSeconds``."""
+        reason = terminal_reason(pod)
+        if reason:
+            return reason
+        stuck = stuck_reason(pod)
+        held = self._watch().stuck_for(pod["metadata"]["name"]) if stuck else None
+        if stuck is None or held is None or held[0] != stuck[0]:
+            return None
+        grace = (self.opts.pod.pull_grace_seconds if stuck[0] == "pull" else self.opts.pod.unschedulable_grace_seconds)
+        if held[1] < grace:
+            return None
+        return f"{stuck[1]}; gave up after {held[1]:.0f} s (grace {grace:.0f} s)"
+
     async def wait_ready(self, lane: Lane, timeout_s: float) -> None:
-        """Wait (on the run's watch) until the pod is Ready — image pulls retried until the deadline
-        (at least ``lanes.pod.readyTimeoutSeconds``), an ended pod fails at once — then ask
+        """Wait (on the run's watch) until the pod is Ready — an ended pod fails at once, an image pull
+        failing past ``pullGraceSeconds`` (30 s) or a pod Unschedulable past
+        ``unschedulableGraceSeconds`` (180 s) fails naming the image or the scheduler's message, the
+        rest waits until the deadline (at least ``lanes.pod.readyTimeoutSeconds``) — then ask
         ``/healthz/readiness`` through the lane URL."""
         timeout_s = max(timeout_s, self.min_ready_timeout_s)
         deadline = time.monotonic() + timeout_s
@@ -549,7 +707,7 @@ class KubernetesBackend(LaneBackend):
             if pod is not None:
                 if is_ready(pod):
                     break
-                reason = terminal_reason(pod)
+                reason = self._ended(pod)
                 if reason:
                     raise LaneError(f"{lane.describe()}: {reason}")
                 last = status_summary(pod)
@@ -579,12 +737,12 @@ class KubernetesBackend(LaneBackend):
             return False
 
     async def is_gone(self, lane: Lane) -> bool:
-        """True when the pod was deleted or can never become ready (ended: OOMKilled, Evicted, …).
-        A failing image pull is not "gone": the kubelet retries it until the ready timeout."""
+        """True when the pod was deleted or can never become ready (ended: OOMKilled, Evicted, …; an
+        image pull failing or Unschedulable past its grace)."""
         w = self._watch()
         pod = await self._watched_pod(lane)
         if pod is not None:
-            return terminal_reason(pod) is not None
+            return self._ended(pod) is not None
         if lane.handle in w.deleted:
             return True
         if not w.synced.is_set() or w.error:
@@ -594,6 +752,12 @@ class KubernetesBackend(LaneBackend):
         except (LaneError, urllib3.exceptions.HTTPError):
             return False
         return read is None or terminal_reason(read) is not None
+
+    async def gone_reason(self, lane: Lane) -> str | None:
+        pod = await self._watched_pod(lane)
+        if pod is not None:
+            return self._ended(pod)
+        return "pod deleted" if lane.handle in self._watch().deleted else None
 
     async def logs(self, lane: Lane, lines: int = 40) -> str:
         """The container's last ``lines``, plus the pod's status when it is stuck or gone."""
@@ -618,12 +782,10 @@ class KubernetesBackend(LaneBackend):
         """Delete the lane's Pod then its Service (404 = gone); with the run's last lane, the run objects."""
         ns = self._lane_namespace(lane)
         name = lane.handle or lane.lane_id
-        try:
-            await self._call(self.core.delete_namespaced_pod, name, ns, grace_period_seconds=5)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise self._api_error(f"delete Pod {ns}/{name}", exc) from None
-        await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id)
+        await self._delete("pod", name, ns, self.core.delete_namespaced_pod, api_kind="Pod", grace_period_seconds=5,
+                           record=False)  # the ledger's "lane" entry is the pod's
+        await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id,
+                           api_kind="Service")
         lane.state = LaneState.stopped
         async with self._lock:
             self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
@@ -657,6 +819,7 @@ class KubernetesBackend(LaneBackend):
             ("service", self.core.list_namespaced_service, self.core.delete_namespaced_service),
             ("networkpolicy", self.networking.list_namespaced_network_policy,
              self.networking.delete_namespaced_network_policy),
+            ("lease", self.coordination.list_namespaced_lease, self.coordination.delete_namespaced_lease),
         ):
             try:
                 resp: Any = await self._call(lister, ns, label_selector=selector, _preload_content=False)
@@ -664,9 +827,12 @@ class KubernetesBackend(LaneBackend):
                 raise self._api_error(f"list {kind}s in {ns} ({selector})", exc) from None
             for item in json.loads(resp.data).get("items") or []:
                 meta = item.get("metadata") or {}
+                body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=meta.get("uid")))
                 try:
-                    await self._call(deleter, meta["name"], ns)
+                    await self._call(deleter, meta["name"], ns, body=body)  # only the object listed
                 except ApiException as exc:
+                    if exc.status == 409:
+                        continue
                     if exc.status != 404:
                         raise self._api_error(f"delete {kind} {ns}/{meta['name']}", exc) from None
                 removed.append(f"{kind}/{ns}/{meta['name']}")
@@ -703,6 +869,9 @@ class KubernetesBackend(LaneBackend):
             ledger.deleted(kind, name)
 
     async def close(self) -> None:
+        if self._renewer is not None:  # the Lease runs out on its own; the janitor takes what is left
+            self._renewer.cancel()
+            self._renewer = None
         if self._pod_watch is not None:
             self._pod_watch.stop()
             self._pod_watch = None
@@ -710,3 +879,4 @@ class KubernetesBackend(LaneBackend):
         if self._owns_client and self._api_client is not None:
             await asyncio.to_thread(self._api_client.close)
             self._api_client = None
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from orchestrator.allocator import Allocator, WorkUnit
 from orchestrator.allocator.model import ResultStatus, WorkResult
 from orchestrator.lanes.backend import LaneBackend
-from orchestrator.lanes.model import LaneState
+from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.redact import redact
 from orchestrator.results.model import UnitResult
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter
@@ -41,18 +41,30 @@ def record_for(res: WorkResult, runner: UnitRunner) -> UnitResult:
     return runner.skipped_record(res.unit, redact(res.reason or res.status.value))
 
 
+#: Health checks in flight at once (each one HTTP request to a lane).
+HEALTH_CHECKS_AT_ONCE = 64
+
+
 async def monitor(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator,
                   on_lost: Callable[[str, str], object] | None = None) -> None:
     """Drain a lane that stops answering (gone at once, or after two failed health checks) and
     report it to ``on_lost`` (the provisioner replaces it while units still wait)."""
     misses: dict[str, int] = {}
+    gate = asyncio.Semaphore(HEALTH_CHECKS_AT_ONCE)
+
+    async def check(lane: Lane) -> tuple[Lane, bool, bool]:
+        async with gate:
+            healthy = await backend.health(lane)
+            return lane, healthy, not healthy and await backend.is_gone(lane)
+
     while True:
         await asyncio.sleep(cfg.health_interval_s)
-        for lane in list(pool.lanes.values()):
-            if lane.state != LaneState.ready:
+        # every ready lane at once (500 lanes one after another would take a whole interval)
+        results = await asyncio.gather(*(check(lane) for lane in list(pool.lanes.values())
+                                         if lane.state == LaneState.ready))
+        for lane, healthy, gone in results:
+            if lane.state != LaneState.ready:  # drained or replaced while the checks ran
                 continue
-            healthy = await backend.health(lane)
-            gone = not healthy and await backend.is_gone(lane)
             misses[lane.lane_id] = 0 if healthy else misses.get(lane.lane_id, 0) + 1
             if gone or misses[lane.lane_id] >= 2:
                 reason = "lane process exited" if gone else "health check failed twice"

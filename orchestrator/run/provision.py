@@ -24,6 +24,7 @@ from rich.console import Console
 from orchestrator.allocator import Allocator
 from orchestrator.builders.builder import Builder
 from orchestrator.builders.lane import BuildLane
+from orchestrator.errors import UserError
 from orchestrator.lanes.backend import LaneBackend, LaneError
 from orchestrator.lanes.bringup import (
     PoolEvents,
@@ -89,6 +90,8 @@ class Provisioner:
         self._tasks: set[asyncio.Task[None]] = set()
         self._first = asyncio.Event()
         self._next_index = 0
+        #: A user error from a bring-up (e.g. a Kubernetes run-id collision): the run stops with it.
+        self.fatal: UserError | None = None
 
     # ------------------------------------------------------------------ bring-up
     async def start(self, count: int) -> None:
@@ -104,6 +107,8 @@ class Provisioner:
                 await asyncio.wait([waiter, *pending], return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
+        if self.fatal is not None:
+            raise self.fatal
         if not self._first.is_set():
             raise LaneError(f"no lane came up (need 1 of {count}):\n" + "\n".join(self.failures))
 
@@ -120,6 +125,10 @@ class Provisioner:
                                       self.started, self.events)
         except LaneError as exc:
             self._refused(f"lane failed to come up: {exc}")
+            return
+        except UserError as exc:  # the same for every lane: stop the run with one line
+            self.fatal = self.fatal or exc
+            self._first.set()
             return
         self.started.remove(lane)
         self.pool.lanes[lane.lane_id] = lane  # teardown sees it from here on

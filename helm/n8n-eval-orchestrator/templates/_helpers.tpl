@@ -17,6 +17,15 @@
 {{- end -}}
 {{- end }}
 
+{{- define "eval.janitorServiceAccountName" -}}
+{{- printf "%s-janitor" (include "eval.fullname" .) -}}
+{{- end }}
+
+{{- define "eval.priorityClassName" -}}
+{{- $pc := .Values.disruption.priorityClass -}}
+{{- if $pc.name -}}{{- $pc.name -}}{{- else if $pc.create -}}{{- printf "%s-%s-orchestrator" .Release.Namespace (include "eval.fullname" .) | trimPrefix "-" | trunc 63 | trimSuffix "-" -}}{{- end -}}
+{{- end }}
+
 {{- define "eval.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "eval.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -147,12 +156,20 @@ metadata:
     {{- with $v.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-  {{- with $v.podAnnotations }}
+  {{- $annotations := $v.podAnnotations | default dict }}
+  {{- if $v.disruption.doNotDisrupt }}
+  {{- /* node consolidation and drains leave a running sweep alone (Karpenter, cluster-autoscaler) */}}
+  {{- $annotations = merge (dict "karpenter.sh/do-not-disrupt" "true" "cluster-autoscaler.kubernetes.io/safe-to-evict" "false") $annotations }}
+  {{- end }}
+  {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 spec:
   restartPolicy: Never
+  {{- with (include "eval.priorityClassName" $root) }}
+  priorityClassName: {{ . }}
+  {{- end }}
   terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
   serviceAccountName: {{ include "eval.serviceAccountName" $root }}
   automountServiceAccountToken: {{ eq $v.backend "kubernetes" }}
@@ -259,13 +276,15 @@ spec:
           mountPath: {{ $v.results.mountPath | quote }}
   volumes:
     - name: tmp
-      emptyDir: {}
+      emptyDir:
+        sizeLimit: {{ $v.disruption.tmpSizeLimit | quote }}
     - name: results
       {{- if $v.results.persistence.enabled }}
       persistentVolumeClaim:
         claimName: {{ default (printf "%s-results" (include "eval.fullname" $root)) $v.results.persistence.existingClaim | quote }}
       {{- else }}
-      emptyDir: {}
+      emptyDir:
+        sizeLimit: {{ $v.disruption.resultsSizeLimit | quote }}
       {{- end }}
   {{- with $v.nodeSelector }}
   nodeSelector:
@@ -329,4 +348,13 @@ capabilities:
   drop: ["ALL"]
 seccompProfile:
   type: RuntimeDefault
+{{- end }}
+
+{{/* CEL: a container's image is one of these repositories (by tag or digest). Call with a list. */}}
+{{- define "eval.imageChecks" -}}
+{{- $checks := list -}}
+{{- range . -}}
+{{- $checks = append $checks (printf "c.image.startsWith('%s:') || c.image.startsWith('%s@')" . .) -}}
+{{- end -}}
+{{- join " || " $checks -}}
 {{- end }}
