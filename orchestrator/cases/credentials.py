@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from orchestrator.cases.base import CaseModel
+from orchestrator.cases.base import NestedCaseModel
 
 #: Credential types the seeder has a data template for (the reference harness's closed set).
 SUPPORTED_CREDENTIAL_TYPES: frozenset[str] = frozenset(
@@ -26,7 +26,7 @@ SUPPORTED_CREDENTIAL_TYPES: frozenset[str] = frozenset(
 CREDENTIAL_DESCRIPTION_MAX_LENGTH = 512
 
 
-class CredentialSpec(CaseModel):
+class CredentialSpec(NestedCaseModel):
     type: str
     name: str | None = Field(default=None, min_length=1)
     description: str | None = None

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.cases.base import CaseModel
+from orchestrator.cases.base import CaseModel, NestedCaseModel
 from orchestrator.cases.credentials import CredentialSpec
 from orchestrator.cases.issues import raise_violations
 from orchestrator.cases.rules import check_case, director_notes
@@ -71,7 +71,7 @@ class Attachment(CaseModel):
         return self.workflow if self.workflow is not None else self.agent or ""
 
 
-class Turn(CaseModel):
+class Turn(NestedCaseModel):
     role: Literal["user", "assistant"]
     #: Always a string once validated (a list of lines is joined with newlines).
     text: TurnText
@@ -82,7 +82,7 @@ class Turn(CaseModel):
         return director_notes(self.text) if self.role == "user" else []
 
 
-class ExecutionScenario(CaseModel):
+class ExecutionScenario(NestedCaseModel):
     name: NonEmptyStr
     description: str
     data_setup: str
