@@ -190,3 +190,18 @@ def test_compare_cli_accepts_a_reference_harness_baseline(tmp_path: Path) -> Non
     assert tiers["daily-signups-slack/happy-path"] == "hard_regression"
     assert data["baseline"]["experimentName"] == "instance-ai-baseline-2026-11-30"
     assert "regression" in (tmp_path / "cmp" / "eval-pr-comment.md").read_text().lower()
+
+
+def test_mcp_build_summary_only_for_mcp_builds() -> None:
+    """n8n's tooling reads ``summary.mcpBuild`` as "an MCP run" (cli/build-cost-report.ts): an
+    Instance AI run carries none; a run whose units name no builder keeps the default (mcp)."""
+    res = _run()
+    for u in res.units:
+        u.builder = "instance-ai"
+    assert "mcpBuild" not in to_document(res)["summary"]
+    res.units[0].builder = "mcp"
+    assert to_document(res)["summary"]["mcpBuild"]["builds"] == 1
+    for u in res.units:
+        u.builder = None
+    res.config["builder"] = "instance-ai"
+    assert "mcpBuild" not in to_document(res)["summary"]

@@ -455,7 +455,22 @@ class InstanceAiBuilder(Builder):
             outcome.error = f"could not open the build thread: {exc}"
             return outcome
         if case.inline_seed is not None:  # seeds: restore right after the pin
-            outcome.seed, outcome.error = await self._restore_seed(lane, user, thread_id, case, transcript)
+            seed_thread = thread_id
+            if case.inline_seed.session_boundary:
+                # an earlier session: the history goes into a thread of its own, the live turn opens
+                # this one (the seeded artifacts are on the instance either way)
+                seed_thread = str(uuid.uuid4())
+                lane.ledger.created("thread", seed_thread, lane=lane_id, user=user.user_id, project=user.project_id)
+                threads.append(seed_thread)
+                try:
+                    await chat.create_thread(user.project_id, seed_thread)
+                    await chat.pin_credentials(seed_thread, user.credential_ids, user.credential_test_bypass)
+                except N8nTransportError:
+                    raise
+                except N8nError as exc:
+                    outcome.error = f"could not open the earlier session's thread: {exc}"
+                    return outcome
+            outcome.seed, outcome.error = await self._restore_seed(lane, user, seed_thread, case, transcript)
             if outcome.error is not None:
                 return outcome
         try:  # after the seed (whose restore clears this user's open tables), before the first turn

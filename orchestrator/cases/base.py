@@ -16,19 +16,6 @@ class CaseModel(BaseModel):
     )
 
 
-class NestedCaseModel(CaseModel):
-    """A nested part of the case schema that n8n declares as a plain (non-strict) object — a turn,
-    an execution scenario, a credential (``harness/schema.ts``): an unknown key there is dropped,
-    not refused, so a case carrying one loads as n8n loads it. Only the case body itself (and the
-    nested objects n8n declares strict, e.g. ``attach``) refuse unknown keys."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="ignore",
-    )
-
-
 class OpenModel(BaseModel):
     """A shape that belongs to n8n (a workflow, an agent config, a message): only the keys the
     harness relies on are validated; every other key is kept as authored."""

@@ -40,6 +40,7 @@ SHARED: list[P] = [
     _opt("builder", str, "mcp", "mcp (claude -p over the lane's MCP server; build-via-mcp is an alias), "
          "instance-ai (n8n's own agent over chat, with a sandbox per lane), prebuilt, or remote (the mcp "
          "builds with claude in each lane pod's build runner; --backend kubernetes)."),
+    _opt("build_via_mcp", bool, False, "The reference harness's flag: the same as --builder mcp.", "--build-via-mcp"),
     _opt("sandbox_url", Optional[str], None, "External n8n-sandbox for every lane (key: N8N_SANDBOX_SERVICE_API_KEY)."),
     _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
     _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),
@@ -83,7 +84,19 @@ SHARED: list[P] = [
 _NAMES = {p.name for p in SHARED}
 
 
-def _config(values: dict[str, Any]) -> RunConfig:
+def _builder(values: dict[str, Any], default_builder: str) -> None:
+    """``--build-via-mcp`` (the reference harness's flag) is ``--builder mcp``; combined with another
+    explicit builder it is a contradiction, refused rather than silently resolved."""
+    if not values.pop("build_via_mcp", False):
+        return
+    builder = values.get("builder")
+    if builder not in (default_builder, "mcp", "build-via-mcp"):
+        raise ConfigError(f"--build-via-mcp means --builder mcp: it cannot be combined with --builder {builder}")
+    values["builder"] = "mcp"
+
+
+def _config(values: dict[str, Any], default_builder: str = "mcp") -> RunConfig:
+    _builder(values, default_builder)
     waits_text = values.pop("outage_waits")
     try:
         waits = tuple(float(w) for w in waits_text.split(",") if w.strip())
@@ -126,7 +139,7 @@ def _with_shared(command: Callable[..., None], defaults: dict[str, Any]) -> Call
     def wrapper(**kwargs: Any) -> None:
         shared = {k: v for k, v in kwargs.items() if k in _NAMES}
         rest = {k: v for k, v in kwargs.items() if k not in _NAMES}
-        command(_config(shared), **rest)
+        command(_config(shared, defaults.get("builder", "mcp")), **rest)
 
     params = [shared[0], *own, *shared[1:]]  # the CASES argument first, then the command's own options
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -259,8 +259,19 @@ def _pass_rate_per_iter(test_cases: list[dict[str, Any]], total: int) -> str:
     return " / ".join(rates)
 
 
-def _mcp_build(units: list[UnitResult]) -> dict[str, Any] | None:
-    builds = [u for u in units if u.build.status is not BuildStatus.skipped and u.build.attempts > 0]
+#: Builders whose builds are claude driving a lane's MCP server (what ``summary.mcpBuild`` reports).
+MCP_BUILDERS = frozenset({"mcp", "remote", "build-via-mcp"})
+
+
+def _mcp_build(units: list[UnitResult], run_builder: object = None) -> dict[str, Any] | None:
+    """Cost and turns of the MCP builds, or None when none of the builds were MCP builds (n8n's
+    tooling reads the key's presence as "an MCP run"). A unit that does not name its builder takes
+    the run's; one that names neither (an older result file) counts as MCP, the default builder."""
+    def is_mcp(unit: UnitResult) -> bool:
+        builder = unit.builder or run_builder
+        return builder is None or builder in MCP_BUILDERS
+
+    builds = [u for u in units if u.build.status is not BuildStatus.skipped and u.build.attempts > 0 and is_mcp(u)]
     if not builds:
         return None
     return {"builds": len(builds), "totalCostUsd": round(sum(u.build.cost_usd for u in builds), 2),
@@ -303,7 +314,7 @@ def to_document(results: EvalResults) -> dict[str, Any]:
     checks = workflow_checks_summary(units)
     if checks:
         summary["workflowChecks"] = checks
-    mcp = _mcp_build(units)
+    mcp = _mcp_build(units, results.config.get("builder"))
     if mcp:
         summary["mcpBuild"] = mcp
     if results.summary is not None:
