@@ -325,3 +325,29 @@ async def test_unusable_export_body_is_an_issue(langtracer: FakeLangTracer) -> N
     assert [(i.source, i.field) for i in issues] == [("langtracer:html", "<json>")]
     _, issues = await load_langtracer("shape", base_url=langtracer.url, api_key=KEY)
     assert "neither a list of cases nor an object" in issues[0].message
+
+
+async def test_an_unknown_nested_key_is_dropped_and_an_invalid_case_fails_the_whole_load(
+        langtracer: FakeLangTracer) -> None:
+    """n8n ``langtracer/provider.ts`` ``casesFromExportedFiles`` with ``harness/schema.ts``
+    ``EvalTestCaseSchema``: only the case body is ``.strict()``; a turn, an execution scenario and a
+    credential are plain objects, so an unknown key inside one is dropped and the case loads. A case
+    that is invalid is not skipped: every invalid case of the export is collected and the load
+    fails, naming them all."""
+    scenario = {"name": "s", "description": "", "dataSetup": "", "successCriteria": "ok", "fromLangTracer": 1}
+    nested = body(conversation=[{"role": "user", "text": "Build it.", "turnId": "t-9"}],
+                  executionScenarios=[scenario], credentials=[{"type": "slackApi", "uiHint": "x"}])
+    langtracer.serve(EXPORT_PATH, {"cases": [{"name": "nested-extra", **nested}]})
+    (loaded,) = await _load_selected_langtracer(langtracer, "baseline")
+    assert loaded.case.execution_scenarios[0].name == "s" and loaded.case.credentials[0].type == "slackApi"
+    assert "fromLangTracer" not in loaded.case.execution_scenarios[0].model_dump(by_alias=True)
+
+    langtracer.serve("/api/v1/suites/drifted/export", {"cases": [
+        {"name": "nested-extra", **nested},
+        {"name": "bad-complexity", **body(complexity="epic")},
+        {"name": "bad-attach", **body(conversation=[{"role": "user", "text": "x", "attach": {"workflow": "w", "x": 1}}])},
+    ]})
+    with pytest.raises(CaseLoadError) as raised:
+        await _load_selected_langtracer(langtracer, "drifted")
+    text = str(raised.value)
+    assert "bad-complexity" in text and "bad-attach" in text and "nested-extra" not in text

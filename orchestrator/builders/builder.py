@@ -132,6 +132,10 @@ class BuildResult:
     #: the budget that ended the conversation early (``Run timed out after …``); what the agent
     #: had saved by then is still graded (a timeout with nothing saved is ``BuildStatus.timeout``)
     budget_timeout: str | None = None
+    #: the case's execution-scenario data tables the build created empty
+    #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
+    #: seeds each scenario's rows into them through their still-open thread
+    scenario_tables: Any = None
 
 
 class Builder(abc.ABC):

@@ -71,6 +71,7 @@ from orchestrator.outage import (
 from orchestrator.redact import redact
 from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
 from orchestrator.verify.artifacts import ArtifactRef, add_ref, agent_ref, config_eval_ref
+from orchestrator.verify.scenarios import ScenarioSeedFailed, ScenarioTables, seed_scenario_rows
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +262,8 @@ class AttemptOutcome:
     #: What this attempt restored from the case's inline seed (``seed.workflow_ids``: the lane ids of
     #: the seeded workflows — the build's own, not a leak).
     seed: seeds.SeedRestore | None = None
+    #: the case's execution-scenario tables this attempt created empty (``seedDataTables``)
+    tables: ScenarioTables | None = None
 
     @property
     def outage(self) -> OutageInfo | None:
@@ -352,6 +355,9 @@ class InstanceAiBuilder(Builder):
         total = BuildResult(BuildStatus.failed, transcript_path=transcript_path)
         threads: list[str] = []
         seeded_ids: set[str] = set()  # workflow ids the seed restore created (every attempt's)
+        # the counting attempt's thread outlives the build when scenario tables need their rows
+        # seeded through it; the user's release deletes it after verification
+        kept_threads: set[str] = set()
         compaction = CompactionCheck() if case.requires_memory_compaction else None
         turns = user_turns(case)
         unsupported = unsupported_reason(case)
@@ -370,6 +376,9 @@ class InstanceAiBuilder(Builder):
                                           compaction=compaction)
             if attempt.seed is not None:
                 seeded_ids.update(attempt.seed.workflow_ids)
+            kept_threads.clear()
+            if attempt.tables is not None:
+                kept_threads.add(attempt.tables.thread_id)
             return attempt
 
         try:
@@ -380,7 +389,8 @@ class InstanceAiBuilder(Builder):
         finally:
             transcript.close()
             if not self.settings.keep_workflows:
-                await self._delete_threads(lane, threads)
+                await self._delete_threads(lane, [t for t in threads if t not in kept_threads])
+        total.scenario_tables = outcome.tables
         total.turns = outcome.state.runs
         total.artifact_refs = list(outcome.state.artifact_refs)
         total.thread_id = outcome.thread_id
@@ -467,6 +477,16 @@ class InstanceAiBuilder(Builder):
             outcome.seed, outcome.error = await self._restore_seed(lane, user, seed_thread, case, transcript)
             if outcome.error is not None:
                 return outcome
+        try:  # after the seed (whose restore clears this user's open tables), before the first turn
+            outcome.tables = await seeds.create_scenario_tables(
+                lane.owner, case, thread_id, lane.ledger, lane=lane_id, user=user.user_id, project_id=user.project_id)
+        except N8nTransportError:
+            raise
+        except (N8nError, seeds.ScenarioTablesRefused) as exc:
+            outcome.error = redact(f"scenario data tables could not be created: {exc}")[:1000]
+            transcript.add("error", message=outcome.error)
+            return outcome
+        note = outcome.tables.note if outcome.tables is not None else ""
         attachments, context = seeds.opening_attachment(case, outcome.seed, user.project_id)
         driver = conversation_driver(
             case, lambda: ProxyConfig.from_env(api_key=self.settings.api_key, base_url=self.settings.base_url,
@@ -485,7 +505,9 @@ class InstanceAiBuilder(Builder):
                 if number == 0 and (attachments or context):
                     transcript.add("attach", attachments=attachments, context=context)
                 try:
-                    run_id = await chat.send(thread_id, text, attachments=attachments if number == 0 else None,
+                    # the agent's opening message names the scenario tables; the recorded turn does not
+                    sent = text + note if number == 0 else text
+                    run_id = await chat.send(thread_id, sent, attachments=attachments if number == 0 else None,
                                              context=context if number == 0 else None)
                 except N8nTransportError:
                     raise
@@ -506,6 +528,13 @@ class InstanceAiBuilder(Builder):
                     break
                 run_wf = driver.take_user_run() if text is not None else None
                 if run_wf is not None:  # the user runs it before saying so (orchestrator.builders.user_run)
+                    if outcome.tables is not None and case.execution_scenarios:
+                        try:  # the user runs it on the first scenario's rows (a failure is the harness's)
+                            await seed_scenario_rows(lane.owner, outcome.tables, case.execution_scenarios[0])
+                        except (N8nHTTPError, ScenarioSeedFailed) as exc:
+                            outcome.error = redact(f"scenario rows for the user's run: {exc}")[:1000]
+                            transcript.add("error", message=outcome.error)
+                            break
                     try:
                         run = await run_as_user(lane.owner, run_wf, state.workflow_ids, budgets.conversation_left())
                     except (UserRunRefused, N8nHTTPError) as exc:

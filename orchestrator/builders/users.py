@@ -125,6 +125,10 @@ class BuildUserPool:
         for wf in leftovers:
             if failure := await delete_one(self.ledger, user.session, ResourceKind.workflow, str(wf.get("id")), lane):
                 failures.append(failure)
+        # a build thread kept open past its build (scenario tables seed their rows through it)
+        for entry in [e for e in self.ledger.open_entries("thread") if e.lane == lane and e.meta.get("user") == user.user_id]:
+            if failure := await delete_one(self.ledger, self.owner, ResourceKind.thread, entry.id, lane):
+                failures.append(failure)
         failures.extend(await seed_cleanup(self.ledger, self.owner, user.project_id, lane=lane, user=user.user_id))
         for cid in user.credential_ids:
             if failure := await delete_one(self.ledger, user.session, ResourceKind.credential, cid, lane):

@@ -14,6 +14,8 @@ Endpoints read from n8n 2.41.1's dist (``modules/instance-ai/instance-ai.control
   POST /eval/restore-thread {threadId, messages, folders?, dataTables?, workflows?, agents?,
                                           uniquifyNames?} → {ok, restored, workflowIds, dataTableIds,
                                           agentIds, folderIds}
+  POST /eval/seed-data-table-rows {threadId, tableId, rows} → {ok, tableId, rowCount}: the table (in
+                                          the thread's project) holds exactly ``rows`` afterwards
   POST /chat/:threadId/cancel             → {ok: true}
   POST /confirm/:requestId {kind, …}      → resolved; 404 when unknown (or already answered)
   GET  /events/:threadId                  SSE: ``id: N`` + ``data: {json}`` per stored event (no ``event:``
@@ -334,6 +336,13 @@ class InstanceAiChat:
         generates folder and data-table ids; a failure rolls the whole restore back. Not retried."""
         data = await self.session._send("POST", f"{BASE}/eval/restore-thread", body, timeout=120)
         return data if isinstance(data, dict) else {}
+
+    async def seed_data_table_rows(self, thread_id: str, table_id: str, rows: list[dict[str, Any]]) -> int:
+        """``POST /eval/seed-data-table-rows``: clear the table, then insert ``rows`` (the table must be
+        in the thread's project, so the thread must still exist). Returns n8n's row count. Not retried."""
+        body = {"threadId": thread_id, "tableId": table_id, "rows": rows}
+        data = await self.session._send("POST", f"{BASE}/eval/seed-data-table-rows", body, timeout=60)
+        return int(data.get("rowCount") or 0) if isinstance(data, dict) else 0
 
     async def cancel(self, thread_id: str) -> None:
         await self.session._send("POST", f"{BASE}/chat/{thread_id}/cancel", safe=True)

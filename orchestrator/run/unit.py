@@ -280,7 +280,8 @@ class UnitRunner:
                                                  narration=result.narration,
                                                  not_judged_reason=result.not_judged_reason,
                                                  ground_truth=result.judge_context, scope=self._scope(),
-                                                 artifact_refs=result.artifact_refs, project_id=user.project_id)
+                                                 artifact_refs=result.artifact_refs, project_id=user.project_id,
+                                                 scenario_tables=result.scenario_tables)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
                                               transcript_path=result.transcript_path)

@@ -35,7 +35,7 @@ from orchestrator.verify.judge import (
     process_prompt,
     scenario_prompt,
 )
-from orchestrator.verify.scenarios import execute_scenario
+from orchestrator.verify.scenarios import ScenarioSeedFailed, ScenarioTables, execute_scenario, seed_scenario_rows
 from orchestrator.verify.workflow_checks import (
     check_context,
     execution_record,
@@ -134,7 +134,15 @@ def scenario_evidence(result: Any) -> dict[str, Any]:
     }
 
 
-async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario: Any, timeout_ms: int) -> ScenarioResult:
+async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario: Any, timeout_ms: int,
+                    tables: ScenarioTables | None = None) -> ScenarioResult:
+    if tables is not None and scenario.seed_data_tables:
+        try:  # this scenario's rows, and only they, are in its tables when it runs
+            await seed_scenario_rows(owner, tables, scenario)
+        except (N8nError, ScenarioSeedFailed) as exc:
+            return ScenarioResult(name=scenario.name, verdict=Verdict.failed, failure_category="framework_issue",
+                                  attribution=Attribution.framework_issue,
+                                  reason=redact(f"could not seed the scenario's data tables: {exc}")[:500])
     run = await execute_scenario(owner, workflow_id, scenario.data_setup, timeout_ms)
     if run.gap:
         return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
@@ -167,7 +175,7 @@ async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSes
                           transcript_path: Path | None = None, narration: str | None = None,
                           not_judged_reason: str | None = None, ground_truth: str | None = None,
                           scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
-                          project_id: str | None = None) -> Verification:
+                          project_id: str | None = None, scenario_tables: ScenarioTables | None = None) -> Verification:
     """Verify what a build left. ``workflow_id`` None: a build-only case built no workflow (or only
     an Agent): its expectations are judged without one; scenarios (if any) cannot run. ``narration``
     (the builder's account of what it did, :attr:`BuildResult.narration`) feeds the communication check.
@@ -177,12 +185,15 @@ async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSes
     from the lane that the expectation judges see as their own block (observational-memory rows).
     ``artifact_refs`` (the build's Agents and config-evals, fetched from ``project_id``) become the
     Agent / Config-eval sections of the expectation judge's context; ``scope`` says whether the
-    transcript's process is graded (:mod:`orchestrator.verify.expectations`)."""
+    transcript's process is graded (:mod:`orchestrator.verify.expectations`). ``scenario_tables``: the
+    case's scenario data tables the build created (``seedDataTables``): each scenario's rows are put
+    in them just before it runs, and the scenarios then run one at a time (they share the tables)."""
     with usage_meter() as meter:
         v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms,
                                    transcript_path=transcript_path, narration=narration,
                                    not_judged_reason=not_judged_reason, ground_truth=ground_truth,
-                                   scope=scope, artifact_refs=artifact_refs, project_id=project_id)
+                                   scope=scope, artifact_refs=artifact_refs, project_id=project_id,
+                                   scenario_tables=scenario_tables)
     v.usage = meter.rows()
     return v
 
@@ -191,7 +202,7 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
                            timeout_ms: int, transcript_path: Path | None, narration: str | None = None,
                            not_judged_reason: str | None = None, ground_truth: str | None = None,
                            scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
-                           project_id: str | None = None) -> Verification:
+                           project_id: str | None = None, scenario_tables: ScenarioTables | None = None) -> Verification:
     v = Verification()
     workflow: dict[str, Any] | None = None
     if workflow_id is not None:
@@ -206,7 +217,7 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
         if workflow is None or workflow_id is None:
             return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
                                   attribution=Attribution.verification_gap, reason="no workflow was built to execute")
-        return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms)
+        return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms, scenario_tables)
 
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
     async def expectations() -> list[ExpectationResult]:
@@ -219,7 +230,11 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
 
     expectation_task = asyncio.ensure_future(expectations())
     checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case, narration=narration), judge)) if workflow else None
-    v.scenarios = list(await asyncio.gather(*(one_scenario(s) for s in case.execution_scenarios)))
+    if any(s.seed_data_tables for s in case.execution_scenarios):
+        # the scenarios share one table per name, each seeding its own rows: one at a time
+        v.scenarios = [await one_scenario(s) for s in case.execution_scenarios]
+    else:
+        v.scenarios = list(await asyncio.gather(*(one_scenario(s) for s in case.execution_scenarios)))
     v.expectations = await expectation_task
     v.structural = await checks if checks is not None else []
     return v

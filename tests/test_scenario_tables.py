@@ -1,0 +1,68 @@
+"""The rules of execution-scenario data tables (``executionScenarios[].seedDataTables``), pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.builders import seeds
+from orchestrator.cases import EvalCase
+
+
+def _table(name: str, rows: list[dict] | None = None, column: str = "application_id") -> dict:
+    table: dict = {"id": f"tbl-{name.lower().replace(' ', '-')}-0000", "name": name,
+                   "columns": [{"name": column, "type": "string"}]}
+    if rows is not None:
+        table["rows"] = rows
+    return table
+
+
+def _case(*scenario_tables: list[dict]) -> EvalCase:
+    return EvalCase.model_validate({
+        "conversation": [{"role": "user", "text": "do the thing"}], "complexity": "simple", "tags": [],
+        "executionScenarios": [{"name": f"s{i}", "description": "", "dataSetup": "", "successCriteria": "ok",
+                                "seedDataTables": tables} for i, tables in enumerate(scenario_tables)],
+    })
+
+
+def test_one_table_per_name_the_first_declaration_wins() -> None:
+    """n8n ``harness/seed-tables.ts`` ``dedupeScenarioSeedTables``: the union over the case's
+    scenarios keeps one table per name, the first declaration (a later one of another shape is
+    logged and ignored)."""
+    first = _table("Job Applications", [{"application_id": "row_001"}])
+    later = _table("Job Applications", [{"application_id": "row_999"}], column="other")
+    union = seeds.scenario_seed_tables(_case([first], [later, _table("Offers")]))
+    assert [t["name"] for t in union] == ["Job Applications", "Offers"]
+    assert union[0] == first
+
+
+def test_more_than_twenty_distinct_tables_are_refused_not_truncated() -> None:
+    """n8n ``harness/seed-tables.ts`` ``dedupeScenarioSeedTables``: more than 20 distinct names in
+    the union (the restore body's cap) throws; 20 is fine; repeated names do not count twice."""
+    twenty = [_table(f"T{i}") for i in range(20)]
+    assert len(seeds.scenario_seed_tables(_case(twenty[:10], twenty[10:], twenty[:5]))) == 20
+    with pytest.raises(seeds.ScenarioTablesRefused, match="21"):
+        seeds.scenario_seed_tables(_case(twenty[:10], twenty[10:], [_table("T20")]))
+
+
+def test_the_tables_are_created_empty_under_seed_names_and_the_note_names_those() -> None:
+    """n8n ``harness/build-workflow.ts`` (pre-build block: ``uniquifyScenarioTableNames``, rows
+    dropped, ``uniquifyNames: false``) and ``harness/seed-tables.ts`` ``buildSeededTablesNote``:
+    the agent is told the names that exist, with each column and its type; no tables, no note."""
+    case = _case([_table("Orders", [{"application_id": "secret-row"}])])
+    body = seeds.scenario_tables_body(seeds.scenario_seed_tables(case), "thread-1", "0a1b2c3d")
+    (created,) = body["dataTables"]
+    assert created["name"] == "Orders [seed 0a1b2c3d]" and "rows" not in created
+    assert body["uniquifyNames"] is False and body["threadId"] == "thread-1"
+    note = seeds.seeded_tables_note(body)
+    assert '"Orders [seed 0a1b2c3d]"' in note and "application_id: string" in note
+    assert "secret-row" not in note
+    assert seeds.seeded_tables_note(seeds.scenario_tables_body([], "t", "0a1b2c3d")) == ""
+    assert not seeds.scenarios_seed_rows(_case([])) and seeds.scenarios_seed_rows(case)
+
+
+def test_a_long_table_name_keeps_its_seed_suffix_within_n8ns_limit() -> None:
+    """n8n's restore (``thread-restore.service`` ``restoreDataTables``) caps a table name at 128
+    characters with the suffix kept; ours names the table itself, under the same limit."""
+    body = seeds.scenario_tables_body([_table("x" * 300)], "t", "0a1b2c3d")
+    name = body["dataTables"][0]["name"]
+    assert len(name) == seeds.TABLE_NAME_MAX and seeds.base_name(name) == "x" * (128 - len(" [seed 0a1b2c3d]"))
