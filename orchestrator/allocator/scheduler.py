@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model import WorkUnit
-from .speeds import LaneView, SpeedModel, SpeedSample
+from .speeds import SPEED_PRIOR_UNITS, LaneView, SpeedModel, SpeedSample
 
 #: How deep a lane looks into a queue for a unit whose slug it is not already building.
 SCAN_DEPTH = 64
@@ -60,6 +60,13 @@ ITERATION_SPREAD = 0.03
 #: its siblings, so even the short cases at the end of the queue (whose iterations would otherwise
 #: all start together, too late to learn from each other) have their estimate corrected by then.
 SCOUT_SPREAD = 2.0
+
+#: An idle lane whose optimistic speed is at least this share of the fastest lane's speed gets the next
+#: free slot before any lane gets another build (see :meth:`Scheduler._slot_order`) ...
+SHARE_RATIO = 0.9
+
+#: ... and so does any lane idle for this many median units, whatever its speed: it is measured again.
+REMEASURE_UNITS = 2.0
 
 ExpectedSource = Mapping[str, float] | Callable[[WorkUnit], float | None] | None
 
@@ -464,7 +471,7 @@ class Scheduler:
                     self.global_cap < self.accepting * cap
                     and self.queued_expected >= PROBE_FIRST_SLACK * self._max_expected * self.global_cap
                 )
-                key = self._slot_order
+                key = self._slot_order(now)
                 endgame = self.speeds.endgame(self.queued_expected, self._max_expected, self.accepting)
             else:
                 key = _least_loaded_first
@@ -485,7 +492,7 @@ class Scheduler:
                         entry, victim = stolen
                 if entry is not None and endgame and self._leave_to_faster(lane, entry):
                     self.enqueue(victim or lane, entry, front=not probe)  # back where it was
-                    return starts  # the lanes after this one are slower still: leave the rest to faster ones
+                    continue  # a faster lane may come later in the order
                 if entry is not None:
                     self.start(lane, entry, now, stolen_from=victim)
                     starts.append(Start(lane, entry, victim))
@@ -503,8 +510,25 @@ class Scheduler:
             for lane in self.lanes.values()
         ]
 
-    def _slot_order(self, lane: Lane) -> tuple[float, int, int]:
-        return (-self.speeds.rank(lane.lane_id), len(lane.running), lane.index)
+    def _slot_order(self, now: float) -> Callable[[Lane], tuple[bool, float, int, int]]:
+        """The order free slots are offered in. First the idle lanes that should be measured: one
+        whose optimistic speed is at least ``SHARE_RATIO`` of the fastest lane's estimate (a lane not
+        confidently slower never waits for a slot while another runs several), or that has been idle for
+        ``REMEASURE_UNITS`` median units (a slow first measure is retried, never final). Then the
+        rest by what one more build adds: optimistic speed times marginal throughput at its load."""
+        speeds = self.speeds
+        # optimistic against plain: only a lane confidently slower than the fastest waits its turn
+        floor = SHARE_RATIO * max((speeds.low(lane.lane_id) for lane in self.lanes.values() if lane.accepting),
+                                  default=0.0)
+        stale = now - REMEASURE_UNITS * speeds.prior_s / SPEED_PRIOR_UNITS
+
+        def key(lane: Lane) -> tuple[bool, float, int, int]:
+            builds = len(lane.running)
+            rank = speeds.rank(lane.lane_id)
+            due = not builds and (rank >= floor or (lane.idle_since is not None and lane.idle_since <= stale))
+            return (not due, -rank * speeds.marginal(builds), builds, lane.index)
+
+        return key
 
     def _probes(self, lane: Lane) -> bool:
         """Whether ``lane`` should take the shortest unit of its queue (a speed probe) rather than
