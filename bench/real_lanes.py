@@ -93,8 +93,14 @@ async def run_policy(policy: str, args: argparse.Namespace, state: Path, out: Pa
         cases_paths=[CASES], iterations=args.iterations, lanes=args.lanes, builder="instance-ai",
         backend="process", model_server="real", state_dir=state, output_dir=out / policy,
         run_id=f"real-lanes-{policy}-{os.urandom(2).hex()}", seed=args.seed,
+        # the lanes' agent asks our delaying server, with the run's (fake) key
+        env=[f"N8N_INSTANCE_AI_MODEL_URL={os.environ['ANTHROPIC_BASE_URL']}",
+             "N8N_INSTANCE_AI_MODEL=anthropic/claude-sonnet-4-6"],
+        lane_model_key_env="ANTHROPIC_API_KEY",
     )
     outcome = await run(cfg)
+    if any(u.build.status.value == "skipped" for u in outcome.results.units):
+        raise SystemExit(f"{policy}: interrupted")
     if outcome.errors:
         print(f"{policy}: errors: {outcome.errors}", file=sys.stderr)
     return outcome.results
@@ -103,6 +109,8 @@ async def run_policy(policy: str, args: argparse.Namespace, state: Path, out: Pa
 def lane_figures(results: EvalResults) -> tuple[float, float, float, dict[str, list[tuple[float, float]]]]:
     """(makespan, first lane ready, units run, idle stretches per lane) of one run."""
     units = [u for u in results.units if u.lane and u.finished_at >= u.started_at > 0]
+    if not units:
+        return math.nan, math.nan, 0, {}
     first = min(u.started_at for u in units)
     end = max(u.finished_at for u in units)
     busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
