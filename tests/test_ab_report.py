@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 from eval_results_factory import results, unit
 
 from orchestrator.experiments.ab_report import ArmData, compare_arms, write_ab_report
-from orchestrator.experiments.mcnemar import VerdictPair, mcnemar, mcnemar_exact, pair_verdicts
+from orchestrator.experiments.mcnemar import (
+    VerdictPair,
+    mcnemar,
+    mcnemar_exact,
+    pair_verdicts,
+    paired_difference,
+    tango_score,
+)
 from orchestrator.results.model import BuildStatus
 
 
@@ -50,6 +58,50 @@ def test_small_asymmetric_counts() -> None:
     assert mcnemar_exact(2, 10) == pytest.approx(2 * 79 / 4096)
     with pytest.raises(ValueError):
         mcnemar_exact(-1, 2)
+
+
+# --------------------------------------------------------------------------- effect interval (Tango)
+
+
+def test_tango_interval_without_discordant_pairs_is_closed_form() -> None:
+    """b = c = 0: the constrained MLE of the control-only share is 0 (Δ > 0), so
+    Z(Δ) = −nΔ / √(nΔ(1−Δ)) and |Z| = z at Δ = z² / (n + z²)."""
+    z2 = 1.959963984540054 ** 2
+    for n in (1, 4, 30):
+        d = paired_difference(n // 2, 0, 0, n - n // 2)
+        assert d.estimate == 0.0
+        assert d.high == pytest.approx(z2 / (n + z2), abs=1e-9) and d.low == pytest.approx(-z2 / (n + z2), abs=1e-9)
+
+
+def test_tango_bounds_are_where_the_score_statistic_is_plus_minus_z() -> None:
+    """At each bound the score statistic, recomputed here from Tango (1998, eq. 2–4), is ∓1.96."""
+    b, c, n = 12, 2, 50  # control-only 12, variant-only 2: variant − control = −0.2
+    d = paired_difference(36, b, c, 0)
+    assert d.estimate == pytest.approx(-0.2) and d.low < -0.2 < d.high < 0
+
+    def z(delta: float) -> float:
+        # Tango's b (first only) = variant-only = c here; his c = control-only = b
+        bb = -c - b + (2 * n - c + b) * delta
+        cc = -b * delta * (1 - delta)
+        q = (-bb + math.sqrt(bb * bb - 4 * (2 * n) * cc)) / (2 * (2 * n))
+        return (c - b - n * delta) / math.sqrt(n * (2 * q + delta * (1 - delta)))
+
+    assert z(d.low) == pytest.approx(1.959964, abs=1e-5) and z(d.high) == pytest.approx(-1.959964, abs=1e-5)
+    assert tango_score(b, c, n, d.low) == pytest.approx(z(d.low))
+
+
+def test_tango_interval_limits() -> None:
+    none = paired_difference(0, 0, 0, 0)
+    assert (none.estimate, none.low, none.high) == (0.0, -1.0, 1.0)
+    all_variant = paired_difference(0, 0, 8, 0)
+    # every pair variant-only: q̂ = (1−Δ)/2, Z = √n · √((1−Δ)/(1+Δ)) = z at Δ = (1 − r)/(1 + r), r = z²/n
+    r = 1.959963984540054 ** 2 / 8
+    assert all_variant.estimate == 1.0 and all_variant.high == 1.0
+    assert all_variant.low == pytest.approx((1 - r) / (1 + r), abs=1e-9)
+    mirrored = paired_difference(0, 8, 0, 0)
+    assert (mirrored.low, mirrored.high) == pytest.approx((-all_variant.high, -all_variant.low))
+    with pytest.raises(ValueError):
+        paired_difference(-1, 0, 0, 0)
 
 
 # --------------------------------------------------------------------------- pairing
@@ -102,8 +154,11 @@ def test_report_tables_mcnemar_and_costs(tmp_path: Path) -> None:
     md_path, json_path = write_ab_report(tmp_path, "ab-1", "separate", arms)
     md = md_path.read_text()
     assert "McNemar exact" in md and "p = 0.007812" in md
-    assert "| `greet` | 8 | 0 | 8 | 0 | 0 | 0.007812 | 0.01562 |" in md
-    assert "| `sum` | 4 | 2 | 0 | 0 | 2 | 1 | 1 |" in md
+    assert "| `greet` | 8 | 0 | 8 | 0 | 0 | -100.0 pts [-100.0, -35.1] | 0.007812 | 0.01562 |" in md
+    # no discordant pair in 4: Tango's interval is ±z²/(n + z²) = ±3.8415/7.8415 = ±49.0 points (not a point)
+    assert "| `sum` | 4 | 2 | 0 | 0 | 2 | +0.0 pts [-49.0, +49.0] | 1 | 1 |" in md
+    assert "**Difference in pass rate** (`variant` − `control`): -66.7 pts [" in md and "Tango score interval" in md
+    assert "### What this comparison could detect" in md and "| difference | power | build pairs |" in md
     assert "| `greet` | `happy` | 0 | pass | fail ◀ |" in md
     control_row = next(line for line in md.splitlines() if line.startswith("| `control` | `anthropic/"))
     assert control_row.endswith("| $1.2000 | 48 | $0.1000 |")  # 12 units × $0.10, 12 × 4 turns
@@ -116,8 +171,13 @@ def test_report_tables_mcnemar_and_costs(tmp_path: Path) -> None:
     assert control_arm["passed_trials"] == 10 and control_arm["trials"] == 12
     assert 0 < control_arm["pass_rate"]["low"] < 10 / 12 < control_arm["pass_rate"]["high"] <= 1
     (cmp_,) = data["comparisons"]
-    assert cmp_["overall"] == {"pairs": 12, "both_pass": 2, "control_only": 8, "variant_only": 0, "both_fail": 2,
-                               "discordant": 8, "p_value": pytest.approx(0.0078125)}
+    overall = dict(cmp_["overall"])
+    difference = overall.pop("difference")
+    assert overall == {"pairs": 12, "both_pass": 2, "control_only": 8, "variant_only": 0, "both_fail": 2,
+                       "discordant": 8, "p_value": pytest.approx(0.0078125)}
+    assert difference["estimate"] == pytest.approx(-8 / 12) and difference["low"] < -8 / 12 < difference["high"] < 0
+    power = cmp_["power"]
+    assert power["build_pairs"] == 12 and power["plan"]["plan"]["effect"] == 0.1
     assert len(cmp_["pairs"]) == 12 and {"case", "key", "kind", "iteration", "control", "variant"} <= set(cmp_["pairs"][0])
 
 
@@ -134,3 +194,26 @@ def test_report_without_pairs_says_so(tmp_path: Path) -> None:
     arms = [_arm("control", "m1", [unit("a", 0, status=BuildStatus.skipped)]), _arm("variant", "m2", [])]
     md_path, _ = write_ab_report(tmp_path, "ab-0", "separate", arms)
     assert "no matched pairs" in md_path.read_text()
+
+
+def test_sequential_section_shows_the_decision_and_the_saving(tmp_path: Path) -> None:
+    from orchestrator.experiments.ab import SequentialOutcome
+    from orchestrator.experiments.sequential import SequentialDesign, SequentialState
+
+    state = SequentialState(SequentialDesign(effect=0.45, discordance=0.5))
+    for _ in range(6):
+        state.observe(-1)
+    seq = SequentialOutcome(state, fixed_builds=40, builds_run=14, cost_usd=1.4, wall_s=125.0,
+                            stop_reason="sequential A/B: control better after 6 build pairs")
+    assert (seq.builds_saved, seq.saved_share, seq.cost_saved_usd) == (26, 0.65, pytest.approx(2.6))
+    units = [unit("a", i, {"s": True}) for i in range(6)]
+    arms = [_arm("control", "m1", units), _arm("variant", "m2", [unit("a", i, {"s": False}) for i in range(6)])]
+    md_path, json_path = write_ab_report(tmp_path, "ab-s", "sequential", arms, seq.to_dict())
+    md = md_path.read_text()
+    assert "## Sequential decision" in md and "**control better** after 6 build pair(s)" in md
+    assert "Builds run: 14 of the fixed design's 40 → **26 builds saved (65%)**, about $2.6000" in md
+    assert "wall time 2 min" in md
+    assert "Test: mixture SPRT on discordant build pairs: planned effect +45% (ψ = 0.5), reject at Λ ≥ 1/α = 20, " \
+           "futile at Λ ≤ β = 0.2." in md  # no cap in the design: the runs' units are the cap
+    data = json.loads(json_path.read_text())["sequential"]
+    assert data["decision"] == "control better" and data["max_pairs"] == 20 and data["likelihood_ratio"] >= 20

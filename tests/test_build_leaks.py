@@ -125,3 +125,14 @@ async def test_a_timeout_still_wins_over_a_leak(tmp_path: Path) -> None:
     assert outcome is Outcome.done and record.build.status == BuildStatus.timeout
     assert record.failure_category == "timeout" and record.attribution is None
     assert all(r.verdict == Verdict.incomplete for r in [*record.scenarios, *record.expectations])
+
+
+async def test_a_budget_timeout_still_wins_over_a_leak_when_a_workflow_was_saved(tmp_path: Path) -> None:
+    """n8n README ("a timeout still wins: if the build also timed out, the run stays neutral as
+    timeout") with ``harness/build-workflow.ts``: a conversation a budget ended still carries its
+    saved workflow; when it also read a foreign workflow, the run is a neutral timeout."""
+    answer = BuildResult(BuildStatus.ok, workflow_id="builtWf0001", leaked_workflows=["foreignWf01"],
+                         budget_timeout="Run timed out after 1800000ms (conversation budget, user turn 3)")
+    _, (outcome, record) = await _run_unit(tmp_path, answer)
+    assert outcome is Outcome.done and record.build.status == BuildStatus.timeout
+    assert record.failure_category == "timeout" and record.attribution is None

@@ -15,7 +15,10 @@ from orchestrator.builders.compaction import NOT_CHECKABLE, CompactionCheck
 from orchestrator.builders.credentials import (
     INVALID_PLACEHOLDER,
     PLACEHOLDER,
+    CredentialTypes,
+    UnknownCredentialType,
     bypass_test_ids,
+    needs_lane_types,
     plan_credentials,
 )
 from orchestrator.builders.users import BuildUserPool
@@ -107,3 +110,51 @@ async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(tmp_
             finally:
                 assert await pool.release(user) == []
             assert [c for c in await admin.list_credentials() if c["id"] in set(user.credential_ids)] == []
+
+
+# ----------------------------------------------------------------- types the lane defines
+
+LANE_TYPES = [
+    {"name": "oAuth2Api", "properties": [{"name": "clientId", "type": "string", "required": True},
+                                         {"name": "grantType", "type": "hidden", "default": "authorizationCode"}]},
+    {"name": "googleOAuth2Api", "extends": ["oAuth2Api"],
+     "properties": [{"name": "scope", "type": "hidden", "default": "x"}]},
+    {"name": "gmailOAuth2", "extends": ["googleOAuth2Api"], "properties": []},
+    {"name": "anthropicApi", "properties": [
+        {"name": "apiKey", "type": "string", "typeOptions": {"password": True}, "required": True, "default": ""},
+        {"name": "organizationId", "type": "string", "default": ""},
+        {"name": "url", "type": "string", "default": "https://api.anthropic.com"},
+        {"name": "header", "type": "boolean", "default": False},
+    ]},
+]
+
+
+def test_a_type_without_a_template_takes_its_fields_from_the_lanes_definition() -> None:
+    """n8n's seeder (``evaluations/credentials/seeder.ts``) keeps one template per type; here the
+    data comes from the lane's ``GET /types/credentials.json``: required/password strings get the
+    placeholder, other fields keep their defaults, an OAuth2 type gets token data."""
+    types = CredentialTypes(LANE_TYPES)
+    [anthropic, gmail] = plan_credentials([spec(type="anthropicApi", name="My Anthropic"), spec(type="gmailOAuth2Api")],
+                                       types=types)
+    assert anthropic.type == "anthropicApi" and anthropic.name == "My Anthropic"
+    assert anthropic.data == {"apiKey": PLACEHOLDER, "url": "https://api.anthropic.com", "header": False}
+    assert gmail.type == "gmailOAuth2" and gmail.name == "[eval] gmailOAuth2"  # the seeder's spelling resolves
+    assert gmail.data["clientId"] == "eval-client-id" and "oauthTokenData" in gmail.data
+
+
+def test_blank_and_invalid_credentials_are_not_connected() -> None:
+    """README (reference): each account passes its connection test unless it is blank or valid: false."""
+    types = CredentialTypes(LANE_TYPES)
+    blank, invalid, blank_templated = plan_credentials(
+        [spec(type="anthropicApi", blank=True), spec(type="anthropicApi", valid=False), spec(type="httpHeaderAuth", blank=True)],
+        types=types)
+    assert blank.data == {"apiKey": ""} and not blank.connected  # required/password fields only, left empty
+    assert invalid.data["apiKey"] == INVALID_PLACEHOLDER and not invalid.connected
+    assert blank_templated.data == {"name": "Authorization", "value": ""}
+    assert bypass_test_ids([blank, invalid, blank_templated], ["a", "b", "c"]) == []
+
+
+def test_a_type_the_lane_does_not_define_is_named() -> None:
+    with pytest.raises(UnknownCredentialType, match="'airtableTokenApi'"):
+        plan_credentials([spec(type="airtableTokenApi")], types=CredentialTypes(LANE_TYPES))
+    assert needs_lane_types([spec(type="anthropicApi")]) and not needs_lane_types([spec(type="slackApi")])

@@ -16,7 +16,6 @@ INVALID_DIR = Path(__file__).parent / "fixtures" / "invalid"
 #: fixture name -> every (field path, message fragment) it must produce, and nothing else.
 EXPECTED: dict[str, list[tuple[str, str]]] = {
     "missing-conversation": [("conversation", "needs a conversation, or a seed with mode 'replay'")],
-    "first-turn-not-user": [("conversation.0.role", "first turn must be a user turn")],
     "no-scenario-or-expectation": [("(case)", "at least one executionScenario")],
     "build-expectations-key": [("buildExpectations", "`buildExpectations` is no longer supported")],
     "pre-union-conversation-seed": [("conversationSeed", "`conversationSeed` is a pre-union seeding key")],
@@ -30,8 +29,7 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "attach-unknown-agent": [("conversation.0.attach.agent", "names no agent declared")],
     "attach-source-on-agent": [("conversation.0.attach.source", "only workflow attachments may set source")],
     "attach-workflow-and-agent": [("conversation.0.attach", "exactly one of workflow or agent")],
-    "empty-text-without-attach": [("conversation.0.text", "empty text is only valid alongside attach")],
-    "director-note-in-opening-turn": [("conversation.0.text", "move the director note")],
+    "empty-text-without-attach": [("conversation.0.text", "an opening turn with empty text must carry attach")],
     "folder-parent-missing": [("seed.folders.1.parentFolderId", "'folderGhost1' names no folder")],
     "workflow-folder-missing": [("seed.workflows.0.parentFolderId", "'folderGhost1' names no folder")],
     "folder-cycle": [
@@ -41,10 +39,9 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "folder-name-slash": [("seed.folders.0.name", "cannot contain '/'")],
     "folder-name-untrimmed": [("seed.folders.0.name", "must be trimmed")],
     "too-many-folders": [("seed.folders", "at most 20")],
-    "prior-run-unknown-workflow": [("seed.priorRuns.0.workflow", "'ghostWorkflow1' names no workflow")],
+    "prior-run-unknown-workflow": [("seed.priorRuns.0.workflow", "'ghostWorkflow1' is neither the id nor the name of a workflow in seed.workflows")],
     "agent-skill-missing": [("seed.agents.0.config.skills.1.id", "'skill_b' has no entry")],
     "agent-name-collision": [("seed.agents.1.config.name", "both address as 'support-bot'")],
-    "unsupported-credential-type": [("credentials.0.type", "unsupported credential type 'airtableTokenApi'")],
     "credential-description-too-long": [("credentials.0.description", "longer than 512 characters")],
     "message-envelope-missing-role": [("seed.messages.0.role", "role is required unless")],
     "message-envelope-missing-created-at": [("seed.messages.0.createdAt", "required field is missing")],
@@ -66,6 +63,22 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "message-budget-not-positive": [("messageBudget", "greater than 0")],
     "empty-datasets": [("datasets", "at least 1 item")],
     "empty-expectation-text": [("outcomeExpectations.0", "at least 1 character")],
+    # n8n's first case shape: each retired key names its replacement, and the case-level rules
+    # still run in the same pass
+    "first-shape-prompt-scenarios": [
+        ("prompt", "write it as the opening turn of `conversation`"),
+        ("scenarios", "use `executionScenarios`"),
+        ("conversation", "needs a conversation"),
+        ("(case)", "at least one executionScenario"),
+    ],
+    "unbalanced-stage-direction": [("conversation.2.text", "unbalanced stage direction")],
+    "inline-seed-carries-nothing": [("seed", "an inline seed must carry something")],
+    "prior-run-hints-empty": [("seed.priorRuns.0.hints", "1 to 2000 characters")],
+    "prior-run-ambiguous-name": [("seed.priorRuns.0.workflow", "names 2 seed workflows: give its id")],
+    "context-assertion-unknown-key": [("contextAssertions.0.mustApear", "unknown key")],
+    "context-assertion-bad-anchor": [("contextAssertions.0.anchor", "'probe' or 'turn-end'")],
+    "intent-expectation-without-accepts": [("intentExpectation.accepts", "at least 1 item")],
+    "credential-blank-not-boolean": [("credentials.0.blank", "true or false")],
     "not-an-object": [("(case)", "must be a JSON object, got an array")],
     "bad-json-syntax": [("<json>", "Expecting ',' delimiter (line 4, column 3)")],
     "duplicate-json-key": [("<json>", "duplicate key 'complexity'")],

@@ -126,3 +126,9 @@ async def test_a_server_with_the_memory_route_gets_the_override_and_its_rows_che
             reason, context = await check.check(chat, "9b1f6c1e-0000-4000-8000-000000000001")
             assert handler.seen == ["/rest/instance-ai/eval/threads/9b1f6c1e-0000-4000-8000-000000000001/memory"] * 2
     assert reason is None and context is not None and "83 percent" in context
+
+
+def test_the_override_is_n8ns_observer_threshold() -> None:
+    """n8n ``harness/build-workflow.ts`` ``COMPACTION_OBSERVER_THRESHOLD_TOKENS``: the override sent
+    with every turn of a ``requiresMemoryCompaction`` thread is 1,000 tokens (the field's floor)."""
+    assert OBSERVER_THRESHOLD_OVERRIDE == 1_000

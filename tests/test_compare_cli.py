@@ -36,17 +36,17 @@ def test_compare_writes_comment_and_comparison(pair: tuple[Path, Path], tmp_path
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["compare", str(pr), str(base), "--output-dir", str(out)])
     assert result.exit_code == 0, result.output
-    assert "1 regression(s)" in result.output and "form/happy" in result.output
+    assert "1 hard regression(s)" in result.output and "form/happy" in result.output
     comment = (out / "eval-pr-comment.md").read_text()
-    assert "🔴 **1 regression(s)** vs baseline `base-run`" in comment
+    assert "🔴 **1 hard regression(s)** vs baseline `base-run`" in comment
     data = json.loads((out / "comparison.json").read_text())
-    assert data["baseline_run_id"] == "base-run"
-    assert data["tier_counts"]["regression"] == 1
-    units = {u["key"]: u for u in data["units"]}
-    assert units["form/happy"]["tier"] == "regression"
-    assert units["form/happy"]["p_worse"] == pytest.approx(0.05)
-    assert units["form/happy"]["q_worse"] == pytest.approx(0.10)
-    assert units["dedupe/s"]["tier"] == "stable"
+    assert data["baseline"] == {"experimentName": "base-run"}
+    assert data["orchestrator"]["verdictCounts"]["hard_regression"] == 1
+    units = {u["key"]: u for u in data["evaluationUnits"]}
+    assert units["form/happy"]["verdict"] == "hard_regression"
+    assert units["form/happy"]["pValueLeft"] == pytest.approx(0.05)
+    assert units["form/happy"]["qValueLeft"] == pytest.approx(0.10)
+    assert units["dedupe/s"]["verdict"] == "stable"
 
 
 def test_default_output_dir_is_the_results_folder(pair: tuple[Path, Path]) -> None:

@@ -10,7 +10,7 @@ from eval_results_factory import results, trials_units, unit
 from orchestrator.compare.comparison import compare, comparison_dict
 from orchestrator.compare.drift import CategoryDrift, category_drift
 from orchestrator.compare.fdr import bh_q_values
-from orchestrator.compare.tiers import Counts, Tier, classify, classify_counts, fisher_p_values
+from orchestrator.compare.tiers import Counts, Tier, classify, classify_counts, fisher_left, fisher_p_values
 from orchestrator.results.scoring import ScoringUnit, Trial
 
 T = Tier
@@ -34,43 +34,47 @@ def test_fisher_one_sided_hand_computed(counts: tuple[int, int, int, int], p_wor
 
 
 def test_fisher_mirrors_for_improvements_and_is_one_without_information() -> None:
-    assert fisher_p_values(Counts(3, 3, 0, 3)) == (1.0, pytest.approx(0.05))
+    assert fisher_p_values(Counts(3, 3, 0, 3)) == (pytest.approx(1.0), pytest.approx(0.05))
     assert fisher_p_values(Counts(3, 3, 5, 5)) == (1.0, 1.0)  # nothing failed
     assert fisher_p_values(Counts(0, 0, 5, 10)) == (1.0, 1.0)  # no PR trials
 
 
-# (PR passes, PR total, baseline passes, baseline total) -> tier, with the boundary each pins.
+# (PR passes, PR total, baseline passes, baseline total) -> verdict, with the boundary each pins.
+# Every expected verdict was also checked against a JavaScript run of n8n's arithmetic.
 BOUNDARIES = [
-    # hard p: p = 1/20 exactly is a regression (the reference's minimum-N case) ...
-    ((0, 3, 3, 3), T.regression),
+    # hard p: 0/3 vs 3/3 (p = 1/20, a hair under in n8n's log-factorial sum) is a hard regression,
+    # as n8n's own test asserts ...
+    ((0, 3, 3, 3), T.hard_regression),
     # ... the next achievable p (1/15) is not, and falls to the soft tier
-    ((0, 2, 4, 4), T.likely_regression),
-    # hard delta: exactly −30 pts (p ≈ 7e-11, baseline 100%) in, −29 pts out
-    ((70, 100, 100, 100), T.regression),
-    ((71, 100, 100, 100), T.likely_regression),
-    # hard baseline: exactly 70% with exactly −30 pts (0.4 − 0.7 is −0.2999… in floats) in ...
-    ((40, 100, 70, 100), T.regression),
-    ((41, 100, 70, 100), T.likely_regression),
-    # ... 69% is a confident drop on an unreliable baseline
-    ((39, 100, 69, 100), T.unreliable_baseline),
-    ((0, 10, 4, 10), T.unreliable_baseline),  # the reference's own fixture (p ≈ 0.043)
-    # soft p: 1/5 exactly in, 1/4 out (then |Δ| = 100 pts is worth watching)
-    ((0, 1, 4, 4), T.likely_regression),
-    ((0, 1, 3, 3), T.worth_watching),
+    ((0, 2, 4, 4), T.soft_regression),
+    # hard delta: 0.7 − 1.0 is −0.30000000000000004 in floats: in; −29 pts out
+    ((70, 100, 100, 100), T.hard_regression),
+    ((71, 100, 100, 100), T.soft_regression),
+    # the issue's edge: 0.4 − 0.7 is −0.29999999999999993 in floats, short of −0.30, so n8n does
+    # not flag 40/100 vs 70/100 as hard (nor 39/100 vs 69/100 as unreliable_baseline)
+    ((40, 100, 70, 100), T.soft_regression),
+    ((39, 100, 69, 100), T.soft_regression),
+    ((39, 100, 70, 100), T.hard_regression),  # −31 pts on the same 70% baseline is
+    ((40, 100, 71, 100), T.hard_regression),
+    ((41, 100, 70, 100), T.soft_regression),
+    ((0, 10, 4, 10), T.unreliable_baseline),  # n8n's own fixture (p ≈ 0.043)
+    # soft p: 0/1 vs 4/4 (p = 1/5, just under in floats) in, 1/4 out (then |Δ| = 100 pts: watch)
+    ((0, 1, 4, 4), T.soft_regression),
+    ((0, 1, 3, 3), T.watch),
     # soft delta: −15 pts in, −14 pts out
-    ((85, 100, 100, 100), T.likely_regression),
+    ((85, 100, 100, 100), T.soft_regression),
     ((86, 100, 100, 100), T.stable),
-    # soft baseline: 50% in, 49% out (p ≈ 0.022 but the drop is < 30 pts, so not unreliable_baseline)
-    ((35, 100, 50, 100), T.likely_regression),
+    # soft baseline 50% with 0.35 − 0.5 = −0.15000000000000002: in; 0.34 − 0.49 = −0.14999999999999997: out
+    ((35, 100, 50, 100), T.soft_regression),
     ((34, 100, 49, 100), T.stable),
-    # watch: |Δ| = 35 pts in, 34 out, both directions, no significance (p = 66/101, 67/101)
-    ((0, 1, 35, 100), T.worth_watching),
+    # watch: |Δ| = 35 pts in, 34 out, both directions, no significance
+    ((0, 1, 35, 100), T.watch),
     ((0, 1, 34, 100), T.stable),
-    ((1, 1, 65, 100), T.worth_watching),
+    ((1, 1, 65, 100), T.watch),
     ((1, 1, 66, 100), T.stable),
-    # improvement p: 1/20 in, 1/15 out (then worth watching)
+    # improvement p: 1/20 in, 1/15 out (then watch)
     ((3, 3, 0, 3), T.improvement),
-    ((2, 2, 0, 4), T.worth_watching),
+    ((2, 2, 0, 4), T.watch),
     # improvement delta: +30 pts in, +29 out
     ((30, 100, 0, 100), T.improvement),
     ((29, 100, 0, 100), T.stable),
@@ -79,37 +83,56 @@ BOUNDARIES = [
     # insufficient data: zero judged trials on a side; one trial is enough to tier
     ((0, 0, 5, 10), T.insufficient_data),
     ((5, 10, 0, 0), T.insufficient_data),
-    ((0, 1, 1, 1), T.worth_watching),
-    # small drops stay stable
+    ((0, 1, 1, 1), T.watch),
+    # n8n's statistics tests: small drops stay stable, 6/10 vs 10/10 is hard, 7/10 vs 10/10 soft
     ((9, 10, 10, 10), T.stable),
     ((0, 10, 1, 10), T.stable),
     ((3, 3, 3, 3), T.stable),
+    ((6, 10, 10, 10), T.hard_regression),
+    ((0, 10, 10, 10), T.hard_regression),
+    ((10, 10, 0, 10), T.improvement),
 ]
 
 
 @pytest.mark.parametrize(("counts", "tier"), BOUNDARIES, ids=[f"{c}->{t.value}" for c, t in BOUNDARIES])
 def test_tier_boundaries_from_counts(counts: tuple[int, int, int, int], tier: Tier) -> None:
+    """n8n's ``comparison/statistics.ts`` ``classifyScenario``: the verdict order, thresholds and
+    float arithmetic (rates ``passes / total``, delta their difference) give these verdicts."""
     assert classify_counts(Counts(*counts))[0] is tier
 
 
 @pytest.mark.parametrize(
     ("p_worse", "tier"),
-    [(0.05, T.regression), (0.0500001, T.likely_regression), (0.2, T.likely_regression), (0.2000001, T.worth_watching)],
+    [(0.05, T.soft_regression), (0.0499999, T.hard_regression), (0.2, T.watch), (0.1999999, T.soft_regression)],
 )
-def test_p_value_cutoffs_are_inclusive(p_worse: float, tier: Tier) -> None:
-    # 0/3 vs 3/3: −100 pts on a 100% baseline, so only the p-value decides
+def test_p_value_cutoffs_are_strict(p_worse: float, tier: Tier) -> None:
+    """n8n's ``comparison/statistics.ts`` ``meetsThreshold``: ``pValue >= maxPValue`` fails, so
+    significance is p < α (0/3 vs 3/3: −100 pts on a 100% baseline, only the p-value decides)."""
     assert classify(Counts(0, 3, 3, 3), p_worse=p_worse, p_better=1.0) is tier
 
 
-@pytest.mark.parametrize(("p_better", "tier"), [(0.05, T.improvement), (0.0500001, T.worth_watching)])
+@pytest.mark.parametrize(("p_better", "tier"), [(0.0499999, T.improvement), (0.05, T.watch)])
 def test_improvement_p_cutoff(p_better: float, tier: Tier) -> None:
+    """n8n's ``comparison/statistics.ts`` ``classifyScenario``: improvement needs p (right) < 0.05."""
     assert classify(Counts(3, 3, 0, 3), p_worse=1.0, p_better=p_better) is tier
 
 
 def test_unreliable_baseline_p_cutoff() -> None:
+    """n8n's ``comparison/statistics.ts`` ``classifyScenario``: unreliable_baseline needs
+    ``pValueLeft < hard.maxPValue``; below a 50% baseline there is no soft tier, so the drop is watch."""
     counts = Counts(0, 10, 4, 10)  # −40 pts on a 40% baseline
-    assert classify(counts, p_worse=0.05, p_better=1.0) is T.unreliable_baseline
-    assert classify(counts, p_worse=0.0500001, p_better=1.0) is T.worth_watching  # baseline < 50%: no soft tier
+    assert classify(counts, p_worse=0.0499999, p_better=1.0) is T.unreliable_baseline
+    assert classify(counts, p_worse=0.05, p_better=1.0) is T.watch
+
+
+def test_fisher_returns_one_without_information() -> None:
+    """n8n's ``comparison/statistics.ts`` ``fishersExactOneSidedLeft``: 1 when a side is empty or
+    the table has no passes or no failures; the textbook 1/3 vs 10/10 case is 11/286."""
+    assert fisher_left(0, 0, 5, 5) == 1 and fisher_left(5, 5, 0, 0) == 1
+    assert fisher_left(3, 0, 5, 0) == 1 and fisher_left(0, 3, 0, 5) == 1
+    assert fisher_left(5, 0, 5, 0) == 1
+    assert fisher_left(1, 2, 10, 0) == pytest.approx(11 / 286, abs=1e-12)
+    assert fisher_left(5, 5, 5, 5) > 0.5
 
 
 def test_bh_q_values_hand_computed() -> None:
@@ -120,11 +143,12 @@ def test_bh_q_values_hand_computed() -> None:
 
 
 def test_bh_view_shows_which_regressions_survive() -> None:
-    # four units at 0/3 vs 3/3 (p = 1/20 each): alone, q = 0.05·4/4 = 0.05 → all survive
+    """Ours alone, an extra beside n8n's verdicts: the BH view (q-values, bhVerdict) never changes them."""
+    # four units at 0/3 vs 3/3 (p just under 1/20 each): alone, q = p·4/4 = p → all survive
     pr = [u for i in range(4) for u in trials_units(f"r{i}", "s", 0, 3)]
     base = [u for i in range(4) for u in trials_units(f"r{i}", "s", 3, 3)]
     alone = compare(results("pr", pr), results("base", base))
-    assert [u.tier for u in alone.units] == [T.regression] * 4
+    assert [u.tier for u in alone.units] == [T.hard_regression] * 4
     assert [u.q_worse for u in alone.units] == pytest.approx([0.05] * 4)
     assert len(alone.regressions_surviving_bh) == 4
 
@@ -132,14 +156,16 @@ def test_bh_view_shows_which_regressions_survive() -> None:
     pr += [u for i in range(4) for u in trials_units(f"ok{i}", "s", 3, 3)]
     base += [u for i in range(4) for u in trials_units(f"ok{i}", "s", 3, 3)]
     crowded = compare(results("pr", pr), results("base", base))
-    regs = crowded.in_tier(T.regression)
+    regs = crowded.in_tier(T.hard_regression)
     assert len(regs) == 4
     assert [u.q_worse for u in regs] == pytest.approx([0.1] * 4)
-    assert [u.bh_tier for u in regs] == [T.likely_regression] * 4
+    assert [u.bh_tier for u in regs] == [T.soft_regression] * 4
     assert crowded.regressions_surviving_bh == []
     data = comparison_dict(crowded)
-    assert data["regressions_surviving_bh"] == []
-    assert data["tier_counts"]["regression"] == 4 and data["tier_counts"]["stable"] == 4
+    assert data["orchestrator"]["hardRegressionsSurvivingBh"] == []
+    assert data["orchestrator"]["verdictCounts"]["hard_regression"] == 4
+    assert [u["verdict"] for u in data["evaluationUnits"]].count("hard_regression") == 4
+    assert all(u["bhVerdict"] in ("soft_regression", "stable") for u in data["evaluationUnits"])
 
 
 def test_compare_lists_one_sided_units_and_insufficient_data() -> None:
@@ -197,14 +223,19 @@ def test_drift_needs_categories_on_both_sides() -> None:
 
 
 def test_comparison_dict_embeds_in_eval_results() -> None:
+    """n8n's ``comparison/compare.ts`` ``EvaluationUnitComparison``: the unit row's field names."""
     pr = results("pr", trials_units("a", "s", 0, 3, category="mock_generation"))
     base = results("base", trials_units("a", "s", 3, 3))
     data = comparison_dict(compare(pr, base))
     embedded = pr.model_copy(update={"comparison": data})
     again = type(pr).model_validate_json(embedded.model_dump_json())
     assert again.comparison == data
-    [row] = data["units"]
-    assert row["key"] == "a/s" and row["tier"] == "regression" and row["delta"] == -1.0
-    assert data["thresholds"]["hard"] == {"max_p": 0.05, "min_delta": 0.3, "min_baseline_rate": 0.7}
-    [drift] = data["failure_category_drift"]
+    [row] = data["evaluationUnits"]
+    assert {k: row[k] for k in ("kind", "testCaseFile", "name", "prPasses", "prTotal", "baselinePasses",
+                                "baselineTotal", "verdict", "prPassRate", "baselinePassRate", "delta")} == {
+        "kind": "scenario", "testCaseFile": "a", "name": "s", "prPasses": 0, "prTotal": 3, "baselinePasses": 3,
+        "baselineTotal": 3, "verdict": "hard_regression", "prPassRate": 0.0, "baselinePassRate": 1.0, "delta": -1.0}
+    assert row["pValueLeft"] < 0.05 and row["pValueRight"] == pytest.approx(1.0)
+    assert data["orchestrator"]["thresholds"]["hard"] == {"maxPValue": 0.05, "minDelta": 0.3, "minBaselinePassRate": 0.7}
+    [drift] = data["orchestrator"]["failureCategoryDrift"]
     assert drift["category"] == "mock_generation" and drift["notable"] is True

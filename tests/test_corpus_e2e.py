@@ -3,8 +3,8 @@ real n8n process lanes, the embedded scripted model, and (``instance-ai``) the e
 
 What is asserted is coverage, not quality: every case ends with at least one *scored* unit (a
 judged verdict, or a failed build charged to the builder) — in particular no case is left with
-every unit ``incomplete`` for lack of a transcript (process expectations are judged on the
-transcript for both builders) — ``eval-results.json`` names the builder, and nothing is left
+every unit ``incomplete`` for lack of a transcript (except, for MCP builds, a case that asserts only
+on the process: n8n never judges those there) — ``eval-results.json`` names the builder, and nothing is left
 running. Each test prints the outcome of every case.
 """
 
@@ -77,7 +77,12 @@ async def test_the_mcp_builder_scores_every_bundled_case(tmp_path: Path, monkeyp
     corpus = _corpus()
     by_case = await _run_corpus("mcp", tmp_path, monkeypatch)
     assert sorted(by_case) == sorted(corpus)
-    unscored = {case: [o.value for o in outs] for case, outs in by_case.items() if not SCORED & set(outs)}
+    # n8n never judges process expectations of MCP builds (build-expectations/select.ts): a case that
+    # asserts only on the process has nothing scored there
+    process_only = {c.slug for c in load_disk([CASES])[0]
+                    if not c.case.execution_scenarios and not c.case.outcome_expectations}
+    unscored = {case: [o.value for o in outs] for case, outs in by_case.items()
+                if not SCORED & set(outs) and case not in process_only}
     assert unscored == {}
 
 

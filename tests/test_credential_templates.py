@@ -30,6 +30,7 @@ CLOSED_SET = {
     "whatsAppTriggerApi",
     "httpHeaderAuth",
     "httpBasicAuth",
+    "openAiApi",  # the LLM judge of a config-based evaluation
 }
 
 

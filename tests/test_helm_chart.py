@@ -376,6 +376,21 @@ def test_ab_job_dispatches_both_arms(ab) -> None:
     assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "ab"
 
 
+def test_ab_job_plans_and_runs_sequentially_from_values(ab) -> None:
+    """ab.planFrom → ``--plan FILE --power P`` and ab.sequential → ``--sequential``, each with ``--effect``;
+    neither by default."""
+    args = container(one(ab, "Job")["spec"]["template"])["args"]
+    assert not {"--plan", "--sequential", "--effect", "--power"} & set(args)
+    values = {**AB_VALUES, "ab": {**AB_VALUES["ab"], "planFrom": "/results/base/eval-results.json", "effect": 0.15,
+                                  "power": 0.9, "sequential": True}}
+    args = container(one(render(values), "Job")["spec"]["template"])["args"]
+    assert _arg(args, "--plan") == "/results/base/eval-results.json" and _arg(args, "--power") == "0.9"
+    assert "--sequential" in args and args.count("--effect") == 1 and _arg(args, "--effect") == "0.15"
+    only_sequential = {**AB_VALUES, "ab": {**AB_VALUES["ab"], "sequential": True}}
+    args = container(one(render(only_sequential), "Job")["spec"]["template"])["args"]
+    assert "--sequential" in args and _arg(args, "--effect") == "0.1" and "--plan" not in args
+
+
 @pytest.mark.parametrize("which", ["defaults", "ab"])
 def test_chart_args_use_only_planned_cli_flags(which, defaults, ab) -> None:
     for template in pod_specs(defaults if which == "defaults" else ab):
@@ -491,8 +506,10 @@ def _nightly_values() -> dict[str, Any]:
     return helm.values_from_yaml(text)
 
 
-def _ab_values(tmp_path: Path) -> dict[str, Any]:
-    """Run ab-experiment.yml's `prepare` step (plain Python) with sample inputs; parse its output."""
+def _ab_values(tmp_path: Path, design: str = "sequential,plan=/results/base/eval-results.json,effect=0.15"
+               ) -> dict[str, Any]:
+    """Run ab-experiment.yml's `prepare` step (plain Python) with sample inputs; parse its output
+    (``values``: the Helm values; ``design_args``: the runner's CLI flags for the design input)."""
     import os
     import subprocess
 
@@ -504,16 +521,19 @@ def _ab_values(tmp_path: Path) -> dict[str, Any]:
     env = dict(os.environ, GITHUB_OUTPUT=str(out), GITHUB_RUN_ID="4242",
                CONTROL_MODEL="anthropic/claude-sonnet-4-6", VARIANT_MODEL="openai/gpt-5.5",
                CONTROL_FLAGS="", VARIANT_FLAGS='{"118_instance_ai_setup_overhaul":"variant"}',
-               SUITE="", TIER="full", ITERATIONS="2", LANES="2")
+               SUITE="", TIER="full", ITERATIONS="2", LANES="2", DESIGN=design)
     subprocess.run(["bash", "-e", "-c", script], env=env, check=True, timeout=60)
-    key, _, value = out.read_text().strip().partition("=")
-    assert key == "values"
-    return json.loads(value)
+    outputs = dict(line.partition("=")[::2] for line in out.read_text().strip().splitlines())
+    assert set(outputs) == {"values", "design_args"}
+    values = json.loads(outputs["values"])
+    values["design_args"] = json.loads(outputs["design_args"])
+    return values
 
 
 @pytest.mark.parametrize("mode", ["nightly", "ab"])
 def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path) -> None:
     extra = _nightly_values() if mode == "nightly" else _ab_values(tmp_path)
+    design_args = extra.pop("design_args", None)
     values = _deep_merge(extra, _helm_set_values())  # Helm: --set wins over -f
     docs = render(values)
     for doc in docs:
@@ -531,12 +551,27 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
         assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
             'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
         assert _arg(args, "--run-id") == "gh-ab-4242" and _arg(args, "--tier") == "full"
+        # the design input: plan + sequential, the same flags for the Job and the runner
+        assert _arg(args, "--plan") == "/results/base/eval-results.json" and "--sequential" in args
+        assert _arg(args, "--effect") == "0.15" and _arg(args, "--power") == "0.8"
+        assert design_args == ["--plan", "/results/base/eval-results.json", "--power", "0.8", "--sequential",
+                               "--effect", "0.15"]
     template = pod_specs(docs)[0]
     env = {e["name"]: e for e in container(template)["env"]}
     assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"
     assert container(template)["image"] == "registry.invalid/evals/n8n-eval-orchestrator:0123abc"
     assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "n8n-eval-keys", "key": "OPENAI_API_KEY"}
     assert "persistentVolumeClaim" in {k for v in template["spec"]["volumes"] for k in v}
+
+
+def test_the_workflows_design_input(tmp_path: Path) -> None:
+    """`fixed` (the default) adds no flag; an unknown item fails the prepare job, naming it."""
+    import subprocess
+
+    fixed = _ab_values(tmp_path, "fixed")
+    assert fixed["design_args"] == [] and fixed["ab"]["sequential"] is False and fixed["ab"]["planFrom"] == ""
+    with pytest.raises(subprocess.CalledProcessError):
+        _ab_values(tmp_path, "sequential,bogus")
 
 
 # ---- the lane pod, egress, janitor, jobs, namespace ------------------------------------------------

@@ -286,19 +286,32 @@ def test_a_sandbox_fault_in_a_tool_error_is_remembered() -> None:
     assert state.sandbox_fault and "unreachable" in state.sandbox_fault
 
 
-def test_confirmation_answers_have_n8ns_shapes() -> None:
+def test_single_prompt_confirmations_follow_n8ns_auto_approval() -> None:
+    """n8n ``harness/chat-loop.ts`` ``buildAutoApprovePayload`` with ``utils/confirmation-payload.ts``
+    ``tryInfrastructureResponse``: only confirmations are approved. A clarifying question gets no
+    answer, a standalone credential card is deferred with an empty selection (the declared
+    credential is NOT picked), a setup card is applied as it stands, network access is allowed
+    for all, a gateway resource decision takes its allowing option."""
     assert answer_confirmation({"requestId": "r", "toolName": "executions", "message": "Run it?"}) == \
         {"kind": "approval", "approved": True}
     questions = {"inputType": "questions", "questions": [
         {"id": "q1", "question": "Which channel?", "type": "single", "options": ["#general", "#random"]},
         {"id": "q2", "question": "Anything else?", "type": "text"}]}
-    assert answer_confirmation(questions) == {"kind": "questions", "answers": [
-        {"questionId": "q1", "selectedOptions": ["#general"]},
-        {"questionId": "q2", "selectedOptions": [], "customText": "Use your best judgement and sensible defaults."}]}
+    assert answer_confirmation(questions) == {"kind": "questions", "answers": []}
     assert answer_confirmation({"domainAccess": {"url": "https://x", "host": "x"}}) == \
-        {"kind": "domainAccessApprove", "domainAccessAction": "allow_once"}
-    assert answer_confirmation({"credentialRequests": [{"credentialType": "slackApi"}]}, {"slackApi": ["C1", "C2"]}) == \
-        {"kind": "credentialSelection", "credentials": {"slackApi": "C1"}}
+        {"kind": "domainAccessApprove", "domainAccessAction": "allow_all"}
+    assert answer_confirmation({"webSearch": {"query": "q"}}) == \
+        {"kind": "domainAccessApprove", "domainAccessAction": "allow_all"}
+    assert answer_confirmation({"credentialRequests": [{"credentialType": "slackApi",
+                                                         "existingCredentials": [{"id": "C1", "name": "S"}]}]}) == \
+        {"kind": "credentialSelection", "credentials": {}}
+    setup = {"setupRequests": [{"node": {"name": "Slack"}, "credentialType": "slackApi"}],
+             "credentialRequests": [{"credentialType": "slackApi"}]}
+    assert answer_confirmation(setup) == {"kind": "setupWorkflowApply"}  # the wizard wins over the card
+    assert answer_confirmation({"resourceDecision": {"options": ["denyOnce", "allowForSession"]}}) == \
+        {"kind": "resourceDecision", "resourceDecision": "allowForSession"}
+    assert answer_confirmation({"credentialDestination": {"origin": "https://api.x"}}) == \
+        {"kind": "credentialDestination", "origin": "https://api.x", "approved": True}
     assert answer_confirmation({"inputType": "plan-review", "planItems": [{}]}) == {"kind": "approval", "approved": True}
 
 

@@ -44,6 +44,7 @@ from orchestrator.scripted.replies import Action, Hang, HttpError, Reply, Script
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import read_transcript
+from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import verify_workflow
 
@@ -87,7 +88,8 @@ def _case(slug: str):
 
 
 async def _build(lane, ledger: Ledger, tmp: Path, slug: str | EvalCase, *, builder_name: str = "instance-ai",
-                 events: BuildEvents | None = None, judge: Judge | None = None, timeout_ms: int = 240_000):
+                 events: BuildEvents | None = None, judge: Judge | None = None, timeout_ms: int = 240_000,
+                 judge_mcp_process: bool = False):
     (tmp / "builds").mkdir(exist_ok=True)
     ctx = await BuildLane.open(lane, ledger)
     settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="claude-opus-4-8", outage_waits_s=(0.1, 0.1),
@@ -104,8 +106,9 @@ async def _build(lane, ledger: Ledger, tmp: Path, slug: str | EvalCase, *, build
         workflow = await ctx.owner.get_workflow(result.workflow_id) if result.workflow_id else None
         threads = await ctx.owner.get("/rest/instance-ai/threads")
         if judge is not None:
+            scope = JudgeScope(process_gradable=builder.process_gradable, judge_process_anyway=judge_mcp_process)
             verification = await verify_workflow(case, result.workflow_id, ctx.owner, judge, timeout_ms=60_000,
-                                                 transcript_path=result.transcript_path)
+                                                 transcript_path=result.transcript_path, scope=scope)
     finally:
         failures = await ctx.users.release(user)
         failures += await ctx.close()
@@ -171,19 +174,26 @@ def _with_process(slug: str) -> EvalCase:
 
 @pytest.mark.claude
 def test_both_builders_keep_a_transcript_that_process_expectations_are_judged_on(sandbox_lane, model, tmp_path: Path) -> None:
+    """Both builders keep a transcript. Instance AI builds have their process expectations judged
+    and scored; MCP builds only with ``--judge-mcp-process``, and then never scored (n8n
+    ``build-expectations/select.ts``: no process expectations for MCP builds)."""
     lane, ledger, _ = sandbox_lane
     require("claude", Toolchain(default_cache_dir()).claude_ready, "run `orchestrator lanes install`")
     for name in ("instance-ai", "mcp"):
         built = asyncio.run(_build(lane, ledger, tmp_path, _with_process("smoke-manual-set-static-fields"),
-                                   builder_name=name, judge=_judge()))
+                                   builder_name=name, judge=_judge(), judge_mcp_process=True))
         assert built.result.status == BuildStatus.ok, (name, built.result.error)
         assert built.result.transcript_path == built.transcript and built.failures == []
         entries = read_transcript(built.transcript)
         assert entries[0]["builder"] == name and any(e["kind"] == "tool_call" for e in entries)
         assert FAKE_KEY not in built.transcript.read_text()
         process = [e for e in built.verification.expectations if e.kind == "process"]
-        assert [e.verdict for e in process] == [Verdict.passed], (name, process)
-        judged = [r for r in model.message_requests if "## Build conversation" in json.dumps(r.body)]
+        if name == "instance-ai":
+            assert [e.verdict for e in process] == [Verdict.passed], (name, process)
+        else:  # judged as an extra, never scored
+            assert [e.verdict for e in process] == [Verdict.incomplete], (name, process)
+            assert process[0].reason.startswith("[--judge-mcp-process extra, not scored: pass]"), process
+        judged = [r for r in model.message_requests if "## Conversation transcript" in json.dumps(r.body)]
         assert judged and any("[tool call" in json.dumps(r.body) for r in judged)
 
 
@@ -423,3 +433,31 @@ def test_a_sandbox_crash_mid_build_is_a_framework_fault(crash_lane, model, tmp_p
     assert killed.is_set()
     assert built.result.status == BuildStatus.failed and built.result.framework_fault, built.result
     assert "sandbox" in (built.result.error or "").lower() and built.failures == []
+
+
+async def test_a_failed_build_still_has_its_expectations_judged(sandbox_lane, model, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                script_override: Switch) -> None:
+    """n8n ``build-expectations/select.ts`` ``selectAuthorExpectations`` and the runner: a build that
+    saved no workflow but where the agent said something has its expectations judged (one call,
+    "(no workflow built)"); its scenarios fail as the builder's."""
+    lane, _, _ = sandbox_lane
+    owner = lane.owner
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    script_override.override = lambda request: (text_reply("I would rather not build this one.")
+                                                if ia.is_instance_ai_agent(request) else SWITCH.default(request))
+    cfg = RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-set-static-fields", iterations=1, backend="static",
+        base_url=lane.base_url, lanes=1, email=owner.email, password=owner.password, model_server="real",
+        state_dir=tmp_path / "state", output_dir=tmp_path / "out", run_id="ia-failed-build", builder="instance-ai",
+    )
+    outcome = await run(cfg)
+    assert outcome.ok, outcome.errors
+    [unit] = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]["units"]
+    assert unit["build"]["status"] == "failed" and unit["attribution"] == "builder_issue", unit["build"]
+    assert {s["verdict"] for s in unit["scenarios"]} == {"fail"}
+    assert unit["expectations"] and {e["verdict"] for e in unit["expectations"]} <= {"pass", "fail"}, unit["expectations"]
+    inputs = [json.loads(x) for x in (tmp_path / "out" / "judge-inputs.jsonl").read_text().splitlines() if x.strip()]
+    [call] = [i for i in inputs if i["target"] == "expectations"]
+    assert "(no workflow built)" in call["prompt"] and "I would rather not build this one." in call["prompt"]

@@ -40,11 +40,11 @@ def test_regression_alert_and_tables() -> None:
     )
     text = render_pr_comment(pr, comparison, base)
     first = [line for line in text.splitlines() if line.strip()][1]
-    assert first.startswith("🔴 **1 regression(s)** vs baseline `base-run`")
+    assert first.startswith("🔴 **1 hard regression(s)** vs baseline `base-run`")
     # BH over two units (p = 1/20 and 1): q = 0.05·2/1 = 0.10 > 0.05, so the raw regression does not survive
     assert "(0 survive Benjamini–Hochberg)" in first
-    assert "| 0.05 | 0.1 | likely_regression |" in text
-    assert "#### Regressions (1)" in text
+    assert "| 0.05 | 0.1 | soft_regression |" in text
+    assert "#### Hard regressions (1)" in text
     assert "| contact-form/happy path | scenario | 0/3 (0.0%) | 3/3 (100.0%) | -100 pts |" in text
     assert "| Pass rate | 50.0% (3/6), 95% CI" in text
     assert "| contact-form | 3 | 0.0% | 0.0% | 0/3 |" in text
@@ -59,8 +59,8 @@ def test_no_regression_and_likely_alerts() -> None:
 
     pr, base, likely = _pair(trials_units("a", "s", 0, 1), trials_units("a", "s", 4, 4))  # p = 1/5
     text = render_pr_comment(pr, likely, base)
-    assert "🟠 **1 likely regression(s)**" in text
-    assert "#### Likely regressions (1)" in text and "#### Regressions" not in text
+    assert "🟠 **1 soft regression(s)**" in text
+    assert "#### Soft regressions (1)" in text and "#### Hard regressions" not in text
 
 
 def test_drift_table_and_one_sided_units() -> None:
@@ -80,9 +80,9 @@ def test_no_baseline_variant() -> None:
     assert "ℹ️ **No baseline comparison** — no baseline run was given." in text
     assert "| | This run |" in text and "Baseline |" not in text
     assert "### Comparison" not in text
-    # pass@2(3, 2) = 1 ; pass^2(3, 2) = 1/3
-    assert "| pass@2 | 100.0% |" in text and "| pass^2 | 33.3% |" in text
-    assert "| a | 3 | 100.0% | 33.3% | 2/3 |" in text
+    # n8n's headline (run/persist.ts): terminal k = n = 3 → pass@3 = 1 ; pass^3 = (2/3)^3 = 29.6%
+    assert "| pass@2 | 100.0% |" in text and "| pass^2 | 29.6% |" in text
+    assert "| a | 3 | 100.0% | 29.6% | 2/3 |" in text
 
 
 def test_escaping_and_redaction(tmp_path: Path) -> None:

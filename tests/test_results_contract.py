@@ -70,7 +70,8 @@ def test_document_carries_the_reference_fields_and_validates() -> None:
     tc = {t["testCaseFile"]: t for t in doc["testCases"]}["daily-signups-slack"]
     assert tc["buildCostUsdPerRun"] == [0.5, 1.5, 2.5] and tc["buildTurnsPerRun"] == [10, 11, 12]
     assert tc["buildExpectations"] == [{"expectation": "Uses a Schedule trigger.", "passCount": 3,
-                                        "evaluatedCount": 3, "passAtK": 1.0, "passHatK": 1.0}]
+                                        "evaluatedCount": 3, "passAtK": 1.0, "passHatK": 1.0,
+                                        "passHatKUnbiased": 1.0}]
     assert [len(r) for r in tc["buildExpectationResultsPerRun"]] == [1, 1, 1]
     assert tc["harnessUsagePerRun"][0] == [{"agent": "judge", "model": "claude-sonnet-4-6", "calls": 2,
                                            "inputTokens": 900, "uncachedInputTokens": 700, "outputTokens": 120,
@@ -93,7 +94,7 @@ def test_document_carries_the_reference_fields_and_validates() -> None:
     timeout = {t["testCaseFile"]: t for t in doc["testCases"]}["timeout-case"]
     assert timeout["buildSuccessCount"] == 0
     run = timeout["scenarios"][0]["runs"][0]  # a timed-out build is neutral, not a builder failure
-    assert run["incomplete"] is True and run["passed"] is False and run["failureCategory"] is None
+    assert run["incomplete"] is True and run["passed"] is False and "failureCategory" not in run
     assert timeout["scenarios"][0]["evaluatedCount"] == 0 and timeout["status"] == "notVerified"
     # ours stays under its own key, whole
     assert doc["orchestrator"]["run_id"] == "run-1" and len(doc["orchestrator"]["units"]) == 7
@@ -108,10 +109,11 @@ def test_comparison_lands_as_evaluation_units() -> None:
     validate(doc)
     units = {u["key"]: u for u in doc["comparison"]["result"]["evaluationUnits"]}
     assert units["daily-signups-slack/happy-path"]["kind"] == "scenario"
-    assert units["daily-signups-slack/happy-path"]["verdict"] == "regression"
+    assert units["daily-signups-slack/happy-path"]["verdict"] == "hard_regression"
     exp = units["daily-signups-slack#expectation:Uses a Schedule trigger."]
-    assert exp["kind"] == "expectation" and exp["expectation"] == "Uses a Schedule trigger."
-    assert "contact-dedup/happy-path" in doc["comparison"]["result"]["prOnly"]
+    assert exp["kind"] == "expectation" and exp["name"] == "Uses a Schedule trigger."
+    assert {"kind": "scenario", "testCaseFile": "contact-dedup", "name": "happy-path",
+            "key": "contact-dedup/happy-path"} in doc["comparison"]["result"]["prOnly"]
 
 
 def test_round_trip_keeps_every_unit() -> None:
@@ -156,7 +158,7 @@ def test_reference_baseline_compares_with_the_expected_tiers() -> None:
     comparison = compare(_run(), base)
     tiers = {u.key: u.tier for u in comparison.units}
     assert tiers == {
-        "daily-signups-slack/happy-path": Tier.regression,  # 0/3 vs 3/3
+        "daily-signups-slack/happy-path": Tier.hard_regression,  # 0/3 vs 3/3
         "daily-signups-slack/empty-day": Tier.stable,
         "daily-signups-slack#expectation:Uses a Schedule trigger.": Tier.stable,
         "contact-dedup/happy-path": Tier.stable,  # 2/3 vs 2/3
@@ -184,7 +186,22 @@ def test_compare_cli_accepts_a_reference_harness_baseline(tmp_path: Path) -> Non
     done = CliRunner().invoke(app, ["compare", str(ours), str(REFERENCE), "--output-dir", str(tmp_path / "cmp")])
     assert done.exit_code == 0, done.output
     data = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
-    tiers = {u["key"]: u["tier"] for u in data["units"]}
-    assert tiers["daily-signups-slack/happy-path"] == "regression"
-    assert data["baseline_run_id"] == "instance-ai-baseline-2026-11-30"
+    tiers = {u["key"]: u["verdict"] for u in data["evaluationUnits"]}
+    assert tiers["daily-signups-slack/happy-path"] == "hard_regression"
+    assert data["baseline"]["experimentName"] == "instance-ai-baseline-2026-11-30"
     assert "regression" in (tmp_path / "cmp" / "eval-pr-comment.md").read_text().lower()
+
+
+def test_mcp_build_summary_only_for_mcp_builds() -> None:
+    """n8n's tooling reads ``summary.mcpBuild`` as "an MCP run" (cli/build-cost-report.ts): an
+    Instance AI run carries none; a run whose units name no builder keeps the default (mcp)."""
+    res = _run()
+    for u in res.units:
+        u.builder = "instance-ai"
+    assert "mcpBuild" not in to_document(res)["summary"]
+    res.units[0].builder = "mcp"
+    assert to_document(res)["summary"]["mcpBuild"]["builds"] == 1
+    for u in res.units:
+        u.builder = None
+    res.config["builder"] = "instance-ai"
+    assert "mcpBuild" not in to_document(res)["summary"]

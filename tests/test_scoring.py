@@ -12,8 +12,10 @@ from orchestrator.results.scoring import (
     BUILD_FAILED_CATEGORY,
     pass_at_k,
     pass_hat_k,
+    pass_hat_k_unbiased,
     scoring_units,
     summarize,
+    terminal_rates,
     wilson_band,
 )
 
@@ -33,13 +35,25 @@ from orchestrator.results.scoring import (
         (4, 2, 2, 5 / 6, 1 / 6),
     ],
 )
-def test_pass_at_k_and_pass_hat_k_hand_computed(n: int, c: int, k: int, at_k: float, hat_k: float) -> None:
+def test_pass_at_k_and_unbiased_pass_hat_k_hand_computed(n: int, c: int, k: int, at_k: float, hat_k: float) -> None:
+    """pass@k is n8n's ``passAtK`` (``run/aggregator.ts``); the unbiased pass^k is ours alone, an
+    extra field beside n8n's headline figure."""
     assert pass_at_k(n, c, k) == pytest.approx(at_k, abs=1e-12)
+    assert pass_hat_k_unbiased(n, c, k) == pytest.approx(hat_k, abs=1e-12)
+
+
+@pytest.mark.parametrize(("n", "c", "k", "hat_k"), [(5, 2, 2, 0.16), (10, 5, 3, 0.125), (3, 1, 3, 1 / 27),
+                                                    (4, 3, 1, 0.75), (0, 0, 3, 0.0), (3, 3, 3, 1.0)])
+def test_pass_hat_k_is_n8ns_plug_in(n: int, c: int, k: int, hat_k: float) -> None:
+    """n8n's ``run/aggregator.ts`` ``passHatK``: (c/n)^k, 0 with no trials — the headline pass^k."""
     assert pass_hat_k(n, c, k) == pytest.approx(hat_k, abs=1e-12)
 
 
-def test_pass_hat_k_is_not_the_plug_in_estimate() -> None:
-    assert pass_hat_k(5, 2, 2) != pytest.approx((2 / 5) ** 2)
+def test_terminal_rates_are_n8ns() -> None:
+    """n8n's ``run/persist.ts`` ``terminalRate``: a unit's pass@k / pass^k at its last k = n."""
+    assert terminal_rates(3, 2) == (pytest.approx(1.0), pytest.approx((2 / 3) ** 3))
+    assert terminal_rates(3, 0) == (0.0, 0.0)
+    assert terminal_rates(0, 0) == (0.0, 0.0)
 
 
 @pytest.mark.parametrize(("n", "c", "k"), [(3, 4, 1), (3, 1, 4), (3, 1, 0), (0, 0, 1), (3, -1, 1)])
@@ -47,7 +61,7 @@ def test_estimators_reject_impossible_counts(n: int, c: int, k: int) -> None:
     with pytest.raises(ValueError):
         pass_at_k(n, c, k)
     with pytest.raises(ValueError):
-        pass_hat_k(n, c, k)
+        pass_hat_k_unbiased(n, c, k)
 
 
 def _wilson_by_hand(c: int, n: int, z: float) -> tuple[float, float]:
@@ -59,6 +73,7 @@ def _wilson_by_hand(c: int, n: int, z: float) -> tuple[float, float]:
 
 
 def test_wilson_band_five_of_ten() -> None:
+    """n8n's ``comparison/statistics.ts`` ``wilsonInterval`` (z = 1.96): 5/10 → about [0.237, 0.763]."""
     band = wilson_band(5, 10)
     # center 0.5, half-width 1.96·sqrt(0.025 + 3.8416/400)/1.38416 = 0.2634105
     assert band.rate == 0.5
@@ -143,10 +158,12 @@ def test_summarize_fills_run_and_case_summaries() -> None:
     assert summary.scoring_units == 3
     assert (summary.trials, summary.passed_trials) == (7, 5)  # alpha/s 3, alpha#e 3, delta/t 1
     assert summary.pass_rate is not None and summary.pass_rate.rate == pytest.approx(5 / 7)
-    # headline over units with n >= k: alpha/s (3, 2) and alpha#e (3, 2); delta/t has n = 1 < 2
-    # pass@2(3, 2) = 1 − C(1,2)/C(3,2) = 1 ; pass^2(3, 2) = C(2,2)/C(3,2) = 1/3
+    # n8n's headline (run/persist.ts computeAggregateMetrics): every judged unit at its terminal
+    # k = n: alpha/s (3, 2) and alpha#e (3, 2) → pass@3 = 1, pass^3 = (2/3)^3; delta/t (1, 1) → 1, 1
     assert summary.pass_at_k == pytest.approx(1.0)
-    assert summary.pass_hat_k == pytest.approx(1 / 3)
+    assert summary.pass_hat_k == pytest.approx((2 * (2 / 3) ** 3 + 1) / 3)
+    # ours alone: the unbiased pass^2 over units with n >= 2 = C(2,2)/C(3,2) = 1/3
+    assert summary.pass_hat_k_unbiased == pytest.approx(1 / 3)
     assert summary.build_cost_usd == pytest.approx(3.0)
     assert summary.build_turns == 60
     assert summary.attribution == {"builder_issue": 1, "mock_issue": 1, "framework_issue": 0, "verification_gap": 0}
@@ -159,13 +176,13 @@ def test_summarize_fills_run_and_case_summaries() -> None:
     assert alpha.build_cost_usd_per_run == [0.5, 0.25, 0.25]
     assert alpha.build_turns_per_run == [10, 7, 3]
     assert alpha.failure_categories == {"wrong_output": 1}
-    assert {u.key: (u.n, u.c, u.pass_at_k, u.pass_hat_k) for u in alpha.units} == {
-        "alpha/s": (3, 2, pytest.approx(1.0), pytest.approx(1 / 3)),
-        "alpha#expectation:e": (3, 2, pytest.approx(1.0), pytest.approx(1 / 3)),
+    assert {u.key: (u.n, u.c, u.pass_at_k, u.pass_hat_k, u.pass_hat_k_unbiased) for u in alpha.units} == {
+        "alpha/s": (3, 2, pytest.approx(1.0), pytest.approx(8 / 27), pytest.approx(1 / 3)),
+        "alpha#expectation:e": (3, 2, pytest.approx(1.0), pytest.approx(8 / 27), pytest.approx(1 / 3)),
     }
     delta = by_case["delta"]
     assert delta.iterations == 2  # the skipped unit never ran
-    assert [(u.key, u.n, u.pass_at_k) for u in delta.units] == [("delta/t", 1, None)]
+    assert [(u.key, u.n, u.pass_at_k, u.pass_hat_k_unbiased) for u in delta.units] == [("delta/t", 1, 1.0, None)]
 
 
 def test_summarize_without_trials_has_no_rates() -> None:

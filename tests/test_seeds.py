@@ -115,6 +115,9 @@ def test_the_suffix_is_per_restore_and_fits_n8ns_name_limit() -> None:
 
 
 def test_old_ids_are_remapped_through_the_whole_history_including_build_workflow_output() -> None:
+    """n8n ``harness/conversation-seed.ts`` ``remapSeedArtifactIds``: every id follows through the
+    history; a workflow's name follows in prose and ``workflowName`` fields only (a recorded tool
+    payload such as a call's ``name`` argument stays as recorded)."""
     case = EvalCase.model_validate(json.loads((CASES / "seeded-repair-vat-code-attach.json").read_text()))
     assert case.inline_seed is not None
     plan = seeds.plan_restore(case.inline_seed, nonce="0a1b2c3d", now=NOW, new_id=_ids())
@@ -123,9 +126,9 @@ def test_old_ids_are_remapped_through_the_whole_history_including_build_workflow
     assert "invVat7Qk2Lm9P0x" not in history
     call = next(b for b in plan.messages[1]["content"] if b.get("type") == "tool-call")
     assert call["output"]["workflowId"] == new
-    assert call["args"]["name"] == "Invoice VAT [seed 0a1b2c3d]"  # a value naming the workflow follows it
+    assert call["args"]["name"] == "Invoice VAT"  # a recorded tool payload is left as recorded
     assert plan.messages[2]["data"]["workflowId"] == new  # the custom message too
-    assert "I built 'Invoice VAT'" in plan.messages[1]["content"][0]["text"]  # prose stays as written
+    assert "I built 'Invoice VAT [seed 0a1b2c3d]'" in plan.messages[1]["content"][0]["text"]  # prose follows
 
 
 def test_attachments_carry_the_remapped_ids_as_the_editor_sends_them() -> None:
@@ -336,3 +339,37 @@ def test_a_build_request_naming_a_folder_is_still_built() -> None:
     script = ia.instance_ai_agent(load_skill=False)
     action = script(_agent_request("Build a workflow that uploads the daily report to the Reports folder."))
     assert _first_tool(action)[0] == "workspace_write_file"
+
+
+def test_workflow_names_in_seeded_prose_follow_the_seed_names_longest_first() -> None:
+    """n8n ``harness/conversation-seed.ts`` ``remapSeedArtifactIds`` / ``renameMentions``: one pass
+    over each ``text`` block, longest original name first (so "Order" never eats "Order Sync"), and
+    every ``workflowName`` field; node contents and other payloads untouched; an agent's workflow
+    tool target renamed by exact lookup; two seed workflows of one name are refused."""
+    order = {"id": "wfOrder00001", "name": "Order", "nodes": [{"name": "Order", "type": "n8n-nodes-base.set",
+                                                                 "parameters": {"note": "Order Sync"}}], "connections": {}}
+    sync = {"id": "wfOrderSync01", "name": "Order Sync", "nodes": [], "connections": {}}
+    messages = [
+        {"id": "m1", "type": "llm", "createdAt": "2026-11-01T09:59:00Z", "role": "user",
+         "content": [{"type": "text", "text": "Order Sync broke; Order is fine."}]},
+        {"id": "m2", "type": "llm", "createdAt": "2026-11-01T10:00:00Z", "role": "assistant", "content": [
+            {"type": "text", "text": "I looked at Order Sync and at Order."},
+            {"type": "tool-call", "toolCallId": "c1", "toolName": "workflows", "input": {"query": "Order"},
+             "output": {"workflowName": "Order Sync", "name": "Order"}}]},
+    ]
+    agent = {"id": "AgOrderHelper01", "config": {"name": "Helper", "model": "anthropic/claude-sonnet-4-5",
+                                                 "instructions": "Use the Order tool.",
+                                                 "tools": [{"type": "workflow", "workflow": "Order"}]}}
+    plan = seeds.plan_restore(_seed(workflows=[order, sync], messages=messages, agents=[agent]), nonce="0a1b2c3d",
+                              now=NOW, new_id=_ids())
+    o, s_ = "Order [seed 0a1b2c3d]", "Order Sync [seed 0a1b2c3d]"
+    assert seeds.message_text(plan.messages[0]) == f"{s_} broke; {o} is fine."
+    text, call = plan.messages[1]["content"]
+    assert text["text"] == f"I looked at {s_} and at {o}."
+    assert call["input"] == {"query": "Order"} and call["output"] == {"workflowName": s_, "name": "Order"}
+    assert plan.workflows[0]["nodes"][0]["name"] == "Order" and plan.workflows[0]["nodes"][0]["parameters"]["note"] == "Order Sync"
+    assert plan.agents[0]["config"]["tools"] == [{"type": "workflow", "workflow": o}]
+    assert plan.agents[0]["config"]["instructions"] == "Use the Order tool."  # agent prose is not renamed
+    twin = {**sync, "id": "wfOrderTwin01", "name": "Order Sync"}
+    with pytest.raises(seeds.SeedUnsupported, match="two workflows named"):
+        seeds.plan_restore(_seed(workflows=[sync, twin]), nonce="0a1b2c3d", now=NOW, new_id=_ids())

@@ -134,6 +134,8 @@ async def test_process_expectations_without_a_transcript_or_agent_output_stay_in
 
 
 async def test_a_build_only_case_without_a_workflow_is_still_graded(tmp_path: Path) -> None:
+    """n8n: ``build-expectations/verifier.ts`` ``verifyBuildExpectations`` — process and outcome
+    expectations in ONE call, with "(no workflow built)" when the build saved none."""
     from orchestrator.verify.verifier import verify_workflow
 
     case = CASE.model_copy(update={"outcome_expectations": ["A workflow posts the weather."]})
@@ -147,9 +149,9 @@ async def test_a_build_only_case_without_a_workflow_is_still_graded(tmp_path: Pa
         await j.aclose()
         prompts = [r.body["messages"][0]["content"] for r in srv.message_requests]
     assert v.workflow is None and v.structural == [] and v.scenarios == []
-    assert [(e.kind, e.verdict) for e in v.expectations] == [("outcome", Verdict.failed), ("process", Verdict.failed),
-                                                             ("process", Verdict.failed)]
-    assert any("(no workflow built)" in p and "## Build conversation" not in p for p in prompts)
+    assert [(e.kind, e.verdict) for e in v.expectations] == [("process", Verdict.failed), ("process", Verdict.failed),
+                                                             ("outcome", Verdict.failed)]
+    assert len(prompts) == 1 and "(no workflow built)" in prompts[0] and "## Conversation transcript" in prompts[0]
 
 
 def test_transcript_path_defaults_into_the_run_folder(tmp_path: Path) -> None:

@@ -140,8 +140,11 @@ async def test_stage_directions_never_reach_the_builder(slug: str, server: Scrip
     assert [e["text"] for e in proxy.transcript.entries if e["kind"] == "user"] == sent
 
 
-async def test_the_message_budget_stops_the_conversation(server: ScriptedModelServer) -> None:
-    case = corpus("behaviour-applies-changes-in-order", message_budget=3)
+async def test_the_message_budget_counts_follow_ups_not_the_opening(server: ScriptedModelServer) -> None:
+    """n8n ``utils/user-proxy/index.ts`` ``UserProxyLlm.decideFollowUp``: ``messageBudget`` caps the
+    follow-ups the proxy sends (``messagesSent`` starts at 0; the harness sends the opening itself),
+    so a budget of 2 is the opening plus two follow-ups."""
+    case = corpus("behaviour-applies-changes-in-order", message_budget=2)
     proxy = proxy_for(case, server)
     sent = [proxy.opening()]
     sent_by(proxy, sent[0])
@@ -229,13 +232,15 @@ NETWORK = {"requestId": "n1", "toolName": "research", "message": "Fetch https://
 
 
 async def test_network_access_is_granted_without_a_model_call_when_no_direction_is_pending(server) -> None:
+    """n8n ``utils/confirmation-payload.ts`` ``tryInfrastructureResponse``: domain access and web
+    search are both granted as ``domainAccessApprove`` / ``allow_all``, before any model call."""
     case = case_of(("user", "Build a workflow that checks the docs."), ("assistant", "Sure."),
                    ("user", "Also add a summary step."))
     proxy = proxy_for(case, server)
     before = proxy_requests(server)
-    assert await proxy.answer(NETWORK) == {"kind": "domainAccessApprove", "domainAccessAction": "allow_once"}
+    assert await proxy.answer(NETWORK) == {"kind": "domainAccessApprove", "domainAccessAction": "allow_all"}
     assert await proxy.answer({**NETWORK, "domainAccess": None, "webSearch": {"query": "n8n"}}) == \
-        {"kind": "approval", "approved": True}
+        {"kind": "domainAccessApprove", "domainAccessAction": "allow_all"}
     assert proxy.model_calls == 0 and proxy_requests(server) == before
     assert [e["by"] for e in proxy_entries(proxy)] == ["rule", "rule"]
 
@@ -285,10 +290,14 @@ async def test_a_setup_card_with_an_open_value_is_dismissed_when_a_direction_wit
 
 
 async def test_a_standalone_credential_card_is_deferred(server) -> None:
+    """n8n ``utils/confirmation-payload.ts`` ``tryInfrastructureResponse``: without an engaging
+    direction a standalone credential card is answered before any model call with an empty
+    ``credentialSelection``."""
     proxy = proxy_for(corpus("behaviour-user-runs-it-themselves"), server)
     payload = {"requestId": "c1", "toolName": "credentials", "message": "Connect Slack", "args": {},
                "credentialRequests": [{"credentialType": "slackApi", "reason": "post", "existingCredentials": []}]}
-    assert await proxy.answer(payload) == {"kind": "approval", "approved": False, "userInput": "I'll set them up later."}
+    assert await proxy.answer(payload) == {"kind": "credentialSelection", "credentials": {}}
+    assert proxy.model_calls == 0
 
 
 async def test_a_plan_is_approved_by_the_model(server) -> None:
@@ -407,3 +416,12 @@ def test_the_instance_ai_builder_checks_the_proxy_effort_before_the_run(monkeypa
         InstanceAiBuilder.check_config(None)
     monkeypatch.setenv("N8N_INSTANCE_AI_EVAL_EFFORT", "high")
     InstanceAiBuilder.check_config(None)
+
+
+def test_without_message_budget_five_follow_ups_are_allowed() -> None:
+    """n8n ``utils/user-proxy/index.ts``: ``DEFAULT_MESSAGE_BUDGET = 5`` follow-ups (the opening
+    not counted)."""
+    from orchestrator.builders.user_proxy import DEFAULT_MESSAGE_BUDGET, Screenplay
+
+    case = corpus("behaviour-applies-changes-in-order", message_budget=None)
+    assert DEFAULT_MESSAGE_BUDGET == 5 and Screenplay.of(case).budget == 5

@@ -125,8 +125,9 @@ def test_a_multi_turn_case_runs_through_the_proxy_on_a_real_lane(lane_and_model,
         assert all(note not in body for note in notes)
     assert any(sp.is_user_proxy_request(r.body) for r in model.message_requests)
 
-    # 2. a list of changes, cut at messageBudget: the opening + two changes, then the proxy stops
-    case = _case("behaviour-applies-changes-in-order", message_budget=3)
+    # 2. a list of changes, cut at messageBudget (follow-ups only, n8n's UserProxyLlm.decideFollowUp):
+    #    the opening + two changes, then the proxy stops
+    case = _case("behaviour-applies-changes-in-order", message_budget=2)
     result, entries = asyncio.run(_build(lane, ledger, model, lane_env, tmp_path, case, "budget"))
     assert result.status == BuildStatus.ok, result.error
     users = [e["text"] for e in entries if e["kind"] == "user"]

@@ -36,7 +36,8 @@ PLANNED_SURFACE: dict[str, set[str]] = {
     "cases validate": set(),
     "run": _RUN_FLAGS,
     "compare": {"--output-dir"},
-    "ab": {"--arm", "--arm-env", "--arm-model-url", "--arm-model-key-env"} | _RUN_FLAGS,
+    "ab": {"--arm", "--arm-env", "--arm-model-url", "--arm-model-key-env", "--plan", "--effect", "--power",
+           "--sequential"} | _RUN_FLAGS,
 }
 GLOBAL_FLAGS = {"--verbose", "-v"}
 #: Paths other helpers are writing at the same time; referenced here before they land.

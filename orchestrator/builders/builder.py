@@ -42,6 +42,7 @@ class BuilderSettings:
     api_key: str | None = field(default=None, repr=False)  # the model route's key (secret)
     base_url: str | None = None  # the model route's base URL (a scripted server when offline)
     claude_bin: Path | None = None
+    #: the build budget (``--build-timeout-ms``, resolved per builder; 0: none)
     build_timeout_ms: int = 600_000
     mcp_timeout_ms: int = 60_000
     max_retries: int | None = None
@@ -76,7 +77,10 @@ class BuildRequest:
     case: EvalCase
     iteration: int
     attempt: int  # 0 for the first try of this unit; retries on other lanes count up
-    timeout_ms: int  # the case's own timeout (``--timeout-ms``, complex × 1.5)
+    #: the build budget (``--build-timeout-ms``, complex cases × 1.5; 0: none): a chat builder's
+    #: budget per user turn (:mod:`orchestrator.builders.budgets`); the claude builders bound each
+    #: attempt with ``BuilderSettings.build_timeout_ms`` instead
+    timeout_ms: int
     transcript_path: Path | None = None  # where the builder writes the unit's redacted transcript
     case_slug: str = ""  # the case's slug in this run ("" when the caller has none)
 
@@ -101,14 +105,22 @@ class BuildResult:
     not_judged_reason: str | None = None
     #: ground truth the judge sees with the expectations (e.g. observational-memory rows)
     judge_context: str | None = None
+    #: Agents and config-evals the build produced (``orchestrator.verify.artifacts.ArtifactRef``),
+    #: rendered into the expectation judge's context
+    artifact_refs: list[Any] = field(default_factory=list)
     attempts: int = 0
     cost_usd: float = 0.0
     turns: int = 0
     duration_s: float = 0.0
     transcript_path: Path | None = None
+    #: the Instance AI thread of the attempt that counted (None for builders without threads)
+    thread_id: str | None = None
     #: what the builder told the user it did (redacted): the chat's last reply, claude's final result
     #: text. The ``communication`` workflow check grades it against the built workflow.
     narration: str | None = None
+    #: the budget that ended the conversation early (``Run timed out after …``); what the agent
+    #: had saved by then is still graded (a timeout with nothing saved is ``BuildStatus.timeout``)
+    budget_timeout: str | None = None
 
 
 class Builder(abc.ABC):
@@ -123,8 +135,14 @@ class Builder(abc.ABC):
     needs_sandbox: ClassVar[bool] = False
     #: builds run on a build runner next to each lane (the backend starts one per lane)
     needs_build_runner: ClassVar[bool] = False
+    #: its transcript is a chat whose process n8n grades (False: MCP builds, whose process
+    #: expectations n8n never judges; ``--judge-mcp-process`` judges them as an unscored extra)
+    process_gradable: ClassVar[bool] = True
     #: the lane env variable whose value is the model this builder builds with (None: ``settings.model``)
     model_env: ClassVar[str | None] = None
+    #: ``--build-timeout-ms`` when the run gives none: the reference's ``--build-timeout-ms`` default,
+    #: a wall-clock cap per claude attempt (a chat builder overrides it with its per-turn budget)
+    default_build_timeout_ms: ClassVar[int] = 1_800_000
 
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:
         self.settings = settings

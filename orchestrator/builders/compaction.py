@@ -27,8 +27,10 @@ from orchestrator.n8n.instance_ai import BASE, InstanceAiChat
 
 log = logging.getLogger(__name__)
 
-#: "compact as soon as there is anything to compact"
-OBSERVER_THRESHOLD_OVERRIDE = 1
+#: The reference's ``COMPACTION_OBSERVER_THRESHOLD_TOKENS`` (``harness/build-workflow.ts``): the
+#: request field's floor, 1,000 tokens of visible message content — "compact as soon as there is
+#: anything to compact".
+OBSERVER_THRESHOLD_OVERRIDE = 1_000
 OVERRIDE_FIELD = "observerThresholdTokens"
 NOT_CHECKABLE = "compaction premise not checkable on this n8n"
 NO_CURSOR = "compaction premise did not hold: observational memory never compacted the thread (no cursor)"

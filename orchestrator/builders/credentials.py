@@ -1,4 +1,6 @@
-"""Data templates for the credentials a case may declare (the closed set below).
+"""Data for the credentials a case declares: a hand template for the types below, and for any
+other type placeholder data derived from the lane's own credential type definitions (see
+:class:`CredentialTypes`), so a type n8n knows needs no code here.
 
 Each template fills the fields n8n 2.41.1 needs for that type (``GET /types/credentials.json``)
 with a placeholder, or with a live value when the type's ``EVAL_*`` environment variable is set;
@@ -87,6 +89,13 @@ TEMPLATES: dict[str, CredentialTemplate] = {
             "EVAL_HTTP_BASIC_PASSWORD",
             lambda s: {"user": "eval-user", "password": s},
         ),
+        # the LLM judge of a config-based evaluation (eval-config metrics need an LLM credential)
+        CredentialTemplate(
+            "openAiApi",
+            "[eval] OpenAI",
+            "EVAL_OPENAI_API_KEY",
+            lambda s: {"apiKey": s, "url": "https://api.openai.com/v1"},
+        ),
     )
 }
 
@@ -97,7 +106,76 @@ if set(TEMPLATES) != SUPPORTED_TYPES:  # pragma: no cover - a programming error 
 
 
 class UnknownCredentialType(UserError):
-    """A case declared a credential type without a template here."""
+    """A case declared a credential type neither a template here nor the lane knows."""
+
+
+#: The data a blank credential is created with: what the user saved without filling anything in.
+BLANK = ""
+_OAUTH2_BASE = "oAuth2Api"
+
+
+class CredentialTypes:
+    """The lane's credential type definitions (``GET /types/credentials.json``), and placeholder data
+    derived from them for a type without a hand template: every required or password string field
+    gets the placeholder, every other field with a default keeps it, and an OAuth2 type (one that
+    extends ``oAuth2Api``) gets a client id/secret and token data so n8n counts it as connected.
+
+    A case may spell a type as n8n's TypeScript seeder does (``gmailOAuth2Api``) where this n8n
+    names it without the ``Api`` suffix (``gmailOAuth2``), or the other way round: :meth:`resolve`
+    takes whichever of the two the lane defines."""
+
+    def __init__(self, definitions: Iterable[Mapping[str, Any]]) -> None:
+        self._types = {str(d["name"]): d for d in definitions if isinstance(d, Mapping) and d.get("name")}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+    def resolve(self, credential_type: str) -> str:
+        candidates = [credential_type]
+        if credential_type.endswith("Api"):
+            candidates.append(credential_type[: -len("Api")])
+        else:
+            candidates.append(credential_type + "Api")
+        for name in candidates:
+            if name in self._types:
+                return name
+        raise UnknownCredentialType(f"credential type {credential_type!r} is not a credential type this n8n defines")
+
+    def _ancestors(self, name: str, seen: frozenset[str] = frozenset()) -> list[str]:
+        parents = [str(p) for p in self._types.get(name, {}).get("extends") or [] if p not in seen]
+        out = list(parents)
+        for parent in parents:
+            out += self._ancestors(parent, seen | {name})
+        return out
+
+    def properties(self, name: str) -> dict[str, Mapping[str, Any]]:
+        """Own and inherited (``extends``) properties, the type's own winning."""
+        props: dict[str, Mapping[str, Any]] = {}
+        for parent in reversed(self._ancestors(name)):
+            props.update({p["name"]: p for p in self._types.get(parent, {}).get("properties") or []})
+        props.update({p["name"]: p for p in self._types.get(name, {}).get("properties") or []})
+        return props
+
+    def is_oauth2(self, name: str) -> bool:
+        return name == _OAUTH2_BASE or _OAUTH2_BASE in self._ancestors(name)
+
+    def placeholder_data(self, name: str, secret: str) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for prop_name, prop in self.properties(name).items():
+            kind, default = prop.get("type"), prop.get("default")
+            secret_field = bool((prop.get("typeOptions") or {}).get("password"))
+            if kind == "string" and (prop.get("required") or secret_field):
+                data[prop_name] = secret
+            elif kind in ("string", "options", "number", "boolean") and default not in (None, ""):
+                data[prop_name] = default
+        if self.is_oauth2(name):
+            data.update(_oauth2(secret))
+        return data
+
+    def blank_data(self, name: str) -> dict[str, Any]:
+        """Every string field the type asks for, left empty; no token."""
+        return {n: BLANK for n, p in self.properties(name).items()
+                if p.get("type") == "string" and (p.get("required") or (p.get("typeOptions") or {}).get("password"))}
 
 
 class CredentialBody(NamedTuple):
@@ -144,6 +222,12 @@ def credential_bodies(
     return out
 
 
+def _blank_template(credential_type: str) -> dict[str, Any]:
+    data = template_for(credential_type).build(BLANK)
+    data.pop("oauthTokenData", None)
+    return data
+
+
 @dataclass(frozen=True)
 class PlannedCredential:
     """One declared credential as it is created on the lane.
@@ -162,6 +246,12 @@ class PlannedCredential:
     data: dict[str, Any] = field(repr=False)
     description: str | None = None
     valid: bool = True
+    #: Saved without values: created with empty fields, and its connection test is not bypassed.
+    blank: bool = False
+
+    @property
+    def connected(self) -> bool:
+        return self.valid and not self.blank
 
     def request_body(self, project_id: str | None = None) -> dict[str, Any]:
         """The ``POST /rest/credentials`` body."""
@@ -173,21 +263,52 @@ class PlannedCredential:
         return body
 
 
+def needs_lane_types(specs: Iterable[CredentialSpec]) -> bool:
+    """Whether planning these credentials needs the lane's type definitions (a type without a template)."""
+    return any(spec.type not in TEMPLATES for spec in specs)
+
+
+def _default_name(credential_type: str) -> str:
+    return f"[eval] {credential_type}"
+
+
 def plan_credentials(
-    specs: Iterable[CredentialSpec], *, env: Mapping[str, str] | None = None
+    specs: Iterable[CredentialSpec], *, env: Mapping[str, str] | None = None,
+    types: CredentialTypes | None = None,
 ) -> list[PlannedCredential]:
-    """What to create for a case's declared credentials, in order (names as :func:`credential_bodies`)."""
-    specs = list(specs)
+    """What to create for a case's declared credentials, in order (names as :func:`credential_bodies`;
+    a repeated name gets `` #2``…). A type without a hand template takes its data from ``types``
+    (the lane's definitions; :class:`UnknownCredentialType` without them or when the lane lacks it)."""
     planned: list[PlannedCredential] = []
-    for spec, named in zip(specs, credential_bodies(((s.type, s.name) for s in specs), env={}), strict=True):
-        if spec.valid:
-            data = credential_body(spec.type, env=env).data
+    seen: dict[str, int] = {}
+    for spec in specs:
+        if spec.type in TEMPLATES:
+            ctype = spec.type
+            name = spec.name or TEMPLATES[ctype].default_name
+            if spec.blank:
+                data = _blank_template(ctype)
+            elif spec.valid:
+                data = credential_body(ctype, env=env).data
+            else:
+                data = template_for(ctype).build(INVALID_PLACEHOLDER)
         else:
-            data = template_for(spec.type).build(INVALID_PLACEHOLDER)
-        planned.append(PlannedCredential(spec.type, named.name, data, spec.description, spec.valid))
+            if types is None:
+                raise UnknownCredentialType(
+                    f"credential type {spec.type!r} has no template here and the lane's credential types "
+                    "were not loaded")
+            ctype = types.resolve(spec.type)
+            name = spec.name or _default_name(ctype)
+            if spec.blank:
+                data = types.blank_data(ctype)
+            else:
+                data = types.placeholder_data(ctype, PLACEHOLDER if spec.valid else INVALID_PLACEHOLDER)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name = f"{name} #{seen[name]}"
+        planned.append(PlannedCredential(ctype, name, data, spec.description, spec.valid, spec.blank))
     return planned
 
 
 def bypass_test_ids(planned: Iterable[PlannedCredential], ids: Iterable[str]) -> list[str]:
-    """The created ids whose connection test resolves as passing (every credential but ``valid: false``)."""
-    return [cid for plan, cid in zip(planned, ids, strict=True) if plan.valid]
+    """The created ids whose connection test resolves as passing (all but ``valid: false`` and blank ones)."""
+    return [cid for plan, cid in zip(planned, ids, strict=True) if plan.connected]

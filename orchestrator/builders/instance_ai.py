@@ -10,11 +10,16 @@ Per unit (as n8n's reference harness does it):
    (reconnecting with ``Last-Event-ID`` when it drops); a single-prompt case sends its one turn, a
    multi-turn case is driven by the user proxy (:mod:`orchestrator.builders.user_proxy`), which sends
    each next message once the previous run finished, within the case's ``messageBudget``;
-4. every confirmation is answered: single-prompt cases by :func:`answer_confirmation` (approve,
-   first option, …), multi-turn cases by the user proxy;
+4. every confirmation is answered: single-prompt cases by :func:`answer_confirmation` (the
+   reference's auto-approval: confirmations only, never a user's decision), multi-turn cases by
+   the user proxy;
 5. the built workflow is the last ``build-workflow`` tool result with ``success: true``; an Agent
    comes from ``agent-spawned`` (``targetResource.type == "agent"``);
-6. ``request.timeout_ms`` cancels the run (``/chat/:id/cancel``) → :attr:`BuildStatus.timeout`;
+6. the reference's three clocks bound the conversation (:mod:`orchestrator.builders.budgets`:
+   ``request.timeout_ms`` per user turn, twice that for the conversation, 240 s of silence); a
+   budget that fires in a run cancels it (``/chat/:id/cancel``), one that runs out between turns
+   sends no further message. What the agent saved by then is graded; nothing saved →
+   :attr:`BuildStatus.timeout` (no scored result);
 7. provider outages in the run's error events (:func:`classify_run_error`) are retried after
    ``settings.outage_waits_s`` on a fresh thread; the last one is reported as
    :attr:`BuildStatus.provider_outage` with the ``PROVIDER_OUTAGE_ROOT_CAUSE`` marker;
@@ -29,13 +34,14 @@ create request; built workflows and agents as soon as their tool result arrives)
 from __future__ import annotations
 
 import logging
-import re
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.builders import seeds
+from orchestrator.builders.budgets import BudgetBreach, Budgets
 from orchestrator.builders.builder import (
     Builder,
     BuildRequest,
@@ -43,23 +49,25 @@ from orchestrator.builders.builder import (
     register_builder,
 )
 from orchestrator.builders.compaction import CompactionCheck
+from orchestrator.builders.credentials import TEMPLATES, credential_body
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.leaks import foreign_workflow_reads
 from orchestrator.builders.replay_seed import ReplayUnavailable, materialize_replay
+from orchestrator.builders.run_errors import classify_run_error, sandbox_fault
 from orchestrator.builders.user_proxy import ConversationDriver, ProxyConfig, conversation_driver, fallback_answer
+from orchestrator.builders.user_run import UserRunRefused, run_as_user
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
 from orchestrator.outage import (
-    OUTAGE_ERROR_TYPES,
     OutageInfo,
-    classify_status,
     retry_provider_outage,
 )
 from orchestrator.redact import redact
 from orchestrator.results.model import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
+from orchestrator.verify.artifacts import ArtifactRef, add_ref, agent_ref, config_eval_ref
 
 log = logging.getLogger(__name__)
 
@@ -67,123 +75,37 @@ BUILD_TOOL = "build-workflow"
 #: After a cancel, how long to wait for the run's ``run-finish`` before giving up on it.
 CANCEL_GRACE_S = 15.0
 
-_STATUS_IN_TEXT = re.compile(r"\b(429|500|502|503|529)\b")
-_OUTAGE_WORDS = re.compile(r"\b(overloaded_error|rate_limit_error|overloaded|rate limit(?:ed)?|too many requests)\b", re.I)
-#: The AI SDK's flattened provider failure, seen on 2.41.1 against a scripted 529 storm:
-#: ``Failed after 3 attempts. Last error: AI_APICallError: Overloaded`` (no statusCode on the event).
-_API_CALL_ERROR = re.compile(r"\b(?:AI_APICallError|AI_RetryError)\b:?\s*(?P<rest>.*)", re.I | re.S)
-_SERVER_WORDS = {"internal server error": 500, "bad gateway": 502, "service unavailable": 503, "api_error": 500}
-_CONNECTION_WORDS = re.compile(r"cannot connect to api|fetch failed|econnrefused|econnreset|etimedout|socket hang up", re.I)
+def answer_confirmation(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a single-prompt case answers to a ``confirmation-request``: the reference's
+    ``buildAutoApprovePayload`` (``harness/chat-loop.ts``), its infrastructure cases from
+    ``tryInfrastructureResponse`` (``utils/confirmation-payload.ts``). Only confirmations are
+    approved; nothing here ever takes a decision the user would have to make:
 
-
-# ------------------------------------------------------------------------------------------------
-# classification
-
-
-def classify_run_error(payload: dict[str, Any] | str | None) -> OutageInfo | None:
-    """A provider outage from one ``error`` event payload (or a run's flattened error text).
-
-    The structured ``statusCode`` wins; else the text: ``Agent error: …`` (n8n's flattened agent
-    failure) or a bare provider error naming 429/5xx/529 or ``overloaded_error`` /
-    ``rate_limit_error``. ``Tool errors: …`` is the built workflow's own (mocked) traffic — a
-    product signal, never an outage.
+    - network access (``domainAccess`` / ``webSearch``): allow all;
+    - a gateway resource decision: the first option that allows (else ``allowOnce``);
+    - a credential destination review: approved;
+    - a standalone credential card (``credentialRequests`` without ``setupRequests``): deferred
+      with an empty selection — no credential is picked, the card is answered before any model call;
+    - a setup card (``setupRequests``): applied as it stands (``setupWorkflowApply``, no values);
+    - ``ask-user`` questions: answered with no answers (a clarifying question gets no reply);
+    - anything else (``approval``, ``plan-review``, ``text``, …): approved.
     """
-    if payload is None:
-        return None
-    if isinstance(payload, str):
-        text, status, code = payload, None, None
-    else:
-        text = str(payload.get("content") or payload.get("message") or "")
-        raw = payload.get("statusCode")
-        status = int(raw) if isinstance(raw, (int, float)) or (isinstance(raw, str) and raw.isdigit()) else None
-        code = payload.get("code") if isinstance(payload.get("code"), str) else None
-        details = payload.get("technicalDetails")
-        if isinstance(details, str):
-            text = f"{text} {details}"
-    stripped = text.strip()
-    if stripped.lower().startswith("tool error"):
-        return None
-    if status is not None:
-        return classify_status(status, code, stripped, source="instance-ai")
-    if code in OUTAGE_ERROR_TYPES:
-        return classify_status(None, code, stripped, source="instance-ai")
-    body = stripped[len("agent error:"):] if stripped.lower().startswith("agent error:") else stripped
-    if "tool errors:" in body.lower()[:40]:
-        return None
-    match = _STATUS_IN_TEXT.search(body)
-    if match:
-        return classify_status(int(match.group(1)), None, stripped, source="instance-ai")
-    api = _API_CALL_ERROR.search(body)
-    if api:
-        rest = api.group("rest").lower()
-        for phrase, code in _SERVER_WORDS.items():
-            if phrase in rest:
-                return classify_status(code, None, stripped, source="instance-ai")
-        if _CONNECTION_WORDS.search(rest):
-            return OutageInfo("connection", None, redact(" ".join(stripped.split()))[:300], "instance-ai")
-    words = _OUTAGE_WORDS.search(body)
-    if words:
-        word = words.group(1).lower()
-        error_type = "overloaded_error" if word.startswith("overloaded") else "rate_limit_error"
-        return classify_status(None, error_type, stripped, source="instance-ai")
-    return None
-
-
-_SANDBOX_DOWN = re.compile(r"sandbox.{0,200}?(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|socket hang up|fetch failed|"
-                           r"connection (?:refused|reset)|service unavailable|502|503)", re.I | re.S)
-_NO_WORKSPACE = "Runtime workspace is required"
-
-
-def sandbox_fault(text: str | None) -> str | None:
-    """The harness's sandbox failing (not the agent): unreachable (seen when the service died
-    mid-build: ``Sandbox workspace setup failed during read-initialization-marker: connect
-    ECONNREFUSED …``) or not configured (``Runtime workspace is required …``)."""
-    if not text:
-        return None
-    if _NO_WORKSPACE in text:
-        return "the lane has no sandbox (Runtime workspace is required for workflow source files)"
-    match = _SANDBOX_DOWN.search(text)
-    if match:
-        return "the lane's sandbox is unreachable: " + " ".join(text[max(0, match.start()): match.end() + 60].split())
-    return None
-
-
-def answer_confirmation(payload: dict[str, Any], credential_ids: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """What the harness answers to a ``confirmation-request`` (single-prompt cases approve all).
-
-    - ``questions``: the first option of every question (a text question gets a neutral answer);
-    - a domain-access card: allow once; a gateway resource decision: allow once;
-    - credential requests: the case's own credential of each requested type when there is one;
-    - anything else (``approval``, ``plan-review``, ``text``, ``continue``, setup cards): approve.
-    """
-    credential_ids = credential_ids or {}
-    input_type = payload.get("inputType") or "approval"
-    if input_type == "questions" and payload.get("questions"):
-        answers = []
-        for q in payload.get("questions") or []:
-            if not isinstance(q, dict):
-                continue
-            options = [str(o) for o in q.get("options") or []]
-            answer: dict[str, Any] = {"questionId": str(q.get("id", "")), "selectedOptions": options[:1]}
-            if not options:
-                answer["customText"] = "Use your best judgement and sensible defaults."
-            answers.append(answer)
-        return {"kind": "questions", "answers": answers}
-    if payload.get("domainAccess"):
-        return {"kind": "domainAccessApprove", "domainAccessAction": "allow_once"}
-    if input_type == "resource-decision":
-        return {"kind": "resourceDecision", "resourceDecision": "allowOnce"}
-    requests = payload.get("credentialRequests")
-    if isinstance(requests, list) and requests:
-        chosen: dict[str, str] = {}
-        for req in requests:
-            ctype = req.get("credentialType") if isinstance(req, dict) else None
-            if isinstance(ctype, str) and credential_ids.get(ctype):
-                chosen[ctype] = credential_ids[ctype][0]
-        if chosen:
-            return {"kind": "credentialSelection", "credentials": chosen}
-    if input_type == "text":
-        return {"kind": "approval", "approved": True, "userInput": "Yes, go ahead."}
+    if isinstance(payload.get("domainAccess"), dict) or isinstance(payload.get("webSearch"), dict):
+        return {"kind": "domainAccessApprove", "domainAccessAction": "allow_all"}
+    decision = payload.get("resourceDecision")
+    if isinstance(decision, dict):
+        options = [o for o in decision.get("options") or [] if isinstance(o, str)]
+        allow = next((o for o in options if "allow" in o.lower()), options[0] if options else None)
+        return {"kind": "resourceDecision", "resourceDecision": allow or "allowOnce"}
+    destination = payload.get("credentialDestination")
+    if isinstance(destination, dict) and isinstance(destination.get("origin"), str):
+        return {"kind": "credentialDestination", "origin": destination["origin"], "approved": True}
+    if isinstance(payload.get("credentialRequests"), list) and not isinstance(payload.get("setupRequests"), list):
+        return {"kind": "credentialSelection", "credentials": {}}
+    if isinstance(payload.get("setupRequests"), list):
+        return {"kind": "setupWorkflowApply"}
+    if payload.get("inputType") == "questions":
+        return {"kind": "questions", "answers": []}
     return {"kind": "approval", "approved": True}
 
 
@@ -199,6 +121,9 @@ class RunState:
     workflow_ids: list[str] = field(default_factory=list)  # successful build-workflow results, in order
     main_workflow_id: str | None = None  # the last non-supporting one
     agent_ids: list[str] = field(default_factory=list)
+    #: Agents and config-evals the build made (``orchestrator.verify.artifacts``), in order
+    artifact_refs: list[ArtifactRef] = field(default_factory=list)
+    call_args: dict[str, Any] = field(default_factory=dict)  # toolCallId → args
     errors: list[dict[str, Any]] = field(default_factory=list)
     outage: OutageInfo | None = None
     sandbox_fault: str | None = None
@@ -254,6 +179,7 @@ class RunReader:
         elif kind == "tool-call":
             call_id, tool = str(payload.get("toolCallId", "")), str(payload.get("toolName", ""))
             s.tools[call_id] = tool
+            s.call_args[call_id] = payload.get("args")
             self.transcript.add("tool_call", tool=tool, call_id=call_id, args=payload.get("args") or {},
                                 agent=event.agent_id)
         elif kind == "tool-result":
@@ -261,6 +187,9 @@ class RunReader:
             tool = s.tools.get(call_id, "")
             result = payload.get("result")
             self.transcript.add("tool_result", tool=tool or None, call_id=call_id, result=result, agent=event.agent_id)
+            made = config_eval_ref(tool, s.call_args.get(call_id), result)
+            if made is not None:
+                add_ref(s.artifact_refs, made)
             if isinstance(result, dict) and result.get("success") is False:
                 errors = result.get("errors") or [result.get("error")]
                 s.sandbox_fault = s.sandbox_fault or sandbox_fault(" ".join(str(e) for e in errors if e))
@@ -289,6 +218,9 @@ class RunReader:
             target: dict[str, Any] = raw_target if isinstance(raw_target, dict) else {}
             self.transcript.add("agent", role=payload.get("role"), agent_kind=payload.get("kind"),
                                 target=target or None, agent=event.agent_id)
+            spawned = agent_ref(payload)
+            if spawned is not None:
+                add_ref(s.artifact_refs, spawned)
             if target.get("type") == "agent" and isinstance(target.get("id"), str) and target["id"] not in s.agent_ids:
                 s.agent_ids.append(target["id"])
                 if self.on_agent:
@@ -316,7 +248,10 @@ class RunReader:
 @dataclass
 class AttemptOutcome:
     state: RunState
-    timed_out: bool = False
+    #: the budget that ended the conversation (:mod:`orchestrator.builders.budgets`), if one did
+    timeout: BudgetBreach | None = None
+    #: a rule of the conversation broke (a user run the reference refuses): the build failed
+    refused: str | None = None
     error: str | None = None
     thread_id: str | None = None
     #: What this attempt restored from the case's inline seed (``seed.workflow_ids``: the lane ids of
@@ -326,6 +261,10 @@ class AttemptOutcome:
     @property
     def outage(self) -> OutageInfo | None:
         return None if self.timed_out or self.state.main_workflow_id else self.state.outage
+
+    @property
+    def timed_out(self) -> bool:
+        return self.timeout is not None
 
 
 def user_turns(case: EvalCase) -> list[str]:
@@ -355,16 +294,16 @@ def unsupported_reason(case: EvalCase) -> str | None:
     return None
 
 
-class _Deadline:
-    def __init__(self, seconds: float) -> None:
-        self.at = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.at - time.monotonic()
+def workflow_expected(case: EvalCase) -> bool:
+    """A case needs a workflow iff something judges one: execution scenarios or outcome
+    expectations (the reference's ``workflowExpectedForCase``, ``harness/build-workflow.ts``)."""
+    return bool(case.execution_scenarios or case.outcome_expectations)
 
 
 class BuildTimedOut(Exception):
-    pass
+    def __init__(self, breach: BudgetBreach) -> None:
+        super().__init__(breach.describe())
+        self.breach = breach
 
 
 @register_builder
@@ -376,6 +315,9 @@ class InstanceAiBuilder(Builder):
     needs_mcp_key = False
     needs_sandbox = True
     model_env = "N8N_INSTANCE_AI_MODEL"
+    #: per user turn: the reference's ``DEFAULT_TIMEOUT_MS`` (``harness/build-workflow.ts``), which its
+    #: ``--timeout-ms`` sets there; here ``--build-timeout-ms`` does (``--timeout-ms`` is verification's)
+    default_build_timeout_ms = 900_000
 
     @classmethod
     def check_config(cls, run_config: Any) -> None:
@@ -413,14 +355,14 @@ class InstanceAiBuilder(Builder):
             transcript.add("error", message=unsupported)
             transcript.close()
             return BuildResult(BuildStatus.failed, error=unsupported, framework_fault=True, transcript_path=transcript_path)
-        deadline = _Deadline(request.timeout_ms / 1000)
+        turn_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
 
         async def one_attempt() -> AttemptOutcome:
             if total.attempts:
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             total.attempts += 1
-            attempt = await self._attempt(lane, user, turns, transcript, deadline, threads, case=case,
+            attempt = await self._attempt(lane, user, turns, transcript, Budgets(turn_s), threads, case=case,
                                           compaction=compaction)
             if attempt.seed is not None:
                 seeded_ids.update(attempt.seed.workflow_ids)
@@ -436,12 +378,19 @@ class InstanceAiBuilder(Builder):
             if not self.settings.keep_workflows:
                 await self._delete_threads(lane, threads)
         total.turns = outcome.state.runs
+        total.artifact_refs = list(outcome.state.artifact_refs)
+        total.thread_id = outcome.thread_id
         total.narration = final_narration(read_transcript(transcript_path))
         total.duration_s = time.monotonic() - started
         state = outcome.state
-        if outcome.timed_out:
-            total.status = BuildStatus.timeout
-            total.error = f"build timed out after {request.timeout_ms / 1000:.0f} s (run cancelled)"
+        if outcome.timeout is not None:  # the conversation ended; what was saved by then is graded
+            total.budget_timeout = outcome.timeout.describe()
+        if outcome.timeout is not None and state.main_workflow_id is None and not (
+                state.agent_ids or not workflow_expected(case)):
+            total.status = BuildStatus.timeout  # nothing to grade: no scored result
+            total.error = outcome.timeout.describe()
+        elif outcome.refused is not None:
+            total.error = redact(outcome.refused)
         elif outcome.outage is not None:
             total.status = BuildStatus.provider_outage
             total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {outcome.outage.describe()}")
@@ -470,7 +419,7 @@ class InstanceAiBuilder(Builder):
         return "the agent finished without a successful build-workflow result"
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
-                       deadline: _Deadline, threads: list[str], *, case: EvalCase,
+                       budgets: Budgets, threads: list[str], *, case: EvalCase,
                        compaction: CompactionCheck | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
@@ -496,23 +445,38 @@ class InstanceAiBuilder(Builder):
             outcome.error = f"could not open the build thread: {exc}"
             return outcome
         if case.inline_seed is not None:  # seeds: restore right after the pin
-            outcome.seed, outcome.error = await self._restore_seed(lane, user, thread_id, case, transcript)
+            seed_thread = thread_id
+            if case.inline_seed.session_boundary:
+                # an earlier session: the history goes into a thread of its own, the live turn opens
+                # this one (the seeded artifacts are on the instance either way)
+                seed_thread = str(uuid.uuid4())
+                lane.ledger.created("thread", seed_thread, lane=lane_id, user=user.user_id, project=user.project_id)
+                threads.append(seed_thread)
+                try:
+                    await chat.create_thread(user.project_id, seed_thread)
+                    await chat.pin_credentials(seed_thread, user.credential_ids, user.credential_test_bypass)
+                except N8nTransportError:
+                    raise
+                except N8nError as exc:
+                    outcome.error = f"could not open the earlier session's thread: {exc}"
+                    return outcome
+            outcome.seed, outcome.error = await self._restore_seed(lane, user, seed_thread, case, transcript)
             if outcome.error is not None:
                 return outcome
         attachments, context = seeds.opening_attachment(case, outcome.seed, user.project_id)
         driver = conversation_driver(
             case, lambda: ProxyConfig.from_env(api_key=self.settings.api_key, base_url=self.settings.base_url,
                                                lane_env=self.settings.lane_env),
-            transcript, turns=turns, approve=lambda payload: answer_confirmation(payload, credential_ids),
-            credential_ids=credential_ids)
+            transcript, turns=turns, approve=answer_confirmation,
+            credential_ids=credential_ids,
+            create_credential=lambda ctype: self._create_credential(lane, user, chat, thread_id, ctype))
         stream = chat.open_events(thread_id)
-        await stream.open(timeout_s=max(1.0, min(30.0, deadline.left())))
+        await stream.open(timeout_s=30.0)
         try:
             text: str | None = driver.opening()
             number = 0
             while text is not None:
-                if deadline.left() <= 0:
-                    raise BuildTimedOut
+                budgets.start_turn()
                 transcript.user(text, number)
                 if number == 0 and (attachments or context):
                     transcript.add("attach", attachments=attachments, context=context)
@@ -527,12 +491,33 @@ class InstanceAiBuilder(Builder):
                     outcome.error = f"the lane refused the chat message: {exc}"
                     transcript.add("error", message=outcome.error)
                     break
-                await self._read_turn(chat, stream, thread_id, run_id, reader, driver, deadline)
+                await self._read_turn(chat, stream, thread_id, run_id, reader, driver, budgets)
                 if state.last_status != "completed" or state.outage is not None:
                     break
                 text, number = await driver.next_message(), number + 1
-        except BuildTimedOut:
-            outcome.timed_out = True
+                refused = budgets.next_turn_refused() if text is not None else None
+                if refused is not None:  # a turn that cannot finish is not started: grade what is saved
+                    outcome.timeout = refused
+                    transcript.add("timeout", **refused.as_dict(), message=refused.describe())
+                    break
+                run_wf = driver.take_user_run() if text is not None else None
+                if run_wf is not None:  # the user runs it before saying so (orchestrator.builders.user_run)
+                    try:
+                        run = await run_as_user(lane.owner, run_wf, state.workflow_ids, budgets.conversation_left())
+                    except (UserRunRefused, N8nHTTPError) as exc:
+                        outcome.refused = f"user execution: {exc}"
+                        transcript.add("error", message=outcome.refused)
+                        break
+                    transcript.add("user_run", workflow_id=run.workflow_id, execution_id=run.execution_id,
+                                   status=run.status)
+                    refused = budgets.next_turn_refused()
+                    if refused is not None:
+                        outcome.timeout = refused
+                        transcript.add("timeout", **refused.as_dict(), message=refused.describe())
+                        break
+        except BuildTimedOut as exc:
+            outcome.timeout = exc.breach
+            transcript.add("timeout", **exc.breach.as_dict(), message=exc.breach.describe())
             await self._cancel(chat, stream, thread_id, reader)
         finally:
             await stream.aclose()
@@ -557,6 +542,31 @@ class InstanceAiBuilder(Builder):
         seeds.seeded_transcript(transcript, plan)
         return restored, None
 
+    async def _create_credential(self, lane: BuildLane, user: BuildUser, chat: InstanceAiChat, thread_id: str,
+                                 ctype: str) -> str | None:
+        """A credential the simulated user creates on an engaged card that offered none (the
+        reference's ``UserProxyLlm.createCredential``): the type's template in the member's project,
+        ledgered before use, deleted with the member's declared ones; the thread's pinned set (which
+        the allowlist call replaces whole) grows by it, its connection test resolved as passing."""
+        if ctype not in TEMPLATES:
+            return None
+        planned = credential_body(ctype)
+        try:
+            taken = {str(row.get("name")) for row in await user.session.list_credentials()}
+            name, n = planned.name, 1
+            while name in taken:  # a second "[eval] GitHub" gets " #2", as declared duplicates do
+                n += 1
+                name = f"{planned.name} #{n}"
+            cid = await user.session.create_credential(name, ctype, planned.data, project_id=user.project_id)
+        except N8nError as exc:
+            log.warning("%s: creating a %s credential for an engaged card failed: %s", lane.lane.lane_id, ctype, exc)
+            return None
+        lane.ledger.created("credential", cid, lane=lane.lane.lane_id, type=ctype, user=user.user_id)
+        user.credential_ids.append(cid)
+        user.credential_test_bypass.append(cid)
+        await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
+        return cid
+
     async def _credentials_by_type(self, user: BuildUser) -> dict[str, list[str]]:
         if not user.credential_ids:
             return {}
@@ -572,17 +582,21 @@ class InstanceAiBuilder(Builder):
         return by_type
 
     async def _read_turn(self, chat: InstanceAiChat, stream: EventStream, thread_id: str, run_id: str, reader: RunReader,
-                         driver: ConversationDriver, deadline: _Deadline) -> None:
-        """Read events until the turn's run finished and the thread is idle; answer confirmations."""
+                         driver: ConversationDriver, budgets: Budgets) -> None:
+        """Read events until the turn's run finished and the thread is idle; answer confirmations.
+        A budget that fires (:class:`~orchestrator.builders.budgets.Budgets`) raises
+        :class:`BuildTimedOut`."""
         reconnects = stream.stats.reconnects
         while True:
-            left = deadline.left()
-            if left <= 0:
-                raise BuildTimedOut
+            breach = budgets.breach()
+            if breach is not None:
+                raise BuildTimedOut(breach)
+            left = budgets.left()
             try:
-                event = await stream.next(timeout_s=left)
+                event = await stream.next(timeout_s=None if left == math.inf else max(0.05, left))
             except TimeoutError:
-                raise BuildTimedOut from None
+                continue  # the loop names the budget that fired
+            budgets.saw_event()
             if stream.stats.reconnects != reconnects:
                 reconnects = stream.stats.reconnects
                 reader.forget_open_segments()

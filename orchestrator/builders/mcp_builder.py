@@ -45,6 +45,7 @@ def narration_of(result: AttemptResult) -> str | None:
 @register_builder
 class McpBuilder(Builder):
     name = "mcp"
+    process_gradable = False  # n8n never judges process expectations for MCP builds
     needs_mcp_key = True
     needs_claude = True
 

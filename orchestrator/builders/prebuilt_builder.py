@@ -110,6 +110,7 @@ def workflow_for(manifest: dict[str, list[str]], slug: str, iteration: int) -> s
 @register_builder
 class PrebuiltBuilder(Builder):
     name = "prebuilt"
+    process_gradable = False  # no chat: outcome expectations only (n8n: the prebuilt path)
     needs_mcp_key = False
 
     @classmethod

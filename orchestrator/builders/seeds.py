@@ -15,9 +15,12 @@ Two halves:
   - **workflows** get fresh ids and the per-restore unique name ``<name> [seed <8 hex>]``; node
     credentials are stripped; every old id is remapped through the whole history (message content,
     tool-call args and outputs — a seeded ``build-workflow`` call's ``output.workflowId`` included —,
-    agent configs, attachments). A JSON string that *is* a seeded workflow's name (a tool call's
-    ``name`` argument, an agent's workflow tool target) becomes the unique name; prose is left as
-    the user wrote it;
+    agent configs, attachments). Mentions of a seeded workflow's name follow it to the unique name
+    (the reference's ``remapSeedArtifactIds``, ``harness/conversation-seed.ts``): in the history's
+    prose (``text`` blocks, one pass, longest name first, so "Order" never eats "Order Sync") and
+    in any ``workflowName`` field, and an agent's workflow tool target (exact) — never inside
+    nodes or recorded tool payloads, where a short name could hit a node; two seed workflows of
+    one name are refused (a mention could not tell them apart);
   - **data tables** schema-only: ``{id, name, columns}``, never ``rows``; string row values are
     redacted out of the restored history. n8n generates a table's id, so tables are restored in a
     first call and the returned ids remapped through the rest (:meth:`RestorePlan.with_data_tables`);
@@ -106,15 +109,42 @@ def remap_ids(value: Any, id_map: dict[str, str]) -> Any:
     return json.loads(text)
 
 
-def rename_values(value: Any, names: dict[str, str]) -> Any:
-    """Every JSON string that *equals* an old name → the new name (keys and prose untouched)."""
-    if isinstance(value, dict):
-        return {k: rename_values(v, names) for k, v in value.items()}
+def mention_rewriter(names: dict[str, str]) -> Callable[[str], str]:
+    """One regex pass over a string, longest original name first; a replacement is never rescanned."""
+    if not names:
+        return lambda text: text
+    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+    return lambda text: pattern.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+
+
+def rename_workflow_name_fields(value: Any, fn: Callable[[str], str]) -> Any:
+    """Values under a key named ``workflowName`` (a field that by definition holds one), anywhere."""
     if isinstance(value, list):
-        return [rename_values(v, names) for v in value]
-    if isinstance(value, str) and value in names:
-        return names[value]
+        return [rename_workflow_name_fields(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: fn(v) if k == "workflowName" and isinstance(v, str) else rename_workflow_name_fields(v, fn)
+                for k, v in value.items()}
     return value
+
+
+def rename_mentions(message: dict[str, Any], fn: Callable[[str], str]) -> dict[str, Any]:
+    """Workflow-name mentions in one seeded message: its prose (``text`` blocks) and ``workflowName``
+    fields; nothing else."""
+    named = rename_workflow_name_fields(message, fn)
+    content = named.get("content")
+    if isinstance(content, list):
+        named["content"] = [{**b, "text": fn(b["text"])} if isinstance(b, dict) and b.get("type") == "text"
+                            and isinstance(b.get("text"), str) else b for b in content]
+    return named
+
+
+def rename_agent_workflow_tools(config: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """An agent's workflow tool addresses its workflow by display name: exact lookup."""
+    tools = config.get("tools")
+    if not isinstance(tools, list):
+        return config
+    return {**config, "tools": [{**t, "workflow": names[t["workflow"]]} if isinstance(t, dict) and t.get("type") == "workflow"
+                                and t.get("workflow") in names else t for t in tools]}
 
 
 def redact_values(value: Any, secrets_: Iterable[str]) -> Any:
@@ -269,6 +299,11 @@ def plan_restore(seed: InlineSeed, *, nonce: str | None = None, now: datetime | 
                               "body has no `projects` key)")
     nonce = nonce or secrets.token_hex(4)
     now = now or datetime.now(UTC)
+    declared = [w.name for w in seed.workflows]
+    twice = next((n for i, n in enumerate(declared) if n in declared[:i]), None)
+    if twice is not None:
+        raise SeedUnsupported(f'the seed declares two workflows named "{twice}": a mention in the history could not '
+                              "tell them apart once the names are made unique")
     workflow_ids = {w.id: new_id() for w in seed.workflows}
     workflow_names = {w.id: seed_name(w.name, nonce) for w in seed.workflows}
     agent_ids = {a.id: new_id() for a in seed.agents}
@@ -276,8 +311,7 @@ def plan_restore(seed: InlineSeed, *, nonce: str | None = None, now: datetime | 
     id_map = {**workflow_ids, **agent_ids}
     hidden = row_values(seed)
 
-    def rewrite(value: Any) -> Any:
-        return redact_values(rename_values(remap_ids(value, id_map), names), hidden)
+    mentions = mention_rewriter(names)
 
     workflows = []
     for w in seed.workflows:
@@ -302,9 +336,10 @@ def plan_restore(seed: InlineSeed, *, nonce: str | None = None, now: datetime | 
     for a in seed.agents:
         raw = a.model_dump(mode="json", by_alias=True, exclude_none=True)
         raw["id"] = agent_ids[a.id]
-        raw["config"] = rewrite(raw["config"])
+        raw["config"] = redact_values(rename_agent_workflow_tools(remap_ids(raw["config"], id_map), names), hidden)
         agents.append(raw)
-    messages = rewrite(message_envelopes(seed, nonce, now))
+    messages = [redact_values(rename_mentions(m, mentions), hidden)
+                for m in remap_ids(message_envelopes(seed, nonce, now), id_map)]
     return RestorePlan(
         nonce=nonce, workflow_ids=workflow_ids, workflow_names=workflow_names, agent_ids=agent_ids,
         base_names=[w.name for w in seed.workflows],

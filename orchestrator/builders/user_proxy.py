@@ -11,7 +11,8 @@ only). :func:`conversation_driver` picks how a build talks to the agent:
   then after every finished run decides what the user does next (answer the agent's free-text
   question, send the next scripted turn, keep going through a list, or stop) and answers every
   confirmation the agent raises (``ask-user`` questions, plan reviews, approvals, setup cards).
-  Live turns (chat messages, the opening included) are capped by ``messageBudget``.
+  Follow-up messages (every chat message after the opening) are capped by ``messageBudget``
+  (default 5), as the reference's ``UserProxyLlm.decideFollowUp`` counts them.
 
 Deterministic gates that never reach the model (as the reference harness does it):
 
@@ -20,7 +21,10 @@ Deterministic gates that never reach the model (as the reference harness does it
   "deny the web search" reachable);
 - credential slots are deferred unless a pending direction engages credentials ("don't defer it,
   set it up now"); an engaged slot selects the case's credential of that type (the one a direction
-  names when there are several);
+  names when there are several), and when the card offers none and the case declared none, a real
+  credential is created first (the reference's ``manual`` action with zero candidates,
+  ``UserProxyLlm.createCredential``): the type's template, added to the thread's pinned credentials
+  with its connection test resolved as passing;
 - the message budget: once spent, the conversation stops.
 
 The model is called through the ``anthropic`` SDK: model ``N8N_INSTANCE_AI_EVAL_MODEL`` (default
@@ -40,18 +44,29 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anthropic
-from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from orchestrator.builders.proxy_decision import (
+    PROXY_MARKER,
+    SYSTEM_PROMPT,
+    Action,
+    ProxyDecision,
+    Situation,
+    _allowed,
+    parse_decision,
+)
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.errors import ConfigError
 from orchestrator.redact import redact, register_secret
 from orchestrator.results.usage import record_model_call
 from orchestrator.transcript import Transcript
+
+__all__ = ["PROXY_MARKER", "AutoApprove", "ConversationDriver", "ProxyConfig", "ProxyDecision", "UserProxy",
+           "conversation_driver", "fallback_answer", "parse_decision", "questions_body"]
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +74,12 @@ DEFAULT_PROXY_MODEL = "anthropic/claude-sonnet-4-6"
 DEFAULT_EFFORT = "medium"
 #: Effort → extended-thinking budget (tokens), as the judge maps it.
 EFFORT_BUDGET = {"low": 0, "medium": 2048, "high": 4096, "xhigh": 8192, "max": 16000}
-#: Live turns of a multi-turn case without ``messageBudget`` (the opening included).
-DEFAULT_MESSAGE_BUDGET = 6
-#: Every proxy request's system prompt starts with this (the scripted model recognises it).
-PROXY_MARKER = "[n8n-eval user proxy]"
+#: Follow-up messages of a multi-turn case without ``messageBudget`` (the opening is not counted:
+#: the reference's ``DEFAULT_MESSAGE_BUDGET``, ``utils/user-proxy/index.ts``).
+DEFAULT_MESSAGE_BUDGET = 5
 #: How much of one agent message (and of a confirmation summary, ×3) the proxy is shown.
 MAX_TEXT_CHARS = 4_000
 
-Action = Literal["send", "answer", "approve", "deny", "stop"]
-Situation = Literal["reply", "questions", "plan-review", "approval", "network", "setup", "credential"]
 
 _CREDENTIAL_ENGAGE = re.compile(
     r"(don'?t|do not|never)\s+defer|set (?:it|them|the credential) up now|engage|select(?:ing)? the .{0,40}credential|"
@@ -160,100 +172,6 @@ class Screenplay:
 
 
 # ------------------------------------------------------------------------------------------------
-# the decision
-
-
-class ProxyDecision(BaseModel):
-    """What the simulated user does now."""
-
-    action: Action
-    text: str = ""
-    #: questionId (or ``<node>.<parameter>`` on a setup card) → the answer
-    answers: dict[str, str] = Field(default_factory=dict)
-    reason: str = ""
-    #: ids of the stage directions now fulfilled (cumulative; the proxy may only add)
-    directions_done: list[int] = Field(default_factory=list)
-
-    @field_validator("action", mode="before")
-    @classmethod
-    def _lower(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
-
-    @field_validator("answers", mode="before")
-    @classmethod
-    def _answers(cls, value: object) -> object:
-        if isinstance(value, list):  # [{"questionId", "answer"}] is accepted too
-            out = {}
-            for item in value:
-                if isinstance(item, dict):
-                    key = item.get("questionId") or item.get("id")
-                    answer = item.get("answer") or item.get("text") or item.get("customText")
-                    if key is not None and answer is not None:
-                        out[str(key)] = str(answer)
-            return out
-        if isinstance(value, dict):
-            return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
-        return value
-
-
-def parse_decision(text: str) -> ProxyDecision | None:
-    """The decision in the first ``{`` … last ``}`` of ``text`` (fences and prose around it are
-    ignored); None when there is none or it does not validate."""
-    text = text or ""
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end < start:
-        return None
-    try:
-        return ProxyDecision.model_validate_json(text[start : end + 1])
-    except ValidationError:
-        try:  # a JSON object with trailing junk inside the braces: try the shortest valid prefix
-            obj, _ = json.JSONDecoder().raw_decode(text[start:])
-            return ProxyDecision.model_validate(obj)
-        except (ValueError, ValidationError):
-            return None
-
-
-SYSTEM_PROMPT = PROXY_MARKER + """ You play the USER of n8n's Instance AI assistant in an evaluation.
-You follow a screenplay: the user turns say what the user wants (keep concrete values verbatim);
-text in [stage directions] tells you how the user behaves and overrides your defaults; assistant
-turns are only the expected flow (reference), never things that already happened.
-
-Defaults, unless a direction covers the moment:
-- answer every question the agent asks, using the screenplay's values, else inventing a plausible
-  placeholder; never set up credentials;
-- audit any plan or approval against the screenplay: approve when it fits, deny with a short
-  correction when it misses a requirement of the script;
-- when the agent finished its work and the script has more for the user to say, send the next
-  user turn's words (never the stage directions themselves); when a direction holds a list,
-  send one item at a time, in order, each after the previous one was built;
-- stop when the script is done and the agent asked nothing.
-
-Directions: withhold a value until the agent asks for it (then give exactly that value); refuse
-and hold firm on re-ask when told so; deny network access when told so; dismiss a setup card
-when a direction withholds its value.
-
-Answer with ONE JSON object and nothing else:
-{"action": "send|answer|approve|deny|stop", "text": "...", "answers": {"<questionId>": "..."},
- "reason": "why, one sentence", "directions_done": [<ids of directions now fulfilled>]}
-- situation "reply" (the agent finished a run): "answer" (reply to its question) or "send" (the
-  next scripted message) with the message in "text", or "stop";
-- situation "questions": "answer" with one entry in "answers" per question id (an option's exact
-  text, or free text), or "deny" to skip them all;
-- situation "plan-review" / "approval" / "network": "approve" or "deny" (a denial's correction
-  in "text");
-- situation "setup": "approve" to fill the card ("answers" keyed "<node name>.<parameter>"), or
-  "deny" to dismiss it."""
-
-
-def _allowed(situation: Situation) -> list[str]:
-    if situation == "reply":
-        return ["answer", "send", "stop"]
-    if situation == "questions":
-        return ["answer", "deny"]
-    return ["approve", "deny"]
-
-
-# ------------------------------------------------------------------------------------------------
 # drivers
 
 
@@ -264,6 +182,8 @@ class ConversationDriver(Protocol):
     def opening(self) -> str: ...
 
     async def next_message(self) -> str | None: ...
+
+    def take_user_run(self) -> str | None: ...
 
     async def answer(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -286,6 +206,9 @@ class AutoApprove:
             return None
         self._next += 1
         return self._turns[self._next - 1]
+
+    def take_user_run(self) -> str | None:
+        return None
 
     async def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
         return self._approve(payload)
@@ -320,6 +243,7 @@ class UserProxy:
                  credential_ids: Mapping[str, list[str]] | None = None,
                  credential_names: Mapping[str, str] | None = None,
                  approve: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 create_credential: Callable[[str], Awaitable[str | None]] | None = None,
                  client: anthropic.AsyncAnthropic | None = None) -> None:
         self.play = Screenplay.of(case)
         self.config = config
@@ -327,9 +251,13 @@ class UserProxy:
         self.credential_ids = dict(credential_ids or {})
         self.credential_names = dict(credential_names or {})  # id → name
         self._approve = approve
+        self._create_credential = create_credential
+        self.created_credentials: dict[str, str] = {}  # type → id, created on an engaged card
         self._client = client
         self._own_client = client is None
         self.sent: list[str] = []
+        self.allow_user_execution = bool(case.allow_user_execution)
+        self._user_run: str | None = None
         self.done: set[int] = set()
         self.model_calls = 0
         self._mark = 0  # transcript position of the last message sent
@@ -342,7 +270,8 @@ class UserProxy:
 
     @property
     def budget_left(self) -> int:
-        return self.play.budget - len(self.sent)
+        """Follow-ups still allowed (the opening turn is not one)."""
+        return self.play.budget - max(0, len(self.sent) - 1)
 
     def _client_or_new(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
@@ -374,19 +303,38 @@ class UserProxy:
     async def next_message(self) -> str | None:
         """After a finished run: the next chat message, or None to stop."""
         if self.budget_left <= 0:
-            decision = ProxyDecision(action="stop", reason=f"messageBudget reached ({self.play.budget} live turns)")
+            decision = ProxyDecision(action="stop", reason=f"messageBudget reached ({self.play.budget} follow-ups)")
             self._record("reply", decision, "rule", budget=self.play.budget)
             return None
-        decision = await self._decide("reply", {"agent_said": self._agent_since_last_message()})
+        details: dict[str, Any] = {"agent_said": self._agent_since_last_message()}
+        if self.allow_user_execution:
+            details["saved_workflows"] = self.saved_workflows()
+        decision = await self._decide("reply", details)
         if decision.action in ("send", "answer") and decision.text.strip():
             text = strip_director_notes(decision.text).strip()  # a stage direction is never spoken
             if text:
-                self._record("reply", decision, self._by)
+                self._user_run = decision.run_workflow_id if self.allow_user_execution else None
+                self._record("reply", decision, self._by, **({"run_workflow_id": self._user_run} if self._user_run else {}))
                 return self._send(text)
         if decision.action != "stop":
             decision = decision.model_copy(update={"action": "stop", "reason": (decision.reason + " (no message to send)").strip()})
         self._record("reply", decision, self._by)
         return None
+
+    def saved_workflows(self) -> list[dict[str, Any]]:
+        """The workflows this conversation saved (successful ``build-workflow`` results), in order."""
+        out: dict[str, dict[str, Any]] = {}
+        for e in self.transcript.entries:
+            result = e.get("result")
+            if e.get("kind") == "tool_result" and e.get("tool") == "build-workflow" and isinstance(result, dict) \
+                    and result.get("success") is True and isinstance(result.get("workflowId"), str):
+                out[result["workflowId"]] = {"id": result["workflowId"], "name": result.get("workflowName")}
+        return list(out.values())
+
+    def take_user_run(self) -> str | None:
+        """The workflow the user runs before the message :meth:`next_message` just returned goes out."""
+        run, self._user_run = self._user_run, None
+        return run
 
     async def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The body for ``POST /confirm/:requestId``."""
@@ -395,6 +343,8 @@ class UserProxy:
             decision = ProxyDecision(action="approve", reason="network access is granted without asking (no direction pending)")
             self._record(situation, decision, "rule")
             return self._network_body(payload, approved=True)
+        if situation in ("credential", "setup"):
+            await self._create_missing_credentials(payload)
         if situation == "credential":
             return self._credential_card(payload)
         if situation == "setup":
@@ -409,10 +359,11 @@ class UserProxy:
 
     @staticmethod
     def _network_body(payload: dict[str, Any], *, approved: bool) -> dict[str, Any]:
+        if approved:  # web search reuses domain access's approval shape (n8n tryInfrastructureResponse)
+            return {"kind": "domainAccessApprove", "domainAccessAction": "allow_all"}
         if payload.get("domainAccess"):
-            return ({"kind": "domainAccessApprove", "domainAccessAction": "allow_once"} if approved
-                    else {"kind": "domainAccessDeny"})
-        return {"kind": "approval", "approved": approved}
+            return {"kind": "domainAccessDeny"}
+        return {"kind": "approval", "approved": False}
 
     def _body(self, situation: Situation, payload: dict[str, Any], decision: ProxyDecision) -> dict[str, Any]:
         approved = decision.action in ("approve", "answer", "send")
@@ -458,6 +409,27 @@ class UserProxy:
             return named_mine[0]
         return mine[0] if len(mine) == 1 else None
 
+    async def _create_missing_credentials(self, payload: dict[str, Any]) -> None:
+        """An engaged card that offers no credential of a type the case did not declare: create one
+        (the user fills the New Credential modal), so the card can select it."""
+        engaged = self._engaged()
+        if engaged is None or self._create_credential is None:
+            return
+        for req in (payload.get("credentialRequests") or []) + (payload.get("setupRequests") or []):
+            if not isinstance(req, dict) or not isinstance(req.get("credentialType"), str):
+                continue
+            ctype = req["credentialType"]
+            if req.get("existingCredentials") or self.credential_ids.get(ctype):
+                continue
+            cid = await self._create_credential(ctype)
+            if cid is None:
+                continue
+            self.created_credentials[ctype] = cid
+            self.credential_ids[ctype] = [cid]
+            self._record("credential", ProxyDecision(action="approve", answers={ctype: cid},
+                                                     reason=f"direction {engaged.index} engages a card that offers no "
+                                                            f"{ctype} credential: one was created"), "rule")
+
     def _credential_card(self, payload: dict[str, Any]) -> dict[str, Any]:
         engaged = self._engaged()
         chosen: dict[str, str] = {}
@@ -475,8 +447,8 @@ class UserProxy:
             return {"kind": "credentialSelection", "credentials": chosen}
         reason = ("credentials are deferred by default" if engaged is None
                   else f"direction {engaged.index} engages, but no matching credential exists on the card")
-        self._record("credential", ProxyDecision(action="deny", text="I'll set them up later.", reason=reason), "rule")
-        return {"kind": "approval", "approved": False, "userInput": "I'll set them up later."}
+        self._record("credential", ProxyDecision(action="deny", reason=reason), "rule")
+        return {"kind": "credentialSelection", "credentials": {}}  # n8n tryInfrastructureResponse: nothing picked
 
     def _setup_deferral(self, payload: dict[str, Any]) -> dict[str, Any] | None:
         """Credential-only setup cards are deferred (skipped) without the model unless engaged."""
@@ -544,7 +516,7 @@ class UserProxy:
             "situation": situation,
             **details,
             "allowed_actions": _allowed(situation),
-            "budget": {"live_turns_used": len(self.sent), "limit": self.play.budget},
+            "budget": {"follow_ups_sent": max(0, len(self.sent) - 1), "limit": self.play.budget},
         }
         text = json.dumps(doc, ensure_ascii=False, default=str)
         return ("Decide what the user does now. The state, as JSON:\n```json\n" + text + "\n```\n"
@@ -693,10 +665,11 @@ def _view(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def conversation_driver(case: EvalCase, config: ProxyConfig | Callable[[], ProxyConfig], transcript: Transcript, *,
                         turns: list[str], approve: Callable[[dict[str, Any]], dict[str, Any]],
                         credential_ids: Mapping[str, list[str]] | None = None,
-                        credential_names: Mapping[str, str] | None = None) -> AutoApprove | UserProxy:
+                        credential_names: Mapping[str, str] | None = None,
+                        create_credential: Callable[[str], Awaitable[str | None]] | None = None) -> AutoApprove | UserProxy:
     """:class:`AutoApprove` for a single-prompt case, else a :class:`UserProxy`."""
     if case.is_single_prompt:
         return AutoApprove(turns, approve)
     cfg = config() if callable(config) else config
     return UserProxy(case, cfg, transcript, credential_ids=credential_ids, credential_names=credential_names,
-                     approve=approve)
+                     approve=approve, create_credential=create_credential)

@@ -14,7 +14,7 @@ import logging
 import secrets
 from dataclasses import dataclass, field
 
-from orchestrator.builders.credentials import plan_credentials
+from orchestrator.builders.credentials import CredentialTypes, needs_lane_types, plan_credentials
 from orchestrator.builders.seeds import cleanup as seed_cleanup
 from orchestrator.cases import CredentialSpec
 from orchestrator.deletion import delete_one
@@ -61,6 +61,7 @@ class BuildUserPool:
         self._seq = 0
         self._pending: list[_Invite] = []
         self._lock = asyncio.Lock()
+        self._types: CredentialTypes | None = None
 
     async def _invite_batch(self) -> None:
         emails = []
@@ -87,18 +88,26 @@ class BuildUserPool:
                 register_secret(key)
             project_id = await session.personal_project()
             user = BuildUser(invite.user_id, invite.email, session, key, project_id)
-            for plan in plan_credentials(credentials):
+            types = await self._credential_types(session) if needs_lane_types(credentials) else None
+            for plan in plan_credentials(credentials, types=types):
                 cid = await session.create_credential(plan.name, plan.type, plan.data, project_id=project_id,
                                                       description=plan.description)
                 self.ledger.created("credential", cid, lane=self.lane.lane_id, type=plan.type, user=invite.user_id)
                 user.credential_ids.append(cid)
-                if plan.valid:
+                if plan.connected:
                     user.credential_test_bypass.append(cid)
         except BaseException:
             await session.aclose()
             await self._delete_user(invite.user_id)
             raise
         return user
+
+    async def _credential_types(self, session: N8nSession) -> CredentialTypes:
+        """The lane's credential type definitions, fetched once per lane (they do not change)."""
+        if self._types is None:
+            response = await session.call("GET", "/types/credentials.json")
+            self._types = CredentialTypes(response.json())
+        return self._types
 
     async def release(self, user: BuildUser, *, keep: bool = False) -> list[CleanupFailure]:
         """Delete the user's workflows, credentials and the user; return failures (never raise)."""

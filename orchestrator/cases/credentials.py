@@ -1,13 +1,23 @@
 """Credentials a case declares: created for real before the build and pinned as the build's
-entire credential view. Only types with a seeding template are accepted."""
+entire credential view.
+
+The type is any credential type n8n knows. n8n's own schema checks it against its seeder's
+hand-kept templates; here the placeholder data is derived at run time from the lane's own
+credential type definitions (``builders/credentials.py``), so a new type needs no code — the one
+place this loader accepts more than n8n's (``docs/n8n-corpus.md``). An unknown type therefore
+fails on the lane, naming the type, not at load.
+
+Like n8n's schema, an entry is a plain (non-strict) object: keys it does not know are dropped.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from orchestrator.cases.base import CaseModel
 
-#: Credential types the seeder has a data template for (the reference harness's closed set).
+#: Credential types with a hand-written template (live ``EVAL_*`` values; verified field names).
+#: Every other type gets placeholder data derived from the lane's type definition.
 SUPPORTED_CREDENTIAL_TYPES: frozenset[str] = frozenset(
     {
         "slackApi",
@@ -18,6 +28,7 @@ SUPPORTED_CREDENTIAL_TYPES: frozenset[str] = frozenset(
         "whatsAppTriggerApi",
         "httpHeaderAuth",
         "httpBasicAuth",
+        "openAiApi",
     }
 )
 
@@ -26,22 +37,16 @@ CREDENTIAL_DESCRIPTION_MAX_LENGTH = 512
 
 
 class CredentialSpec(CaseModel):
-    type: str
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = Field(min_length=1)
     name: str | None = Field(default=None, min_length=1)
     description: str | None = None
     #: False declares a credential whose connection test must fail for real.
-    valid: bool = True
-
-    @field_validator("type")
-    @classmethod
-    def _known_type(cls, value: str) -> str:
-        if value not in SUPPORTED_CREDENTIAL_TYPES:
-            supported = ", ".join(sorted(SUPPORTED_CREDENTIAL_TYPES))
-            raise ValueError(
-                f"unsupported credential type {value!r}: add a seeding template for it "
-                f"(supported: {supported})"
-            )
-        return value
+    valid: StrictBool = True
+    #: True declares a credential the user saved without filling anything in: created with empty
+    #: fields, and (like ``valid: false``) its connection test is not bypassed.
+    blank: StrictBool = False
 
     @field_validator("description")
     @classmethod
@@ -55,3 +60,8 @@ class CredentialSpec(CaseModel):
                 f"{CREDENTIAL_DESCRIPTION_MAX_LENGTH} characters (got {len(value)})"
             )
         return value or None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the credential stands for one the user already connected (its test passes)."""
+        return self.valid and not self.blank

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
+    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
@@ -21,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.cases.base import CaseModel
+from orchestrator.cases.base import CaseModel, OpenModel
 from orchestrator.cases.credentials import CredentialSpec
 from orchestrator.cases.issues import raise_violations
 from orchestrator.cases.rules import check_case, director_notes
@@ -40,15 +41,26 @@ PRE_UNION_SEED_KEYS: tuple[str, ...] = (
     "seedThread",
     "seedFile",
 )
-RETIRED_KEYS: tuple[str, ...] = ("buildExpectations", *PRE_UNION_SEED_KEYS)
+#: Keys of the first case shape (one ``prompt``, ``scenarios``), each with the key that replaced it.
+FIRST_SHAPE_KEYS: dict[str, str] = {
+    "prompt": "`prompt` is the first case shape's single prompt: write it as the opening turn of "
+              "`conversation` ([{\"role\": \"user\", \"text\": ...}])",
+    "scenarios": "`scenarios` was renamed: use `executionScenarios` (same items: name, description, "
+                 "dataSetup, successCriteria)",
+}
+RETIRED_KEYS: tuple[str, ...] = ("buildExpectations", *PRE_UNION_SEED_KEYS, *FIRST_SHAPE_KEYS)
 
 
 def _join_lines(value: object) -> object:
-    if isinstance(value, str):
-        return value
     if isinstance(value, list) and all(isinstance(line, str) for line in value):
-        return "\n".join(value)
-    raise ValueError("text must be a string or a list of strings")
+        value = "\n".join(value)
+    if not isinstance(value, str):
+        raise ValueError("text must be a string or a list of strings")
+    if "[" in value and "]" not in value:
+        # n8n's rule: the proxy would send an unclosed stage direction as dialogue.
+        raise ValueError("unbalanced stage direction: the text opens `[` but never closes it, so the "
+                         "user proxy would send it as dialogue instead of treating it as a direction")
+    return value
 
 
 TurnText = Annotated[str, BeforeValidator(_join_lines)]
@@ -72,6 +84,9 @@ class Attachment(CaseModel):
 
 
 class Turn(CaseModel):
+    #: A plain object in n8n's schema: keys it does not know are dropped, not refused.
+    model_config = ConfigDict(extra="ignore")
+
     role: Literal["user", "assistant"]
     #: Always a string once validated (a list of lines is joined with newlines).
     text: TurnText
@@ -83,6 +98,9 @@ class Turn(CaseModel):
 
 
 class ExecutionScenario(CaseModel):
+    #: A plain object in n8n's schema: keys it does not know are dropped, not refused.
+    model_config = ConfigDict(extra="ignore")
+
     name: NonEmptyStr
     description: str
     data_setup: str
@@ -92,7 +110,68 @@ class ExecutionScenario(CaseModel):
     seed_data_tables: list[dict[str, Any]] = Field(default_factory=list, max_length=20)
 
 
+Anchor = Literal["probe", "turn-end"]
+
+
+class ContextAssertion(CaseModel):
+    """An exact value that must (or must not) be in the agent's captured context at a moment:
+    ``probe`` (the graded turn's first step, the default) or ``turn-end``. n8n checks it by a
+    case-insensitive substring search over the run debug, with no judge."""
+
+    text: NonEmptyStr
+    must_appear: StrictBool | None = None
+    note: NonEmptyStr | None = None
+    anchor: Anchor | None = None
+
+
+class MemoryExpectation(CaseModel):
+    """A natural-language claim about the agent's captured context (not the transcript), judged at
+    ``anchor`` (``probe`` by default)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: NonEmptyStr
+    anchor: Anchor | None = None
+    note: str | None = None
+
+
+def _memory_expectation(value: object) -> object:
+    return {"text": value} if isinstance(value, str) else value
+
+
+class IntentAccept(OpenModel):
+    """One classification the intent grader accepts (``anchor`` e.g. ``wf`` / ``agent``)."""
+
+    anchor: NonEmptyStr
+    embeds_other: bool | str | None = None
+
+
+class IntentPart(OpenModel):
+    """One independent automation of a compound request, classified on its own."""
+
+    label: str | None = None
+    accepts: list[IntentAccept] = Field(min_length=1)
+
+
+class IntentExpectation(OpenModel):
+    """What the agent's fenced ``intent`` block must say (agents-exam cases): any one of
+    ``accepts``, or for a compound request one classification per part (``parts``, in order).
+    Other keys (``context``, ``rationale``, ``source``) are kept as authored."""
+
+    accepts: list[IntentAccept] | None = Field(default=None, min_length=1)
+    parts: list[IntentPart] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> IntentExpectation:
+        if (self.accepts is None) == (self.parts is None):
+            raise ValueError("intentExpectation needs exactly one of accepts (one classification) or parts "
+                             "(one per independent automation)")
+        return self
+
+
 class EvalCase(CaseModel):
+    #: A display title some n8n cases carry; not used for grading.
+    title: str | None = None
     description: str | None = None
     conversation: list[Turn] = Field(default_factory=list)
     complexity: Complexity
@@ -107,6 +186,12 @@ class EvalCase(CaseModel):
     requires_memory_compaction: StrictBool = False
     allow_user_execution: StrictBool = False
     seed: Seed | None = None
+    #: Opts the case into n8n's credential-setup browser lane (a provider fixture id, or ``local``).
+    credential_fixture: NonEmptyStr | None = None
+    context_assertions: list[ContextAssertion] = Field(default_factory=list)
+    memory_expectations: list[Annotated[MemoryExpectation, BeforeValidator(_memory_expectation)]] = Field(
+        default_factory=list)
+    intent_expectation: IntentExpectation | None = None
 
     # Retired keys: declared only so their presence fails with a migration hint.
     build_expectations: Any = Field(default=None, exclude=True, repr=False)
@@ -114,6 +199,8 @@ class EvalCase(CaseModel):
     prior_conversation: Any = Field(default=None, exclude=True, repr=False)
     seed_thread: Any = Field(default=None, exclude=True, repr=False)
     seed_file: Any = Field(default=None, exclude=True, repr=False)
+    prompt: Any = Field(default=None, exclude=True, repr=False)
+    scenarios: Any = Field(default=None, exclude=True, repr=False)
 
     @field_validator(
         "build_expectations",
@@ -121,10 +208,14 @@ class EvalCase(CaseModel):
         "prior_conversation",
         "seed_thread",
         "seed_file",
+        "prompt",
+        "scenarios",
         mode="before",
     )
     @classmethod
     def _retired(cls, value: object, info: ValidationInfo) -> object:
+        if info.field_name in FIRST_SHAPE_KEYS:
+            raise ValueError(FIRST_SHAPE_KEYS[info.field_name or ""])
         if info.field_name == "build_expectations":
             raise ValueError(
                 "`buildExpectations` is no longer supported: split it into processExpectations "

@@ -28,15 +28,36 @@ def _json_type(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
+def _case_level_issues(data: dict[str, Any], source: str) -> list[CaseIssue]:
+    """The case-level rules that need only the raw body, for a case whose fields already failed
+    (pydantic runs the model's own cross-field rules only once every field is valid), so one pass
+    reports every problem: a legacy ``prompt`` file also hears that it has no conversation."""
+    seed = data.get("seed")
+    replay = isinstance(seed, dict) and seed.get("mode") == "replay"
+    issues: list[CaseIssue] = []
+    conversation = data.get("conversation")
+    if not replay and (not isinstance(conversation, list) or not conversation):
+        issues.append(CaseIssue(source, "conversation", "a case needs a conversation, or a seed with "
+                                                        "mode 'replay' (which supplies the live turn)"))
+    if not any(isinstance(data.get(key), list) and data[key]
+               for key in ("executionScenarios", "processExpectations", "outcomeExpectations")):
+        issues.append(CaseIssue(source, ROOT_FIELD, "a case needs at least one executionScenario, "
+                                                    "processExpectation or outcomeExpectation to grade it"))
+    return issues
+
+
 def parse_case(data: object, source: str) -> ParseResult:
-    """Validate one decoded case body."""
+    """Validate one decoded case body; every problem comes back in one pass."""
     if not isinstance(data, dict):
         message = f"a case must be a JSON object, got {_json_type(data)}"
         return None, [CaseIssue(source, ROOT_FIELD, message)]
     try:
         return EvalCase.model_validate(data), []
     except ValidationError as exc:
-        return None, issues_from_validation_error(source, exc)
+        issues = issues_from_validation_error(source, exc)
+        known = {(i.field, i.message) for i in issues}
+        issues += [i for i in _case_level_issues(data, source) if (i.field, i.message) not in known]
+        return None, issues
     except RecursionError:
         return None, [CaseIssue(source, ROOT_FIELD, "the case is nested too deeply to validate")]
 

@@ -66,6 +66,7 @@ def check_seed_message(message: SeedMessage) -> list[Violation]:
 
 def check_inline_seed(seed: InlineSeed) -> list[Violation]:
     return [
+        *_carries_something(seed),
         *_unique_artifact_ids(seed),
         *_folder_references(seed),
         *_folder_cycles(seed),
@@ -73,6 +74,13 @@ def check_inline_seed(seed: InlineSeed) -> list[Violation]:
         *_agent_skill_references(seed),
         *_agent_name_collisions(seed),
     ]
+
+
+def _carries_something(seed: InlineSeed) -> Iterator[Violation]:
+    """n8n's rule: an inline seed that carries nothing restores nothing, and the case would grade as
+    an unseeded build (folders alone do not count)."""
+    if not (seed.messages or seed.workflows or seed.data_tables or seed.agents or seed.projects):
+        yield Violation((), "an inline seed must carry something: messages, workflows, dataTables, agents or projects")
 
 
 def _artifact_ids(seed: InlineSeed) -> Iterator[tuple[str, tuple[str | int, ...]]]:
@@ -135,14 +143,27 @@ def _folder_cycles(seed: InlineSeed) -> Iterator[Violation]:
             current = parents.get(current)
 
 
+def prior_run_target(seed: InlineSeed, ref: str) -> str | None:
+    """The seed workflow id a ``priorRuns[].workflow`` names: an id, else a unique name."""
+    if ref in seed.workflow_ids():
+        return ref
+    named = [w.id for w in seed.workflows if w.name == ref]
+    return named[0] if len(named) == 1 else None
+
+
 def _prior_run_references(seed: InlineSeed) -> Iterator[Violation]:
-    workflow_ids = seed.workflow_ids()
     for index, run in enumerate(seed.prior_runs):
-        if run.workflow not in workflow_ids:
-            yield Violation(
-                ("priorRuns", index, "workflow"),
-                f"workflow {run.workflow!r} names no workflow declared in seed.workflows",
-            )
+        if prior_run_target(seed, run.workflow) is not None:
+            continue
+        same_name = sum(1 for w in seed.workflows if w.name == run.workflow)
+        declared = ", ".join(sorted(seed.workflow_ids())) or "(none)"
+        yield Violation(
+            ("priorRuns", index, "workflow"),
+            f"workflow {run.workflow!r} names {same_name} seed workflows: give its id instead"
+            if same_name > 1 else
+            f"workflow {run.workflow!r} is neither the id nor the name of a workflow in seed.workflows "
+            f"(ids: {declared})",
+        )
 
 
 def _agent_skill_references(seed: InlineSeed) -> Iterator[Violation]:
@@ -193,23 +214,23 @@ def _live_turn_and_grading(case: EvalCase) -> Iterator[Violation]:
 
 
 def _conversation_turns(case: EvalCase) -> Iterator[Violation]:
+    """n8n's rule (``harness/schema.ts``): every user turn needs text, except a non-replay opening
+    turn that carries ``attach``; assistant turns are proxy script data and are never posted. A
+    director note in the opening turn is authoring advice there, not a load error."""
     replay = case.seed is not None and case.seed.mode == "replay"
-    if case.conversation and not replay:
-        opening = case.conversation[0]
-        if opening.role != "user":
-            yield Violation(("conversation", 0, "role"), "the first turn must be a user turn")
-        elif director_notes(opening.text):
-            yield Violation(
-                ("conversation", 0, "text"),
-                "the opening turn is sent to the builder verbatim: move the director note "
-                f"[{director_notes(opening.text)[0]}] to a later user turn",
-            )
     for index, turn in enumerate(case.conversation):
-        if not turn.text.strip() and turn.attach is None:
-            yield Violation(
-                ("conversation", index, "text"),
-                "empty text is only valid alongside attach (a message needs text or an attachment)",
-            )
+        if turn.role == "assistant" or turn.text.strip():
+            continue
+        opening_may_attach = index == 0 and not replay
+        if opening_may_attach and turn.attach is not None:
+            continue
+        yield Violation(
+            ("conversation", index, "text"),
+            "an opening turn with empty text must carry attach (the chat API rejects an empty message)"
+            if opening_may_attach else
+            "a user turn needs text: the chat API rejects an empty message, and only a non-replay "
+            "opening turn may carry attach instead",
+        )
 
 
 def _attachments(case: EvalCase) -> Iterator[Violation]:

@@ -18,15 +18,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, StrictBool, field_validator, model_validator
 
 from orchestrator.cases.base import CaseModel, OpenModel
 from orchestrator.cases.issues import Violation, raise_violations
-from orchestrator.cases.rules import check_inline_seed, check_seed_message
+from orchestrator.cases.rules import check_inline_seed, check_seed_message, prior_run_target
 
 #: The seed id remap refuses to rewrite shorter ids safely.
 MIN_ARTIFACT_ID_LENGTH = 8
 MAX_SEED_FOLDERS = 20
+PRIOR_RUN_HINTS_MAX = 2000
+#: Id prefix of a folder the loader declares for a ``workflows[].folder`` name.
+NAMED_FOLDER_PREFIX = "seedfolder-"
 FOLDER_NAME_MAX_LENGTH = 128
 
 #: Fixed timestamp slots for seeded messages: message ``i`` sits at ``base + i * step``.
@@ -62,6 +65,14 @@ def _folder_name(value: str) -> str:
     return value
 
 
+def _folder_id_tail(parent: str | None, name: str) -> str:
+    """A stable id tail for a folder named in a seed workflow (its path, slugged)."""
+    import hashlib
+
+    path = f"{parent or ''}/{name}"
+    return hashlib.sha1(path.encode()).hexdigest()[:10]
+
+
 ArtifactId = Annotated[str, AfterValidator(_artifact_id)]
 FolderName = Annotated[str, AfterValidator(_folder_name)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
@@ -74,6 +85,9 @@ class SeedWorkflow(OpenModel):
     connections: dict[str, Any] = Field(default_factory=dict)
     #: A ``seed.folders[].id``; omitted → the project root.
     parent_folder_id: str | None = None
+    #: A folder given by name (``a/b`` nests): the loader turns it into a ``seed.folders`` entry
+    #: (reusing a declared folder of that name and parent) and sets ``parentFolderId``.
+    folder: str | None = Field(default=None, min_length=1)
 
 
 class SeedDataTable(OpenModel):
@@ -121,8 +135,17 @@ class SeedProject(OpenModel):
 class PriorRun(CaseModel):
     """A run of a seeded workflow staged before the live turn; ``hints`` steer its mocks."""
 
+    #: A seed workflow's id, or its name when that name is unique in the seed (resolved to the id
+    #: at load).
     workflow: NonEmptyStr
     hints: str = ""
+
+    @field_validator("hints", mode="before")
+    @classmethod
+    def _hints(cls, value: object) -> object:
+        if isinstance(value, str) and not 1 <= len(value) <= PRIOR_RUN_HINTS_MAX:
+            raise ValueError(f"hints must be 1 to {PRIOR_RUN_HINTS_MAX} characters (omit it for no hints)")
+        return value
 
 
 class SeedMessage(OpenModel):
@@ -211,6 +234,37 @@ class InlineSeed(CaseModel):
     folders: list[SeedFolder] = Field(default_factory=list, max_length=MAX_SEED_FOLDERS)
     projects: list[SeedProject] = Field(default_factory=list)
     prior_runs: list[PriorRun] = Field(default_factory=list)
+    #: The seeded history belongs to an earlier session: restored into a thread of its own, and the
+    #: live turn opens a new thread (the seeded artifacts stay on the instance).
+    session_boundary: StrictBool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_folders(cls, data: object) -> object:
+        """Turn ``workflows[].folder`` names into declared folders, so the restore creates them."""
+        if not isinstance(data, dict) or not isinstance(data.get("workflows"), list):
+            return data
+        if not any(isinstance(w, dict) and isinstance(w.get("folder"), str) for w in data["workflows"]):
+            return data
+        folders = [dict(f) for f in data.get("folders") or [] if isinstance(f, dict)]
+        by_path: dict[tuple[str | None, str], str] = {
+            (f.get("parentFolderId"), f["name"]): f["id"] for f in folders
+            if isinstance(f.get("name"), str) and isinstance(f.get("id"), str)
+        }
+        workflows = []
+        for item in data["workflows"]:
+            name = item.get("folder") if isinstance(item, dict) else None
+            if isinstance(name, str) and name.strip() and item.get("parentFolderId") is None:
+                parent: str | None = None
+                for part in (p.strip() for p in name.split("/") if p.strip()):
+                    key = (parent, part)
+                    if key not in by_path:
+                        by_path[key] = f"{NAMED_FOLDER_PREFIX}{_folder_id_tail(parent, part)}"
+                        folders.append({"id": by_path[key], "name": part, "parentFolderId": parent})
+                    parent = by_path[key]
+                item = {**item, "parentFolderId": parent}
+            workflows.append(item)
+        return {**data, "workflows": workflows, "folders": folders}
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -233,6 +287,8 @@ class InlineSeed(CaseModel):
     @model_validator(mode="after")
     def _cross_references(self) -> InlineSeed:
         raise_violations(check_inline_seed(self))
+        for run in self.prior_runs:  # names → ids, so the restore keys on one thing
+            run.workflow = prior_run_target(self, run.workflow) or run.workflow
         return self
 
     def workflow_ids(self) -> set[str]:

@@ -1,7 +1,13 @@
-"""``orchestrator ab``: one pipeline run per arm (model and/or lane env), then ``ab-report.md``."""
+"""``orchestrator ab``: one pipeline run per arm (model and/or lane env), then ``ab-report.md``.
+
+``--plan BASELINE``: the builds an A/B needs for ``--effect`` at ``--power`` (``ab-plan.md``); alone
+(no ``--arm``) it only plans, with arms it runs the plan's iterations. ``--sequential``: both arms
+at once, stopping as soon as the mixture SPRT decides (:mod:`orchestrator.experiments.sequential`).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -9,6 +15,8 @@ from rich.console import Console
 
 from orchestrator.cli.common import run_async
 from orchestrator.cli.run_options import run_options
+from orchestrator.compare.load import load_results
+from orchestrator.errors import ConfigError
 from orchestrator.experiments.ab import (
     Arm,
     check_arms_for_builder,
@@ -17,8 +25,13 @@ from orchestrator.experiments.ab import (
     new_ab_id,
     parse_arms,
     run_arms,
+    run_arms_sequential,
 )
 from orchestrator.experiments.ab_report import ArmData, write_ab_report
+from orchestrator.experiments.plan import JSON_FILENAME as PLAN_JSON
+from orchestrator.experiments.plan import MD_FILENAME as PLAN_MD
+from orchestrator.experiments.plan import Plan, duration_text, make_plan, render_markdown
+from orchestrator.experiments.sequential import SequentialDesign
 from orchestrator.run.config import RunConfig
 
 console = Console(stderr=True)
@@ -28,6 +41,20 @@ def _hooks_for(cfg: RunConfig) -> list:
     from orchestrator.experiments.langsmith_sync import default_hooks
 
     return default_hooks(cfg)
+
+
+def _share(flag: str, value: float) -> float:
+    if not 0 < value < 1:
+        raise ConfigError(f"{flag}: must be between 0 and 1 (exclusive), got {value}")
+    return value
+
+
+def _write_plan(plan: Plan, root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / PLAN_JSON).write_text(json.dumps(plan.to_dict(), indent=2) + "\n", encoding="utf-8")
+    md = root / PLAN_MD
+    md.write_text(render_markdown(plan), encoding="utf-8")
+    return md
 
 
 def register(app: typer.Typer) -> None:
@@ -44,11 +71,50 @@ def register(app: typer.Typer) -> None:
             [], "--arm-model-key-env", help="ARM=VAR: the env var holding that arm's model key (default: by the "
                                             "model's provider prefix, e.g. openai/ → OPENAI_API_KEY)."),
         mode: str = typer.Option("separate", help="separate (a lane pool per arm, arms in turn) or interleaved."),
+        plan: Path | None = typer.Option(
+            None, "--plan", help="Baseline eval-results.json to plan from: the iterations needed to detect --effect "
+                                 "with --power, their cost and wall time on --lanes lanes (ab-plan.md). Without "
+                                 "--arm: plan only; with arms: run the plan's iterations (an --iterations above 1 "
+                                 "caps them)."),
+        effect: float = typer.Option(0.10, "--effect", help="The difference in pass rate to detect (0.10 = 10 points)."),
+        power: float = typer.Option(0.80, "--power", help="Power of the plan."),
+        alpha: float = typer.Option(0.05, "--alpha", help="False-positive rate of the plan and the sequential test."),
+        sequential: bool = typer.Option(
+            False, "--sequential", help="Run both arms at once in matched order and stop as soon as a mixture SPRT on "
+                                        "the discordant build pairs decides (or finds --effect futile); --iterations "
+                                        "(or the plan's) is the most it runs."),
+        beta: float = typer.Option(0.20, "--beta", help="--sequential: stop as futile once the likelihood ratio "
+                                                        "falls to beta."),
     ) -> None:
         """Run the selection once per arm (own lanes, experiment and output folder), then write
-        ab-report.md / ab-report.json: verdict pairs, exact McNemar per case and overall, pass rates, cost."""
+        ab-report.md / ab-report.json: verdict pairs, exact McNemar and the paired difference with its
+        95% interval per case and overall, what the comparison could detect, pass rates, cost."""
+        _share("--effect", effect)
+        _share("--power", power)
+        _share("--alpha", alpha)
+        _share("--beta", beta)
+        planned: Plan | None = None
+        if plan is not None:
+            planned = make_plan(load_results(plan, role="--plan baseline"), effect=effect, power=power, alpha=alpha,
+                                lanes=cfg.lanes)
+            c = planned.chosen
+            console.print(f"plan from {planned.baseline.run_id}: {c.effect:.0%} at {c.power:.0%} power → "
+                          f"{c.pairs} build pairs, {c.iterations} iteration(s), {c.builds} builds, ${c.cost_usd:.2f}, "
+                          f"{duration_text(c.wall_s)} on {planned.lanes} lane(s)")
+            if not arm:
+                md = _write_plan(planned, cfg.output_dir or Path("results") / new_ab_id())
+                typer.echo(md.read_text(encoding="utf-8"))
+                console.print(f"A/B plan: {md}")
+                return
+            if 1 < cfg.iterations < c.iterations:  # an explicit --iterations caps the plan
+                console.print(f"[yellow]--iterations {cfg.iterations} caps the plan's {c.iterations}: the A/B will "
+                              f"have less than {c.power:.0%} power for {c.effect:.0%}[/yellow]")
+            else:
+                cfg.iterations = c.iterations
         arms: list[Arm] = parse_arms(list(arm), list(arm_env), list(arm_model_url), list(arm_model_key_env))
         check_mode(mode)
+        if sequential and len(arms) != 2:
+            raise ConfigError(f"--sequential: compares exactly 2 arms (a control and a variant), got {len(arms)}")
         run_id, output_dir = cfg.run_id, cfg.output_dir
         cfg.run_id = cfg.output_dir = None
         base = cfg.validate()
@@ -56,6 +122,8 @@ def register(app: typer.Typer) -> None:
         ab_id = run_id or new_ab_id()
         root = output_dir or Path("results") / ab_id
         experiment = default_experiment(base)
+        if planned is not None:
+            _write_plan(planned, root)
 
         def announce(a: Arm, cfg: RunConfig) -> None:
             extra = f", env {', '.join(a.env)}" if a.env else ""
@@ -64,8 +132,22 @@ def register(app: typer.Typer) -> None:
             console.print(f"[bold]arm {a.name}[/bold]: model {a.model}{extra}, builder {cfg.builder} "
                           f"(build model {built_by}) → {cfg.output_dir}")
 
-        done = run_async(run_arms(base, arms, ab_id=ab_id, experiment_name=experiment, output_root=root,
-                                  hooks_for=_hooks_for, on_arm=announce))
+        seq_report: dict[str, object] | None = None
+        if sequential:
+            # the cases are known once the arms plan; the cap is every case × every iteration
+            design = SequentialDesign(effect=effect, alpha=alpha, beta=beta,
+                                      discordance=planned.baseline.discordance if planned else None)
+            console.print(f"sequential: {design.describe()}, at most {base.iterations} round(s)")
+            done, seq = run_async(run_arms_sequential(base, arms, design, ab_id=ab_id, experiment_name=experiment,
+                                                      output_root=root, hooks_for=_hooks_for, on_arm=announce))
+            seq_report = seq.to_dict()
+            console.print(f"sequential: [bold]{seq.state.decision.value if seq.state.decision else '—'}[/bold] after "
+                          f"{seq.state.pairs} build pair(s); {seq.builds_run} of {seq.fixed_builds} builds run, "
+                          f"{seq.builds_saved} saved ({seq.saved_share:.0%}, ~${seq.cost_saved_usd:.4f}), "
+                          f"{duration_text(seq.wall_s)}")
+        else:
+            done = run_async(run_arms(base, arms, ab_id=ab_id, experiment_name=experiment, output_root=root,
+                                      hooks_for=_hooks_for, on_arm=announce))
         data = [ArmData(r.arm.name, r.arm.model, r.arm.env, r.cfg.experiment_name, r.results, r.outcome.results_path)
                 for r in done]
         failed = False
@@ -84,7 +166,7 @@ def register(app: typer.Typer) -> None:
         if len(data) < len(arms):
             console.print(f"[yellow]only {len(data)} of {len(arms)} arm(s) ran[/yellow]")
         if len(data) >= 2:
-            md, js = write_ab_report(root, ab_id, mode, data)
+            md, js = write_ab_report(root, ab_id, "sequential" if sequential else mode, data, seq_report)
             console.print(f"A/B report: {md} ({js.name})")
         if failed or len(data) < len(arms):
             raise typer.Exit(1)

@@ -94,3 +94,51 @@ def validate(
     )
     if issues:
         raise typer.Exit(1)
+
+
+@app.command("push")
+def push_cases(
+    slugs: list[str] = typer.Argument(None, help="Exact case slugs to push."),
+    suite: str = typer.Option(..., "--suite", help="Target LangTracer suite (slug or id)."),
+    paths: list[Path] = typer.Option([Path("cases")], "--cases", help="Case directories (default: ./cases)."),
+    changed: bool = typer.Option(False, "--changed", help="New, untracked, staged or modified case files (git)."),
+    filter: str | None = typer.Option(None, "--filter", help=_FILTER_HELP),
+    exclude: str | None = typer.Option(None, "--exclude", help=_EXCLUDE_HELP + " A modifier, not a selector."),
+    tier: str | None = typer.Option(None, "--tier", help=_TIER_HELP),
+    set_kind: str = typer.Option("regression", "--set-kind", help="regression or capability_gap (created cases)."),
+    contains_user_data: bool = typer.Option(False, "--contains-user-data", help="Mark created cases as holding user data."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan without writing."),
+) -> None:
+    """Upsert disk cases into a LangTracer suite: create missing, update changed, leave unchanged."""
+    import asyncio
+
+    from orchestrator.cases.push import push, select_for_push
+
+    try:
+        selection = select_for_push(paths, slugs or (), changed=changed, filter=filter, exclude=exclude, tier=tier)
+        for issue in selection.warnings:
+            typer.echo(f"warning: skipped invalid file {issue}", err=True)
+        if selection.missing:
+            typer.echo(f"warning: no case file for: {', '.join(selection.missing)}", err=True)
+        if selection.errors:
+            _print_issues(selection.errors)
+            typer.echo(f"{len(selection.errors)} error(s) in the named case(s): nothing pushed", err=True)
+            raise typer.Exit(1)
+        if not selection.cases:
+            typer.echo("no cases selected: nothing to push")
+            return
+        result = asyncio.run(push(selection.cases, suite, dry_run=dry_run, set_kind=set_kind,
+                                  synthetic=not contains_user_data))
+    except UserError as exc:
+        typer.echo(f"error: {redact(str(exc))}", err=True)
+        raise typer.Exit(2) from None
+    plan = result.plan
+    typer.echo(f"suite {result.suite} (#{result.suite_id}): {'dry run' if dry_run else 'push'}")
+    for label, names in (("create", [c.slug for c in plan.create]), ("update", [c.slug for _, c in plan.update]),
+                         ("unchanged", [c.slug for c in plan.unchanged])):
+        typer.echo(f"  {label:<9} {len(names)}" + (f"  ({', '.join(names)})" if names else ""))
+    for slug, reason in plan.skipped:
+        typer.echo(f"  refused   {slug}: {reason}")
+    if not dry_run:
+        typer.echo(f"done: {len(result.created)} created, {len(result.updated)} updated, "
+                   f"{len(plan.unchanged)} unchanged, {len(plan.skipped)} skipped")

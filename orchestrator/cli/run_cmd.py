@@ -10,7 +10,16 @@ from rich.console import Console
 
 from orchestrator.cli.common import run_async
 from orchestrator.cli.run_options import run_options
+from orchestrator.compare.gate import run_gate
 from orchestrator.run.config import RunConfig
+
+#: exit code of a run whose gated tier's gate is red (a failed check, like a failed run)
+GATE_RED_EXIT = 1
+
+
+def gate_exit_code(gate: dict | None) -> int:
+    """A gated tier's PR verdict is its absolute gate: red → :data:`GATE_RED_EXIT`; else 0."""
+    return GATE_RED_EXIT if gate is not None and not gate["green"] else 0
 
 console = Console(stderr=True)
 
@@ -87,6 +96,12 @@ def register(app: typer.Typer) -> None:
             console.print(f"[red]cleanup failed:[/red] {failure}")
         for error in outcome.errors:
             console.print(f"[red]error:[/red] {error}")
+        gate = run_gate(outcome.results)
+        if gate is not None:
+            verdict = "green" if gate["green"] else f"red: {len(gate['failing'])} unit(s) never passed"
+            console.print(f"gate ({outcome.results.config.get('tier')}): {verdict}")
         if outcome.errors or failures:
             raise typer.Exit(1)
+        if code := gate_exit_code(gate):
+            raise typer.Exit(code)
 

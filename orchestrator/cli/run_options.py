@@ -40,6 +40,7 @@ SHARED: list[P] = [
     _opt("builder", str, "mcp", "mcp (claude -p over the lane's MCP server; build-via-mcp is an alias), "
          "instance-ai (n8n's own agent over chat, with a sandbox per lane), prebuilt, or remote (the mcp "
          "builds with claude in each lane pod's build runner; --backend kubernetes)."),
+    _opt("build_via_mcp", bool, False, "The reference harness's flag: the same as --builder mcp.", "--build-via-mcp"),
     _opt("sandbox_url", Optional[str], None, "External n8n-sandbox for every lane (key: N8N_SANDBOX_SERVICE_API_KEY)."),
     _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
     _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),
@@ -47,14 +48,19 @@ SHARED: list[P] = [
     _opt("env", list[str], [], "KEY=VALUE for every lane (repeatable).", "--env"),
     _opt("concurrency", Optional[int], None, "Global cap on concurrent builds (default lanes × 2)."),
     _opt("per_lane_builds", int, 4, "Cap on concurrent builds per lane."),
-    _opt("timeout_ms", int, 900_000, "Verification budget per unit (complex cases × 1.5)."),
-    _opt("build_timeout_ms", int, 1_800_000, "Wall-clock cap per claude attempt; 0 disables."),
+    _opt("timeout_ms", int, 900_000, "Verification budget per unit: each execution scenario (complex cases × 1.5). "
+         "Does not bound the build (see --build-timeout-ms)."),
+    _opt("build_timeout_ms", Optional[int], None, "Build budget, for every builder: mcp/remote, the wall clock per "
+         "claude attempt (default 1800000); instance-ai, each user turn (default 900000; the conversation gets 2×, "
+         "240 s of silence ends a run, complex cases × 1.5). 0 disables."),
     _opt("build_max_attempts", int, 3, "Attempts per unit when claude prints no workflow id."),
     _opt("build_mcp_timeout_ms", int, 120_000, "MCP_TIMEOUT for claude: one MCP tool call."),
     _opt("mcp_server", str, "n8n-local", "MCP server name in the staged claude config."),
     _opt("build_cwd", Optional[Path], None, "Working directory for claude."),
     _opt("output_dir", Optional[Path], None, "Where results go (default results/<run-id>)."),
     _opt("keep_workflows", bool, False, "Keep built workflows and build users."),
+    _opt("judge_mcp_process", bool, False, "Also judge process expectations of MCP builds (an extra, reported "
+         "but never scored: n8n skips them)."),
     _opt("experiment_name", Optional[str], None, "Experiment name (LangSmith)."),
     _opt("dataset", Optional[str], None, "LangSmith dataset."),
     _opt("baseline", Optional[Path], None, "A baseline eval-results.json to compare against."),
@@ -78,7 +84,19 @@ SHARED: list[P] = [
 _NAMES = {p.name for p in SHARED}
 
 
-def _config(values: dict[str, Any]) -> RunConfig:
+def _builder(values: dict[str, Any], default_builder: str) -> None:
+    """``--build-via-mcp`` (the reference harness's flag) is ``--builder mcp``; combined with another
+    explicit builder it is a contradiction, refused rather than silently resolved."""
+    if not values.pop("build_via_mcp", False):
+        return
+    builder = values.get("builder")
+    if builder not in (default_builder, "mcp", "build-via-mcp"):
+        raise ConfigError(f"--build-via-mcp means --builder mcp: it cannot be combined with --builder {builder}")
+    values["builder"] = "mcp"
+
+
+def _config(values: dict[str, Any], default_builder: str = "mcp") -> RunConfig:
+    _builder(values, default_builder)
     waits_text = values.pop("outage_waits")
     try:
         waits = tuple(float(w) for w in waits_text.split(",") if w.strip())
@@ -121,7 +139,7 @@ def _with_shared(command: Callable[..., None], defaults: dict[str, Any]) -> Call
     def wrapper(**kwargs: Any) -> None:
         shared = {k: v for k, v in kwargs.items() if k in _NAMES}
         rest = {k: v for k, v in kwargs.items() if k not in _NAMES}
-        command(_config(shared), **rest)
+        command(_config(shared, defaults.get("builder", "mcp")), **rest)
 
     params = [shared[0], *own, *shared[1:]]  # the CASES argument first, then the command's own options
     wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

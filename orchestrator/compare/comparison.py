@@ -1,10 +1,16 @@
-"""PR-vs-baseline comparison of two runs: per-unit tiers (raw and BH-adjusted), aggregates and
-failure-category drift. :func:`comparison_dict` is what the run embeds as ``comparison`` in
-``eval-results.json`` and what ``orchestrator compare`` writes to ``comparison.json``."""
+"""PR-vs-baseline comparison of two runs with n8n's rules (``comparison/compare.ts``,
+``compareBuckets``): per-unit verdicts, the aggregate over the units both sides share, and the
+failure-category table; plus, as extras of ours, the Benjamini–Hochberg view and our drift view.
+
+:func:`comparison_dict` is n8n's ``ComparisonResult`` (the ``comparison.result`` of
+``eval-results.json``, field for field) with our extras under ``orchestrator``; ``orchestrator
+compare`` writes it to ``comparison.json``.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +19,7 @@ from orchestrator.compare.fdr import bh_q_values
 from orchestrator.compare.tiers import (
     HARD,
     SOFT,
+    VERDICT_ORDER,
     WATCH_DELTA,
     Counts,
     Tier,
@@ -25,12 +32,22 @@ from orchestrator.redact import redact_obj
 from orchestrator.results.model import Band, EvalResults
 from orchestrator.results.scoring import ScoringUnit, UnitKind, wilson_band
 
+#: n8n's ``KNOWN_FAILURE_CATEGORIES`` (``comparison/compare.ts``), in its order: the rows of
+#: ``failureCategories``; any other category is left out of that table, as there.
+KNOWN_FAILURE_CATEGORIES = (
+    "builder_issue", "mock_issue", "framework_issue", "verification_gap", "verification_failure",
+    "build_failure", "build_timeout", "timeout", "expectations_failed",
+)
+CATEGORY_NOTABLE_RATE_DELTA = 0.05
+CATEGORY_NOTABLE_COUNT_DELTA = 3
+
 
 @dataclass(frozen=True)
 class UnitComparison:
     key: str
     kind: UnitKind
     case: str
+    name: str
     counts: Counts
     p_worse: float
     p_better: float
@@ -41,8 +58,21 @@ class UnitComparison:
 
     @property
     def survives_bh(self) -> bool:
-        """A raw regression still a regression after BH adjustment."""
-        return self.tier is Tier.regression and self.bh_tier is Tier.regression
+        """A raw hard regression still one after BH adjustment."""
+        return self.tier is Tier.hard_regression and self.bh_tier is Tier.hard_regression
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """One row of n8n's ``failureCategories`` table."""
+
+    category: str
+    pr_count: int
+    pr_rate: float
+    baseline_count: int
+    baseline_rate: float
+    delta: float
+    notable: bool
 
 
 @dataclass(frozen=True)
@@ -52,10 +82,18 @@ class Comparison:
     units: list[UnitComparison]
     pr_only: list[str]
     baseline_only: list[str]
+    #: n8n's aggregate: pass rate and Wilson band over the units both sides share
     pr_band: Band | None
     baseline_band: Band | None
     drift: list[CategoryDrift] | None
     tier_counts: dict[str, int] = field(default_factory=dict)
+    pr_name: str = ""
+    baseline_name: str = ""
+    #: ours alone: the pass rate over every unit of each side, shared or not
+    pr_band_all: Band | None = None
+    baseline_band_all: Band | None = None
+    categories: list[CategoryRow] = field(default_factory=list)
+    unit_refs: dict[str, tuple[UnitKind, str, str]] = field(default_factory=dict)
 
     def in_tier(self, tier: Tier) -> list[UnitComparison]:
         return [u for u in self.units if u.tier is tier]
@@ -64,10 +102,58 @@ class Comparison:
     def regressions_surviving_bh(self) -> list[UnitComparison]:
         return [u for u in self.units if u.survives_bh]
 
+    @property
+    def intersection_size(self) -> int:
+        return len(self.units)
 
-def _band(units: dict[str, ScoringUnit]) -> Band | None:
-    n = sum(su.n for su in units.values())
-    return wilson_band(sum(su.c for su in units.values()), n) if n else None
+
+def _band(units: Iterable[ScoringUnit]) -> Band | None:
+    units = list(units)
+    n = sum(su.n for su in units)
+    return wilson_band(sum(su.c for su in units), n) if n else None
+
+
+def unit_name(su: ScoringUnit) -> str:
+    """The scenario name or expectation text of a unit (its key without the case)."""
+    sep = "#expectation:" if su.kind == "expectation" else "/"
+    return su.key[len(su.case) + len(sep):] if su.key.startswith(su.case + sep) else su.key
+
+
+def _category_totals(units: Iterable[ScoringUnit]) -> tuple[Counter[str], int]:
+    """Failed scenario trials per category and all judged scenario trials (n8n's
+    ``failureCategoryTotals`` / ``trialTotal``: scenario-only, incomplete runs left out)."""
+    totals: Counter[str] = Counter()
+    trials = 0
+    for su in units:
+        if su.kind != "scenario":
+            continue
+        for t in su.trials:
+            trials += 1
+            if not t.passed and t.failure_category:
+                totals[t.failure_category] += 1
+    return totals, trials
+
+
+def failure_category_rows(pr: Iterable[ScoringUnit], baseline: Iterable[ScoringUnit]) -> list[CategoryRow]:
+    """n8n's ``compareFailureCategories``: one row per known category (even 0/0), notable first,
+    then by |delta|; nothing when either side has no scenario trial."""
+    pr_totals, pr_trials = _category_totals(pr)
+    base_totals, base_trials = _category_totals(baseline)
+    if pr_trials == 0 or base_trials == 0:
+        return []
+    rows = []
+    for cat in KNOWN_FAILURE_CATEGORIES:
+        pc, bc = pr_totals.get(cat, 0), base_totals.get(cat, 0)
+        pr_rate, base_rate = pc / pr_trials, bc / base_trials
+        gap = abs(pr_rate - base_rate)
+        notable = gap >= CATEGORY_NOTABLE_RATE_DELTA and abs(pc - bc * (pr_trials / base_trials)) >= CATEGORY_NOTABLE_COUNT_DELTA
+        rows.append(CategoryRow(cat, pc, pr_rate, bc, base_rate, pr_rate - base_rate, notable))
+    return sorted(rows, key=lambda r: (not r.notable, -abs(r.delta)))
+
+
+def _order(u: UnitComparison) -> tuple[int, str, int, str]:
+    """n8n's ``unitComparator``: verdict, then case, scenarios before expectations, then name."""
+    return VERDICT_ORDER[u.tier], u.case, 0 if u.kind == "scenario" else 1, u.name
 
 
 def compare(results: EvalResults, baseline: EvalResults) -> Comparison:
@@ -79,7 +165,7 @@ def compare(results: EvalResults, baseline: EvalResults) -> Comparison:
         pr, base = pr_units[key], base_units[key]
         counts = Counts(pr_passes=pr.c, pr_total=pr.n, base_passes=base.c, base_total=base.n)
         tier, p_worse, p_better = classify_counts(counts)
-        raw.append(UnitComparison(key=key, kind=pr.kind, case=pr.case, counts=counts,
+        raw.append(UnitComparison(key=key, kind=pr.kind, case=pr.case, name=unit_name(pr), counts=counts,
                                   p_worse=p_worse, p_better=p_better, tier=tier))
 
     family = [i for i, u in enumerate(raw) if u.tier is not Tier.insufficient_data]
@@ -89,81 +175,105 @@ def compare(results: EvalResults, baseline: EvalResults) -> Comparison:
     for j, i in enumerate(family):
         u = raw[i]
         units[i] = UnitComparison(
-            key=u.key, kind=u.kind, case=u.case, counts=u.counts, p_worse=u.p_worse,
+            key=u.key, kind=u.kind, case=u.case, name=u.name, counts=u.counts, p_worse=u.p_worse,
             p_better=u.p_better, tier=u.tier, q_worse=q_worse[j], q_better=q_better[j],
             bh_tier=classify(u.counts, q_worse[j], q_better[j]),
         )
+    units.sort(key=_order)
 
     counts_by_tier = Counter(u.tier.value for u in units)
+    refs = {k: (su.kind, su.case, unit_name(su)) for side in (pr_units, base_units) for k, su in side.items()}
     return Comparison(
         run_id=results.run_id,
         baseline_run_id=baseline.run_id,
         units=units,
         pr_only=sorted(k for k in pr_units if k not in base_units),
         baseline_only=sorted(k for k in base_units if k not in pr_units),
-        pr_band=_band(pr_units),
-        baseline_band=_band(base_units),
+        pr_band=_band(pr_units[k] for k in shared),
+        baseline_band=_band(base_units[k] for k in shared),
         drift=category_drift(pr_units.values(), base_units.values()),
         tier_counts={t.value: counts_by_tier.get(t.value, 0) for t in Tier},
+        pr_name=results.experiment_name or results.run_id,
+        baseline_name=baseline.experiment_name or baseline.run_id,
+        pr_band_all=_band(pr_units.values()),
+        baseline_band_all=_band(base_units.values()),
+        categories=failure_category_rows(pr_units.values(), base_units.values()),
+        unit_refs=refs,
     )
 
 
 def _unit_dict(u: UnitComparison) -> dict[str, Any]:
     c = u.counts
     return {
-        "key": u.key,
-        "kind": u.kind,
-        "case": u.case,
-        "pr": {"passes": c.pr_passes, "total": c.pr_total, "rate": float(c.pr_rate)},
-        "baseline": {"passes": c.base_passes, "total": c.base_total, "rate": float(c.base_rate)},
-        "delta": float(c.delta),
-        "p_worse": u.p_worse,
-        "p_better": u.p_better,
-        "tier": u.tier.value,
-        "q_worse": u.q_worse,
-        "q_better": u.q_better,
-        "bh_tier": u.bh_tier.value if u.bh_tier else None,
-        "survives_bh": u.survives_bh,
+        # n8n's EvaluationUnitComparison, field for field
+        "kind": u.kind, "testCaseFile": u.case, "name": u.name,
+        "prPasses": c.pr_passes, "prTotal": c.pr_total,
+        "baselinePasses": c.base_passes, "baselineTotal": c.base_total,
+        "verdict": u.tier.value,
+        "prPassRate": c.pr_rate, "baselinePassRate": c.base_rate, "delta": c.delta,
+        "pValueLeft": u.p_worse, "pValueRight": u.p_better,
+        # ours alone: the unit key and the Benjamini–Hochberg view
+        "key": u.key, "qValueLeft": u.q_worse, "qValueRight": u.q_better,
+        "bhVerdict": u.bh_tier.value if u.bh_tier else None, "survivesBh": u.survives_bh,
     }
+
+
+def _ref(comparison: Comparison, key: str) -> dict[str, Any]:
+    kind, case, name = comparison.unit_refs.get(key, ("scenario", key, key))
+    return {"kind": kind, "testCaseFile": case, "name": name, "key": key}
+
+
+def _ci(band: Band | None) -> dict[str, float]:
+    return {"lower": band.low, "upper": band.high} if band else {"lower": 0.0, "upper": 1.0}
 
 
 def _drift_dict(d: CategoryDrift) -> dict[str, Any]:
     return {
-        "category": d.category,
-        "pr_count": d.pr_count,
-        "pr_trials": d.pr_trials,
-        "pr_rate": float(d.pr_rate),
-        "baseline_count": d.base_count,
-        "baseline_trials": d.base_trials,
-        "baseline_rate": float(d.base_rate),
-        "delta": float(d.delta),
-        "expected_pr_count": float(d.expected_pr_count),
-        "excess": float(d.excess),
+        "category": d.category, "prCount": d.pr_count, "prTrials": d.pr_trials, "prRate": float(d.pr_rate),
+        "baselineCount": d.base_count, "baselineTrials": d.base_trials, "baselineRate": float(d.base_rate),
+        "delta": float(d.delta), "expectedPrCount": float(d.expected_pr_count), "excess": float(d.excess),
         "notable": d.notable,
     }
 
 
 def _thresholds() -> dict[str, Any]:
     def tier(t: TierThresholds) -> dict[str, float]:
-        return {"max_p": float(t.max_p), "min_delta": float(t.min_delta),
-                "min_baseline_rate": float(t.min_baseline_rate)}
+        return {"maxPValue": t.max_p, "minDelta": t.min_delta, "minBaselinePassRate": t.min_baseline_rate}
 
-    return {"hard": tier(HARD), "soft": tier(SOFT), "watch_delta": float(WATCH_DELTA),
-            "p_cutoff": "inclusive (p <= max_p)"}
+    return {"hard": tier(HARD), "soft": tier(SOFT), "watchDelta": WATCH_DELTA, "pCutoff": "strict (p < maxPValue)"}
 
 
 def comparison_dict(comparison: Comparison) -> dict[str, Any]:
-    """JSON-ready, redacted form of ``comparison``."""
+    """JSON-ready, redacted n8n ``ComparisonResult`` of ``comparison`` (ours under ``orchestrator``)."""
+    pr_rate = comparison.pr_band.rate if comparison.pr_band else 0.0
+    base_rate = comparison.baseline_band.rate if comparison.baseline_band else 0.0
     return redact_obj({
-        "run_id": comparison.run_id,
-        "baseline_run_id": comparison.baseline_run_id,
-        "thresholds": _thresholds(),
-        "tier_counts": comparison.tier_counts,
-        "regressions_surviving_bh": [u.key for u in comparison.regressions_surviving_bh],
-        "pr_pass_rate": comparison.pr_band.model_dump() if comparison.pr_band else None,
-        "baseline_pass_rate": comparison.baseline_band.model_dump() if comparison.baseline_band else None,
-        "units": [_unit_dict(u) for u in comparison.units],
-        "pr_only": comparison.pr_only,
-        "baseline_only": comparison.baseline_only,
-        "failure_category_drift": [_drift_dict(d) for d in comparison.drift] if comparison.drift is not None else None,
+        "pr": {"experimentName": comparison.pr_name or comparison.run_id},
+        "baseline": {"experimentName": comparison.baseline_name or comparison.baseline_run_id},
+        "aggregate": {
+            "intersectionSize": comparison.intersection_size,
+            "prAggregatePassRate": pr_rate,
+            "baselineAggregatePassRate": base_rate,
+            "prAggregateCI": _ci(comparison.pr_band),
+            "baselineAggregateCI": _ci(comparison.baseline_band),
+            "delta": pr_rate - base_rate,
+        },
+        "evaluationUnits": [_unit_dict(u) for u in comparison.units],
+        "prOnly": [_ref(comparison, k) for k in comparison.pr_only],
+        "baselineOnly": [_ref(comparison, k) for k in comparison.baseline_only],
+        "failureCategories": [
+            {"category": r.category, "prCount": r.pr_count, "prRate": r.pr_rate, "baselineCount": r.baseline_count,
+             "baselineRate": r.baseline_rate, "delta": r.delta, "notable": r.notable}
+            for r in comparison.categories
+        ],
+        "orchestrator": {
+            "runId": comparison.run_id,
+            "baselineRunId": comparison.baseline_run_id,
+            "thresholds": _thresholds(),
+            "verdictCounts": comparison.tier_counts,
+            "hardRegressionsSurvivingBh": [u.key for u in comparison.regressions_surviving_bh],
+            "prPassRateAllUnits": comparison.pr_band_all.model_dump() if comparison.pr_band_all else None,
+            "baselinePassRateAllUnits": comparison.baseline_band_all.model_dump() if comparison.baseline_band_all else None,
+            "failureCategoryDrift": [_drift_dict(d) for d in comparison.drift] if comparison.drift is not None else None,
+        },
     })

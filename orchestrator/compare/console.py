@@ -12,22 +12,22 @@ from orchestrator.compare.tiers import Tier
 from orchestrator.redact import redact
 
 _STYLE = {
-    Tier.regression: "bold red",
-    Tier.likely_regression: "dark_orange",
+    Tier.hard_regression: "bold red",
+    Tier.soft_regression: "dark_orange",
     Tier.unreliable_baseline: "magenta",
-    Tier.worth_watching: "yellow",
+    Tier.watch: "yellow",
     Tier.improvement: "green",
 }
 
 
 def _headline(comparison: Comparison) -> Text:
-    reg = comparison.tier_counts.get(Tier.regression.value, 0)
-    likely = comparison.tier_counts.get(Tier.likely_regression.value, 0)
+    reg = comparison.tier_counts.get(Tier.hard_regression.value, 0)
+    likely = comparison.tier_counts.get(Tier.soft_regression.value, 0)
     if reg:
         survive = len(comparison.regressions_surviving_bh)
-        return Text(f"{reg} regression(s) ({survive} survive Benjamini–Hochberg)", style="bold red")
+        return Text(f"{reg} hard regression(s) ({survive} survive Benjamini–Hochberg)", style="bold red")
     if likely:
-        return Text(f"{likely} likely regression(s)", style="dark_orange")
+        return Text(f"{likely} soft regression(s)", style="dark_orange")
     return Text("no regressions", style="bold green")
 
 
@@ -40,24 +40,24 @@ def print_comparison(console: Console, comparison: Comparison) -> None:
     flagged = [u for tier, _, _ in TIER_SECTIONS for u in comparison.in_tier(tier)]
     if flagged:
         table = Table(show_edge=False, pad_edge=False, header_style="bold")
-        table.add_column("tier", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("unit", overflow="fold", min_width=16)
         for column in ("this run", "baseline", "Δ pts", "p", "q (BH)"):
             table.add_column(column, justify="right", no_wrap=True)
-        table.add_column("BH tier", no_wrap=True)
-        table.add_column("unit", overflow="fold", min_width=16)
+        table.add_column("BH verdict", overflow="fold")
         for u in flagged:
             c = u.counts
             better = u.tier is Tier.improvement
             p, q = (u.p_better, u.q_better) if better else (u.p_worse, u.q_worse)
             table.add_row(
                 Text(u.tier.value, style=_STYLE.get(u.tier, "")),
+                Text(redact(u.key)),
                 f"{c.pr_passes}/{c.pr_total}",
                 f"{c.base_passes}/{c.base_total}",
                 f"{float(c.delta) * 100:+.0f}",
                 f"{p:.3g}",
                 "—" if q is None else f"{q:.3g}",
                 u.bh_tier.value if u.bh_tier else "—",
-                Text(redact(u.key)),
             )
         console.print(table)
     if comparison.drift:

@@ -19,11 +19,11 @@ MAX_REASON = 240
 
 #: Flagged tiers in the order their tables appear, with their headings.
 TIER_SECTIONS: list[tuple[Tier, str, str]] = [
-    (Tier.regression, "Regressions", "significant drop (p ≤ 0.05, ≥ 30 pts) on a reliable baseline (≥ 70%)"),
-    (Tier.likely_regression, "Likely regressions", "p ≤ 0.20, drop ≥ 15 pts, baseline ≥ 50% — often natural variance"),
+    (Tier.hard_regression, "Hard regressions", "significant drop (p < 0.05, ≥ 30 pts) on a reliable baseline (≥ 70%)"),
+    (Tier.soft_regression, "Soft regressions", "p < 0.20, drop ≥ 15 pts, baseline ≥ 50% — often natural variance"),
     (Tier.unreliable_baseline, "Unreliable baseline", "confident drop, but the baseline passed < 70%"),
-    (Tier.worth_watching, "Worth watching", "moved ≥ 35 pts without a flag"),
-    (Tier.improvement, "Improvements", "significantly better (p ≤ 0.05, ≥ 30 pts)"),
+    (Tier.watch, "Watch", "moved ≥ 35 pts without a flag"),
+    (Tier.improvement, "Improvements", "significantly better (p < 0.05, ≥ 30 pts)"),
 ]
 
 
@@ -56,22 +56,22 @@ def alert_line(comparison: Comparison | None, no_baseline_reason: str | None = N
     if comparison is None:
         return f"ℹ️ **No baseline comparison** — {no_baseline_reason or 'no baseline was given'}."
     tc = comparison.tier_counts
-    reg, likely = tc.get(Tier.regression.value, 0), tc.get(Tier.likely_regression.value, 0)
-    improved, watch = tc.get(Tier.improvement.value, 0), tc.get(Tier.worth_watching.value, 0)
+    reg, likely = tc.get(Tier.hard_regression.value, 0), tc.get(Tier.soft_regression.value, 0)
+    improved, watch = tc.get(Tier.improvement.value, 0), tc.get(Tier.watch.value, 0)
     extras = []
     if likely and reg:
-        extras.append(f"{likely} likely regression(s)")
+        extras.append(f"{likely} soft regression(s)")
     if watch:
-        extras.append(f"{watch} worth watching")
+        extras.append(f"{watch} to watch")
     if improved:
         extras.append(f"{improved} improvement(s)")
     tail = f" · {' · '.join(extras)}" if extras else ""
     if reg:
         survive = len(comparison.regressions_surviving_bh)
-        return (f"🔴 **{reg} regression(s)** vs baseline {code(comparison.baseline_run_id)}"
+        return (f"🔴 **{reg} hard regression(s)** vs baseline {code(comparison.baseline_run_id)}"
                 f" ({survive} survive Benjamini–Hochberg){tail}")
     if likely:
-        return (f"🟠 **{likely} likely regression(s)** vs baseline {code(comparison.baseline_run_id)}"
+        return (f"🟠 **{likely} soft regression(s)** vs baseline {code(comparison.baseline_run_id)}"
                 f" — often natural variance{tail}")
     return f"🟢 **No regressions** vs baseline {code(comparison.baseline_run_id)}{tail}"
 
@@ -119,17 +119,19 @@ def _unit_row(u: UnitComparison) -> str:
 
 
 def _comparison(comparison: Comparison) -> list[str]:
-    out = [f"### Comparison vs baseline {code(comparison.baseline_run_id)}", ""]
+    out = [f"### Comparison vs baseline {code(comparison.baseline_run_id)}", "",
+           f"Over the {comparison.intersection_size} unit(s) both runs measured: this run "
+           f"{band_text(comparison.pr_band)}; baseline {band_text(comparison.baseline_band)}.", ""]
     tc = comparison.tier_counts
     out.append(" · ".join(f"{t.value.replace('_', ' ')}: {tc.get(t.value, 0)}" for t in Tier))
     out.append("")
     family = [u for u in comparison.units if u.q_worse is not None]
-    reg = comparison.in_tier(Tier.regression)
+    reg = comparison.in_tier(Tier.hard_regression)
     if family:
         out.append(
             f"Benjamini–Hochberg view across {len(family)} compared unit(s): "
-            f"{len(comparison.regressions_surviving_bh)} of {len(reg)} regression(s) survive"
-            f" at q ≤ {float(HARD.max_p):g}."
+            f"{len(comparison.regressions_surviving_bh)} of {len(reg)} hard regression(s) survive"
+            f" at q < {HARD.max_p:g}."
         )
         out.append("")
     header = ["| Unit | Kind | This run | Baseline | Δ | p | q (BH) | BH tier |", "|---|---|---|---|---|---|---|---|"]
@@ -138,7 +140,7 @@ def _comparison(comparison: Comparison) -> list[str]:
         if not rows:
             continue
         out += [f"#### {title} ({len(rows)})", "", f"_{blurb}_", ""] + header + [_unit_row(u) for u in rows] + [""]
-    bh_only = [u for u in comparison.units if u.bh_tier is Tier.regression and u.tier is not Tier.regression]
+    bh_only = [u for u in comparison.units if u.bh_tier is Tier.hard_regression and u.tier is not Tier.hard_regression]
     if bh_only:  # cannot happen with q >= p, kept so a change of method would show
         out += ["#### Regressions only under BH", ""] + header + [_unit_row(u) for u in bh_only] + [""]
     for title, keys in (("Only in this run", comparison.pr_only), ("Only in the baseline", comparison.baseline_only)):
@@ -159,6 +161,27 @@ def _comparison(comparison: Comparison) -> list[str]:
             )
         out.append("")
     return out
+
+
+def gate_lines(results: EvalResults) -> list[str]:
+    """The absolute gate of a gated tier (n8n's ``comparison/gate.ts``), or nothing."""
+    from orchestrator.compare.gate import evaluate_gate, is_gated_tier
+    from orchestrator.results.contract import to_document
+
+    tier = results.config.get("tier")
+    if not is_gated_tier(tier if isinstance(tier, str) else None):
+        return []
+    doc = to_document(results)
+    gate = evaluate_gate(doc["testCases"], doc["totalRuns"])
+    agg = gate["aggregate"]
+    head = "🟢 **Gate green**" if gate["green"] else f"🔴 **Gate red** — {len(gate['failing'])} unit(s) never passed"
+    out = ["### Gate", "", f"{head} (tier {code(tier)}, every unit must pass at least once in {gate['totalRuns']} "
+           f"iteration(s); {agg['passed']}/{agg['total']} trials passed)", ""]
+    for u in gate["failing"]:
+        out.append(f"- {cell(u['slug'])} ({u['passCount']}/{u['total']})")
+    if gate["excluded"]:
+        out.append(f"- _{len(gate['excluded'])} unit(s) without a verdict, not gated_")
+    return out + [""]
 
 
 def _cases(cases: list[CaseSummary], k: int) -> list[str]:
@@ -252,6 +275,7 @@ def render_pr_comment(
     title = results.experiment_name or results.run_id
     out = [f"## Instance AI eval — {cell(title)}", "", alert_line(comparison, no_baseline_reason), ""]
     out += _aggregate(summary, base_summary)
+    out += gate_lines(results)
     if comparison is not None:
         out += _comparison(comparison)
     out += _cases(cases, summary.k)

@@ -23,25 +23,40 @@ concurrent claude processes): timeouts and durations of one arm would depend on 
 which biases exactly what an A/B compares, and doubles peak memory. Running sequentially costs
 wall time only. ``interleaved`` (one pool, arms as lane profiles) needs the allocator to route a
 unit to a lane of its arm's profile and is not supported yet.
+
+``--sequential`` (:func:`run_arms_sequential`, two arms): both arms run *at the same time*, each on
+its own ``--lanes`` lanes (an arm's model and env are its lanes' env, so a lane cannot serve both),
+with the same seeded schedule, so the (case, iteration) pairs start and finish together and both
+arms meet the same machine load — the bias of running two pools at once hits both arms alike. Each
+build pair that completes goes into the mixture SPRT (:mod:`orchestrator.experiments.sequential`);
+once it decides — a difference either way, or futile — neither arm starts another build.
+``--iterations`` is the most rounds it runs (the fixed design it is measured against).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
+from orchestrator.builders.builder import Builder
 from orchestrator.errors import ConfigError
+from orchestrator.experiments.plan import build_scores
+from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState
 from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
-from orchestrator.results.model import EvalResults
+from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
 from orchestrator.run.config import RunConfig
-from orchestrator.run.pipeline import RunHooks, RunOutcome, run
+from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run
 
 log = logging.getLogger(__name__)
 
@@ -243,3 +258,224 @@ def default_experiment(base: RunConfig) -> str:
     from orchestrator.experiments.langsmith_sync import default_experiment_name
 
     return default_experiment_name(os.environ)
+
+
+# --------------------------------------------------------------------------- sequential mode
+
+
+@dataclass
+class SequentialOutcome:
+    """What the sequential controller saw: the test's state and what was run against the fixed design."""
+
+    state: SequentialState
+    fixed_builds: int  # both arms, every case × every iteration
+    builds_run: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    stop_reason: str | None = None
+
+    @property
+    def builds_saved(self) -> int:
+        return max(self.fixed_builds - self.builds_run, 0)
+
+    @property
+    def saved_share(self) -> float:
+        return self.builds_saved / self.fixed_builds if self.fixed_builds else 0.0
+
+    @property
+    def cost_saved_usd(self) -> float:
+        """The saved builds at the mean cost of the builds that ran."""
+        return self.builds_saved * (self.cost_usd / self.builds_run) if self.builds_run else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.state.design.describe(), **self.state.to_dict(), "max_pairs": self.fixed_builds // 2,
+                "fixed_builds": self.fixed_builds,
+                "builds_run": self.builds_run, "builds_saved": self.builds_saved, "saved_share": self.saved_share,
+                "cost_usd": self.cost_usd, "cost_saved_usd": self.cost_saved_usd, "wall_s": self.wall_s,
+                "stop_reason": self.stop_reason}
+
+
+class Lockstep:
+    """Keeps the two arms in matched rounds: an arm starts its n-th build only once the other arm has
+    finished n − ``slack`` builds (the arm behind never waits). Without it the arm whose builds fail
+    fast would run ahead — and the builds it ran beyond the decision would be wasted. A build waiting
+    here has cost nothing yet. Once an arm's run is over, or the test has decided, the gate is open
+    (a build waiting then still runs: at most ``slack`` per arm)."""
+
+    def __init__(self, arms: tuple[str, str], slack: int = 1) -> None:
+        self.arms = arms
+        self.slack = max(1, slack)
+        self.started = dict.fromkeys(arms, 0)
+        self.finished = dict.fromkeys(arms, 0)
+        self.waited_s = dict.fromkeys(arms, 0.0)
+        self.is_open = False
+        self._cond = asyncio.Condition()
+
+    def _other(self, arm: str) -> str:
+        return self.arms[1] if arm == self.arms[0] else self.arms[0]
+
+    async def enter(self, arm: str) -> None:
+        other = self._other(arm)
+        t0 = time.monotonic()
+        async with self._cond:
+            await self._cond.wait_for(
+                lambda: self.is_open or self.finished[other] >= self.started[arm] + 1 - self.slack)
+            self.started[arm] += 1
+        self.waited_s[arm] += time.monotonic() - t0
+
+    async def leave(self, arm: str) -> None:
+        async with self._cond:
+            self.finished[arm] += 1
+            self._cond.notify_all()
+
+    async def open(self) -> None:
+        async with self._cond:
+            self.is_open = True
+            self._cond.notify_all()
+
+
+class _LockstepBuilder:
+    """The arm's builder, each build behind the :class:`Lockstep` gate (everything else passes through)."""
+
+    def __init__(self, inner: Builder, gate: Lockstep, arm: str) -> None:
+        self._inner, self._gate, self._arm = inner, gate, arm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def build(self, request: Any, lane: Any, user: Any) -> Any:
+        await self._gate.enter(self._arm)
+        try:
+            return await self._inner.build(request, lane, user)
+        finally:
+            await self._gate.leave(self._arm)
+
+
+@dataclass
+class _Siblings:
+    """The runs of one sequential A/B, which share the process's SIGINT/SIGTERM."""
+
+    runs: list[Run] = field(default_factory=list)
+    active: int = 0
+
+
+class _LockstepRun(Run):
+    """A pipeline run whose builder goes through the lockstep gate. The two arms' runs share the
+    signal handlers: the first to start installs them, the last to end gives them back, and a
+    signal stops every arm (each run on its own would take the handlers from the other)."""
+
+    def __init__(self, cfg: RunConfig, hooks: list[RunHooks], gate: Lockstep, arm: str,
+                 siblings: _Siblings | None = None) -> None:
+        self._gate, self._arm = gate, arm
+        self._builder: Builder | None = None
+        self._siblings = siblings or _Siblings()
+        self._siblings.runs.append(self)
+        super().__init__(cfg, hooks)
+
+    def _signals(self, install: bool) -> None:
+        group = self._siblings
+        group.active += 1 if install else -1
+        if (install and group.active == 1) or (not install and group.active == 0):
+            super()._signals(install)
+
+    def _on_signal(self, signame: str) -> None:
+        for run_ in self._siblings.runs:
+            Run._on_signal(run_, signame)
+
+    @property
+    def builder(self) -> Builder | None:
+        return self._builder
+
+    @builder.setter
+    def builder(self, value: Builder | None) -> None:
+        gated = _LockstepBuilder(value, self._gate, self._arm) if value is not None else None
+        self._builder = cast(Builder | None, gated)
+
+
+class SequentialController:
+    """Pairs the two arms' builds as they finish, feeds each pair to the test, and stops both runs
+    (no new build starts; running ones finish) once the test decides."""
+
+    def __init__(self, design: SequentialDesign, control: str, variant: str) -> None:
+        self.state = SequentialState(design)
+        self.arms = (control, variant)
+        self.units: dict[str, dict[tuple[str, int], UnitResult]] = {control: {}, variant: {}}
+        self.runs: dict[str, Run] = {}
+        self.stop_reason: str | None = None
+        self.gate: Lockstep | None = None
+
+    def hook(self, arm: str) -> RunHooks:
+        controller = self
+
+        class _ArmHook(RunHooks):
+            async def on_unit(self, unit: UnitResult) -> None:
+                controller.add(arm, unit)
+
+        return _ArmHook()
+
+    def add(self, arm: str, unit: UnitResult) -> None:
+        key = (unit.case, unit.iteration)
+        self.units[arm][key] = unit
+        control, variant = (self.units[a].get(key) for a in self.arms)
+        if control is None or variant is None or self.state.decision is not None:
+            return
+        a, b = build_scores([control]).get(key), build_scores([variant]).get(key)
+        if a is None or b is None:  # lost to the infrastructure, skipped or timed out in one arm: no pair
+            return
+        decision = self.state.observe((b > a) - (b < a))
+        if decision is not None and decision is not Decision.undecided:
+            self.stop(f"sequential A/B: {decision.value} after {self.state.pairs} build pairs "
+                      f"(Λ = {math.exp(self.state.log_lr):.3g})")
+
+    def stop(self, reason: str) -> None:
+        self.stop_reason = reason
+        log.warning("%s: no new builds start", reason)
+        if self.gate is not None:
+            asyncio.get_running_loop().create_task(self.gate.open())
+        for run_ in self.runs.values():
+            if run_.stop_reason is None:
+                run_.stop_reason = reason
+            if run_.allocator is not None:
+                run_.allocator.stop_new(reason)
+
+
+async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: SequentialDesign, *, ab_id: str,
+                              experiment_name: str, output_root: Path, hooks_for: HooksFactory | None = None,
+                              on_arm: Callable[[Arm, RunConfig], None] | None = None,
+                              ) -> tuple[list[ArmRun], SequentialOutcome]:
+    """Both arms at once, each on its own lanes, in the same seeded schedule (matched order: a
+    (case, iteration) starts at about the same time in both arms, so both see the same machine load);
+    the test looks after every build pair and stops both arms once it decides."""
+    if len(arms) != 2:
+        raise ConfigError(f"--sequential: compares exactly 2 arms (a control and a variant), got {len(arms)}")
+    control, variant = arms
+    controller = SequentialController(design, control.name, variant.name)
+    gate = controller.gate = Lockstep((control.name, variant.name))
+    siblings = _Siblings()
+    cfgs = []
+    for arm in arms:
+        cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
+        if on_arm is not None:
+            on_arm(arm, cfg)
+        hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]
+        controller.runs[arm.name] = _LockstepRun(cfg.validate(), hooks, gate, arm.name, siblings)
+        cfgs.append(cfg)
+
+    async def execute(name: str) -> RunOutcome:
+        try:
+            return await controller.runs[name].execute()
+        finally:
+            await gate.open()  # this arm starts no more builds: the other must not wait for it
+
+    t0 = time.monotonic()
+    outcomes = await asyncio.gather(*(execute(a.name) for a in arms))
+    done = [ArmRun(arm, cfg, outcome) for arm, cfg, outcome in zip(arms, cfgs, outcomes)]
+    if controller.state.decision is None:  # every pair seen, no boundary crossed
+        controller.state.decision = Decision.undecided
+        controller.state.decided_at = controller.state.pairs
+    ran = [u for r in done for u in r.results.units if u.build.status is not BuildStatus.skipped]
+    units_total = sum((r.results.summary.units_total if r.results.summary else len(r.results.units)) for r in done)
+    outcome = SequentialOutcome(controller.state, fixed_builds=units_total, builds_run=len(ran),
+                                cost_usd=sum(u.build.cost_usd for u in ran), wall_s=time.monotonic() - t0,
+                                stop_reason=controller.stop_reason)
+    return done, outcome

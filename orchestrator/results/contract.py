@@ -40,7 +40,7 @@ from orchestrator.results.model import (
     UsageEntry,
     Verdict,
 )
-from orchestrator.results.scoring import UNSCORED_BUILDS
+from orchestrator.results.scoring import UNSCORED_BUILDS, terminal_rates
 
 SCHEMA_VERSION = "1.0.0"
 SCHEMA_ID = "https://n8n-eval-orchestrator.local/schemas/eval-results/1.0.0.json"
@@ -68,14 +68,12 @@ def attribution_for(category: str | None, given: Attribution | None = None) -> A
 # --------------------------------------------------------------------------- helpers
 
 
-def _terminal_rates(n: int, c: int, k: int) -> tuple[float, float]:
-    """pass@k and pass^k at ``min(k, n)`` (the reference's terminal rate); 0 with no trials."""
-    if n == 0:
-        return 0.0, 0.0
-    kk = max(1, min(k, n))
-    at = 1.0 - math.comb(n - c, kk) / math.comb(n, kk)
-    hat = math.comb(c, kk) / math.comb(n, kk)
-    return at, hat
+def _rates(n: int, c: int, k: int) -> dict[str, float]:
+    """n8n's per-unit ``passAtK`` / ``passHatK`` (terminal k = n, plug-in pass^k; ``terminalRate``
+    in ``run/persist.ts``), and ours alone: ``passHatKUnbiased`` = C(c,k')/C(n,k'), k' = min(k, n)."""
+    at, hat = terminal_rates(n, c)
+    unbiased = math.comb(c, max(1, min(k, n))) / math.comb(n, max(1, min(k, n))) if n else 0.0
+    return {"passAtK": at, "passHatK": hat, "passHatKUnbiased": unbiased}
 
 
 def _iso(ts: float | None) -> str:
@@ -134,8 +132,7 @@ def _total_runs(results: EvalResults, by_case: dict[str, dict[int, UnitResult]])
 def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str, Any]:
     if unit is None or s is None:
         return {"workflowId": unit.build.workflow_id if unit else None, "passed": False, "incomplete": True,
-                "score": None, "reasoning": "not run", "failureCategory": None, "rootCause": None,
-                "attribution": None, "execErrors": []}
+                "score": None, "reasoning": "not run", "execErrors": []}
     neutral = unit.build.status in UNSCORED_BUILDS  # timeout, outage, lane failure: not a judgement
     failed = s.verdict is Verdict.failed and not neutral
     run: dict[str, Any] = {
@@ -155,7 +152,16 @@ def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str
         run["rootCause"] = unit.build.root_cause or unit.build.error or unit.build.status.value
     if s.execution_id:
         run["executionId"] = s.execution_id
-    return run
+    return _drop_absent(run)
+
+
+#: Optional string fields n8n leaves out when unset (``JSON.stringify`` drops ``undefined``); its
+#: reader (``bucket-from-results-json.ts``) takes them as ``z.string().optional()``, which refuses null.
+_OPTIONAL_STRINGS = ("failureCategory", "rootCause", "attribution")
+
+
+def _drop_absent(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if not (k in _OPTIONAL_STRINGS and v is None)}
 
 
 def _expectation_row(unit: UnitResult, e: ExpectationResult) -> dict[str, Any]:
@@ -197,9 +203,8 @@ def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> di
                 for u in ordered]
         judged = [r for r in rows if not r.get("incomplete")]
         passes = sum(1 for r in judged if r["passed"])
-        at, hat = _terminal_rates(len(judged), passes, k)
         scenarios.append({"name": name, "passCount": passes, "evaluatedCount": len(judged), "totalRuns": total,
-                          "passAtK": at, "passHatK": hat, "runs": rows})
+                          **_rates(len(judged), passes, k), "runs": rows})
 
     per_run_expectations: list[list[dict[str, Any]] | None] = []
     for unit in ordered:
@@ -210,9 +215,8 @@ def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> di
         verdicts = [row for rows in per_run_expectations if rows for row in rows
                     if row["expectation"] == text and not row.get("incomplete")]
         passes = sum(1 for v in verdicts if v["pass"])
-        at, hat = _terminal_rates(len(verdicts), passes, k)
         expectations.append({"expectation": text, "passCount": passes, "evaluatedCount": len(verdicts),
-                             "passAtK": at, "passHatK": hat})
+                             **_rates(len(verdicts), passes, k)})
 
     first_workflow = next((u.workflow for u in ordered if u is not None and u.workflow), None)
     return {
@@ -226,7 +230,7 @@ def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> di
                                  for u in ordered],
         "buildExpectationResultsPerRun": per_run_expectations,
         "buildExpectations": expectations,
-        "threadIds": [None for _ in ordered],
+        "threadIds": [u.build.thread_id if u is not None else None for u in ordered],
         "buildCostUsdPerRun": [u.build.cost_usd if u is not None and u.build.status is not BuildStatus.skipped else None
                                for u in ordered],
         "buildTurnsPerRun": [u.build.turns if u is not None and u.build.status is not BuildStatus.skipped else None
@@ -255,8 +259,19 @@ def _pass_rate_per_iter(test_cases: list[dict[str, Any]], total: int) -> str:
     return " / ".join(rates)
 
 
-def _mcp_build(units: list[UnitResult]) -> dict[str, Any] | None:
-    builds = [u for u in units if u.build.status is not BuildStatus.skipped and u.build.attempts > 0]
+#: Builders whose builds are claude driving a lane's MCP server (what ``summary.mcpBuild`` reports).
+MCP_BUILDERS = frozenset({"mcp", "remote", "build-via-mcp"})
+
+
+def _mcp_build(units: list[UnitResult], run_builder: object = None) -> dict[str, Any] | None:
+    """Cost and turns of the MCP builds, or None when none of the builds were MCP builds (n8n's
+    tooling reads the key's presence as "an MCP run"). A unit that does not name its builder takes
+    the run's; one that names neither (an older result file) counts as MCP, the default builder."""
+    def is_mcp(unit: UnitResult) -> bool:
+        builder = unit.builder or run_builder
+        return builder is None or builder in MCP_BUILDERS
+
+    builds = [u for u in units if u.build.status is not BuildStatus.skipped and u.build.attempts > 0 and is_mcp(u)]
     if not builds:
         return None
     return {"builds": len(builds), "totalCostUsd": round(sum(u.build.cost_usd for u in builds), 2),
@@ -264,47 +279,17 @@ def _mcp_build(units: list[UnitResult]) -> dict[str, Any] | None:
 
 
 def _comparison(results: EvalResults) -> dict[str, Any] | None:
-    """Our comparison dict in the reference's ``{baseline, result: {…, evaluationUnits}}`` shape."""
+    """n8n's ``comparison``: ``{baseline: <experiment name>, result: ComparisonResult}`` (as
+    ``writeEvalResults`` in ``run/persist.ts`` writes it). A comparison stored by an older
+    orchestrator (snake_case ``units``) stays under ``orchestrator`` only."""
     ours: dict[str, Any] = dict(results.comparison or {})
-    if not ours:
-        return None
-    if "result" in ours and isinstance(ours.get("result"), dict):  # already reference-shaped (read back)
+    if isinstance(ours.get("result"), dict):  # already wrapped (read back)
         return ours
-    units: list[dict[str, Any]] = []
-    for u in ours.get("units") or []:
-        key = str(u["key"])
-        kind = u["kind"]
-        slug, _, rest = key.partition("#expectation:") if kind == "expectation" else key.partition("/")
-        units.append({
-            "key": key, "kind": kind, "testCaseFile": slug,
-            ("expectation" if kind == "expectation" else "scenario"): rest,
-            "pr": {"passCount": u["pr"]["passes"], "total": u["pr"]["total"], "passRate": u["pr"]["rate"]},
-            "baseline": {"passCount": u["baseline"]["passes"], "total": u["baseline"]["total"],
-                         "passRate": u["baseline"]["rate"]},
-            "delta": u["delta"], "pValue": u["p_worse"], "pValueBetter": u["p_better"], "verdict": u["tier"],
-        })
-    baseline_name = str(ours.get("baseline_run_id") or "")
-    pr_rate, base_rate = ours.get("pr_pass_rate") or {}, ours.get("baseline_pass_rate") or {}
-    drift = ours.get("failure_category_drift") or []
-    return {
-        "baseline": baseline_name,
-        "result": {
-            "pr": {"experimentName": results.experiment_name or results.run_id},
-            "baseline": {"experimentName": baseline_name},
-            "aggregate": {"prPassRate": pr_rate.get("rate") if isinstance(pr_rate, dict) else None,
-                          "baselinePassRate": base_rate.get("rate") if isinstance(base_rate, dict) else None,
-                          "prBand": pr_rate or None, "baselineBand": base_rate or None,
-                          "tierCounts": ours.get("tier_counts") or {}},
-            "evaluationUnits": units,
-            "prOnly": list(ours.get("pr_only") or []),
-            "baselineOnly": list(ours.get("baseline_only") or []),
-            "failureCategories": [
-                {"category": d["category"], "prRate": d["pr_rate"], "baselineRate": d["baseline_rate"],
-                 "prCount": d["pr_count"], "baselineCount": d["baseline_count"], "notable": d["notable"]}
-                for d in drift
-            ],
-        },
-    }
+    if "evaluationUnits" not in ours:
+        return None
+    baseline = ours.get("baseline")
+    name = baseline.get("experimentName") if isinstance(baseline, dict) else None
+    return {"baseline": str(name or ""), "result": ours}
 
 
 def to_document(results: EvalResults) -> dict[str, Any]:
@@ -321,13 +306,15 @@ def to_document(results: EvalResults) -> dict[str, Any]:
         "scenariosTotal": sum(len(tc["scenarios"]) for tc in test_cases),
         "passAtK": sum(u["passAtK"] for u in scored) / len(scored) if scored else 0.0,
         "passHatK": sum(u["passHatK"] for u in scored) / len(scored) if scored else 0.0,
+        # ours alone, never the headline: the unbiased pass^k
+        "passHatKUnbiased": sum(u["passHatKUnbiased"] for u in scored) / len(scored) if scored else 0.0,
         "passRatePerIter": _pass_rate_per_iter(test_cases, total),
         "notVerified": sum(1 for tc in test_cases if tc["status"] == "notVerified"),
     }
     checks = workflow_checks_summary(units)
     if checks:
         summary["workflowChecks"] = checks
-    mcp = _mcp_build(units)
+    mcp = _mcp_build(units, results.config.get("builder"))
     if mcp:
         summary["mcpBuild"] = mcp
     if results.summary is not None:
@@ -342,12 +329,21 @@ def to_document(results: EvalResults) -> dict[str, Any]:
         "experimentName": results.experiment_name or results.run_id,
         "summary": summary,
         "comparisonStatus": "ok" if comparison else "not_attempted",
+        **({"gate": gate} if (gate := _gate(results, test_cases, total)) is not None else {}),
         "testCases": test_cases,
         "orchestrator": json.loads(results.model_dump_json()),
     }
     if comparison:
         doc["comparison"] = comparison
     return doc
+
+
+def _gate(results: EvalResults, test_cases: list[dict[str, Any]], total: int) -> dict[str, Any] | None:
+    """n8n's absolute gate for a gated tier (``pr``), else None."""
+    from orchestrator.compare.gate import evaluate_gate, is_gated_tier
+
+    tier = results.config.get("tier")
+    return evaluate_gate(test_cases, total) if is_gated_tier(tier if isinstance(tier, str) else None) else None
 
 
 # --------------------------------------------------------------------------- reading
@@ -478,10 +474,11 @@ def json_schema() -> dict[str, Any]:
     }
     scenario_run = {
         "type": "object",
-        "required": ["workflowId", "passed", "reasoning", "failureCategory", "rootCause", "attribution", "execErrors"],
+        "required": ["workflowId", "passed", "reasoning", "execErrors"],
         "properties": {"workflowId": nullable_str, "passed": {"type": "boolean"}, "incomplete": {"type": "boolean"},
-                       "score": nullable_num, "reasoning": {"type": "string"}, "failureCategory": nullable_str,
-                       "rootCause": nullable_str, "attribution": attribution, "executionId": {"type": "string"},
+                       "score": nullable_num, "reasoning": {"type": "string"}, "failureCategory": {"type": "string"},
+                       "rootCause": {"type": "string"}, "attribution": {"enum": [a.value for a in Attribution]},
+                       "executionId": {"type": "string"},
                        "execErrors": {"type": "array", "items": {"type": "string"}}},
     }
     rate = {"type": "number", "minimum": 0, "maximum": 1}
@@ -506,13 +503,15 @@ def json_schema() -> dict[str, Any]:
             "buildExpectations": {"type": "array", "items": {
                 "type": "object", "required": ["expectation", "passCount", "evaluatedCount", "passAtK", "passHatK"],
                 "properties": {"expectation": {"type": "string"}, "passCount": {"type": "integer"},
-                               "evaluatedCount": {"type": "integer"}, "passAtK": rate, "passHatK": rate}}},
+                               "evaluatedCount": {"type": "integer"}, "passAtK": rate, "passHatK": rate,
+                               "passHatKUnbiased": rate}}},
             "scenarios": {"type": "array", "items": {
                 "type": "object",
                 "required": ["name", "passCount", "evaluatedCount", "totalRuns", "passAtK", "passHatK", "runs"],
                 "properties": {"name": {"type": "string"}, "passCount": {"type": "integer"},
                                "evaluatedCount": {"type": "integer"}, "totalRuns": {"type": "integer"},
-                               "passAtK": rate, "passHatK": rate, "runs": {"type": "array", "items": scenario_run}}}},
+                               "passAtK": rate, "passHatK": rate, "passHatKUnbiased": rate,
+                               "runs": {"type": "array", "items": scenario_run}}}},
         },
     }
     check_counts = {
@@ -521,12 +520,32 @@ def json_schema() -> dict[str, Any]:
                        "passes": {"type": "integer"}, "fails": {"type": "integer"}, "nA": {"type": "integer"},
                        "errors": {"type": "integer"}, "passRate": {"type": ["number", "null"]}},
     }
+    verdicts = ["hard_regression", "soft_regression", "watch", "improvement", "stable", "unreliable_baseline",
+                "insufficient_data"]
+    unit_ref = {
+        "type": "object", "required": ["kind", "testCaseFile", "name"],
+        "properties": {"kind": {"enum": ["scenario", "expectation"]}, "testCaseFile": {"type": "string"},
+                       "name": {"type": "string"}, "key": {"type": "string"}},
+    }
     evaluation_unit = {
-        "type": "object", "required": ["key", "kind", "testCaseFile", "pr", "baseline", "verdict"],
-        "properties": {"key": {"type": "string"}, "kind": {"enum": ["scenario", "expectation"]},
-                       "testCaseFile": {"type": "string"}, "scenario": {"type": "string"},
-                       "expectation": {"type": "string"}, "verdict": {"type": "string"},
-                       "pr": {"type": "object"}, "baseline": {"type": "object"}},
+        "type": "object",
+        "required": ["kind", "testCaseFile", "name", "prPasses", "prTotal", "baselinePasses", "baselineTotal",
+                     "verdict", "prPassRate", "baselinePassRate", "delta", "pValueLeft", "pValueRight"],
+        "properties": {"kind": {"enum": ["scenario", "expectation"]}, "testCaseFile": {"type": "string"},
+                       "name": {"type": "string"}, "prPasses": {"type": "integer"}, "prTotal": {"type": "integer"},
+                       "baselinePasses": {"type": "integer"}, "baselineTotal": {"type": "integer"},
+                       "verdict": {"enum": verdicts}, "prPassRate": rate, "baselinePassRate": rate,
+                       "delta": {"type": "number"}, "pValueLeft": rate, "pValueRight": rate,
+                       "key": {"type": "string"}, "qValueLeft": nullable_num, "qValueRight": nullable_num,
+                       "bhVerdict": {"enum": [*verdicts, None]}, "survivesBh": {"type": "boolean"}},
+    }
+    ci = {"type": "object", "required": ["lower", "upper"], "properties": {"lower": rate, "upper": rate}}
+    gate_unit = {
+        "type": "object", "required": ["slug", "kind", "passCount", "total", "passRate", "green"],
+        "properties": {"slug": {"type": "string"}, "kind": {"enum": ["scenario", "buildExpectation"]},
+                       "passCount": {"type": "integer"}, "total": {"type": "integer"}, "passRate": rate,
+                       "green": {"type": "boolean"},
+                       "failureCategories": {"type": "object", "additionalProperties": {"type": "integer"}}},
     }
     ours = EvalResults.model_json_schema(ref_template="#/$defs/orchestrator/$defs/{model}")
     return {
@@ -549,6 +568,7 @@ def json_schema() -> dict[str, Any]:
                 "properties": {
                     "testCases": {"type": "integer"}, "built": {"type": "integer"},
                     "scenariosTotal": {"type": "integer"}, "passAtK": rate, "passHatK": rate,
+                    "passHatKUnbiased": rate,
                     "passRatePerIter": {"type": "string"}, "notVerified": {"type": "integer"},
                     "attribution": {"type": "object", "additionalProperties": {"type": "integer"}},
                     "mcpBuild": {"type": "object", "required": ["builds", "totalCostUsd", "avgTurns"],
@@ -563,10 +583,34 @@ def json_schema() -> dict[str, Any]:
             "comparison": {
                 "type": "object", "required": ["baseline", "result"],
                 "properties": {"baseline": {"type": "string"}, "result": {
-                    "type": "object", "required": ["pr", "baseline", "evaluationUnits", "prOnly", "baselineOnly"],
-                    "properties": {"evaluationUnits": {"type": "array", "items": evaluation_unit},
-                                   "prOnly": {"type": "array", "items": {"type": "string"}},
-                                   "baselineOnly": {"type": "array", "items": {"type": "string"}}}}},
+                    "type": "object",
+                    "required": ["pr", "baseline", "aggregate", "evaluationUnits", "prOnly", "baselineOnly",
+                                 "failureCategories"],
+                    "properties": {
+                        "aggregate": {"type": "object",
+                                      "required": ["intersectionSize", "prAggregatePassRate",
+                                                   "baselineAggregatePassRate", "prAggregateCI",
+                                                   "baselineAggregateCI", "delta"],
+                                      "properties": {"intersectionSize": {"type": "integer"},
+                                                     "prAggregatePassRate": rate, "baselineAggregatePassRate": rate,
+                                                     "prAggregateCI": ci, "baselineAggregateCI": ci,
+                                                     "delta": {"type": "number"}}},
+                        "evaluationUnits": {"type": "array", "items": evaluation_unit},
+                        "prOnly": {"type": "array", "items": unit_ref},
+                        "baselineOnly": {"type": "array", "items": unit_ref},
+                        "failureCategories": {"type": "array", "items": {
+                            "type": "object",
+                            "required": ["category", "prCount", "prRate", "baselineCount", "baselineRate", "delta",
+                                         "notable"]}}}}},
+            },
+            "gate": {
+                "type": "object",
+                "required": ["criterion", "totalRuns", "green", "units", "failing", "excluded", "aggregate"],
+                "properties": {"criterion": {"type": "object"}, "totalRuns": {"type": "integer"},
+                               "green": {"type": "boolean"}, "units": {"type": "array", "items": gate_unit},
+                               "failing": {"type": "array", "items": gate_unit},
+                               "excluded": {"type": "array", "items": gate_unit},
+                               "aggregate": {"type": "object", "required": ["passed", "total", "rate"]}},
             },
             "testCases": {"type": "array", "items": test_case},
             "orchestrator": {"$ref": "#/$defs/orchestrator"},

@@ -44,6 +44,8 @@ class BuildRecord(BaseModel):
     duration_s: float = 0.0
     error: str | None = None
     root_cause: str | None = None
+    #: the Instance AI thread the build ran in (n8n's ``threadIds``: the join key to its trace)
+    thread_id: str | None = None
 
 
 class Verdict(str, enum.Enum):
@@ -159,6 +161,8 @@ class ScoringUnitSummary(BaseModel):
     c: int
     pass_at_k: float | None
     pass_hat_k: float | None
+    #: ours alone: the unbiased C(c,k)/C(n,k) at the run's k (None below k trials)
+    pass_hat_k_unbiased: float | None = None
 
 
 class CaseSummary(BaseModel):
@@ -178,6 +182,8 @@ class RunSummary(BaseModel):
     pass_rate: Band | None
     pass_at_k: float | None
     pass_hat_k: float | None
+    #: ours alone: the unbiased C(c,k)/C(n,k) at the run's k (None below k trials)
+    pass_hat_k_unbiased: float | None = None
     build_cost_usd: float
     build_turns: int
     attribution: dict[str, int]

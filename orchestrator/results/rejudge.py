@@ -2,7 +2,7 @@
 
 The run kept every judge call's input in ``judge-inputs.jsonl`` next to its ``eval-results.json``
 (see :mod:`orchestrator.results.writer`). :func:`rejudge` sends each input to the new judge,
-replaces the verdicts it covers (scenarios by name, outcome expectations by text) and recomputes
+replaces the verdicts it covers (scenarios by name, expectations by kind and text) and recomputes
 the summaries; everything else of the run (builds, costs, workflow checks, lanes) is kept as it was.
 """
 
@@ -55,7 +55,10 @@ async def rejudge(results: EvalResults, inputs: list[dict[str, Any]], judge: Jud
             continue
         names = [str(n) for n in item.get("names") or []]
         count = int(item.get("count") or len(names) or 1)
-        verdicts = await judge.judge(str(item["system"]), str(item["prompt"]), count)
+        if item.get("partial"):  # a build-expectations call: n8n's partial-verdict rules
+            verdicts = await judge.judge_expectations(str(item["system"]), str(item["prompt"]), count)
+        else:
+            verdicts = await judge.judge(str(item["system"]), str(item["prompt"]), count)
         outcome.calls += 1
         if item["target"] == "scenario":
             for s in unit.scenarios:
@@ -69,9 +72,10 @@ async def rejudge(results: EvalResults, inputs: list[dict[str, Any]], judge: Jud
                     s.verdict, s.reason, s.failure_category = j.verdict, j.reason, category
                     s.attribution = Attribution(category) if category in Attribution.__members__ else j.attribution
         elif item["target"] == "expectations":
-            by_text = {e.text: e for e in unit.expectations if e.kind == "outcome"}
-            for text, j in zip(names, verdicts):
-                e = by_text.get(text)
+            kinds = [str(k) for k in item.get("kinds") or ["outcome"] * len(names)]
+            by_key: dict[tuple[str, str], Any] = {(e.kind, e.text): e for e in unit.expectations}
+            for text, kind, j in zip(names, kinds, verdicts):
+                e = by_key.get((kind, text))
                 if e is None:
                     continue
                 if e.verdict is not j.verdict:

@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from scipy.stats import binomtest, norm
-
 from orchestrator.results.model import (
     Attribution,
     Band,
@@ -52,7 +50,7 @@ UNSCORED_BUILDS = frozenset({BuildStatus.provider_outage, BuildStatus.lane_failu
 #: Builds that produced no workflow, listed as failures in the PR comment (scored or not).
 NO_WORKFLOW_BUILDS = frozenset({BuildStatus.failed, BuildStatus.timeout})
 #: Category given to the trials of a failed build whose unit names none.
-BUILD_FAILED_CATEGORY = "build_failed"
+BUILD_FAILED_CATEGORY = "build_failure"  # n8n's category name (KNOWN_FAILURE_CATEGORIES, comparison/compare.ts)
 #: Scenario name of the stand-in unit for a case no iteration produced a verdict for.
 BUILD_ONLY_SCENARIO = "(build)"
 UNATTRIBUTED = "unattributed"
@@ -77,26 +75,52 @@ def _check_counts(n: int, c: int, k: int) -> None:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased chance that at least one of k trials drawn from n passes: 1 − C(n−c,k)/C(n,k)."""
+    """Chance that at least one of k trials drawn from n passes: 1 − C(n−c,k)/C(n,k) (n8n's
+    ``passAtK``, ``run/aggregator.ts``)."""
     _check_counts(n, c, k)
     return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
-    """Unbiased chance that all k trials drawn from n pass: C(c,k)/C(n,k) (not the plug-in (c/n)^k)."""
+    """n8n's pass^k (``passHatK``, ``run/aggregator.ts``): the plug-in (c/n)^k; 0 with no trials.
+    This is the headline figure, so it lines up with n8n's history."""
+    if n < 0 or c < 0 or c > n or k < 1:
+        raise ValueError(f"need 0 <= c <= n and k >= 1, got n={n} c={c} k={k}")
+    return (c / n) ** k if n else 0.0
+
+
+def pass_hat_k_unbiased(n: int, c: int, k: int) -> float:
+    """Unbiased chance that all k trials drawn from n pass: C(c,k)/C(n,k). Ours alone, kept as an
+    extra field (``passHatKUnbiased``) beside n8n's plug-in figure."""
     _check_counts(n, c, k)
     return float(Fraction(math.comb(c, k), math.comb(n, k)))
 
 
-def wilson_band(c: int, n: int, z: float = 1.96) -> Band:
-    """Wilson score interval for c passes out of n; ``[0, 1]`` when there are no trials."""
+def terminal_rates(n: int, c: int) -> tuple[float, float]:
+    """A unit's pass@k and pass^k at its terminal k = n (its judged trials), as n8n's summary and
+    per-unit fields take them (``terminalRate`` in ``run/persist.ts``); ``(0, 0)`` with no trials."""
+    if n == 0:
+        return 0.0, 0.0
+    return pass_at_k(n, c, n), pass_hat_k(n, c, n)
+
+
+#: n8n's z for its 95% band (``Z_95`` in ``comparison/statistics.ts``).
+WILSON_Z = 1.96
+
+
+def wilson_band(c: int, n: int, z: float = WILSON_Z) -> Band:
+    """Wilson score interval for c passes out of n, in n8n's arithmetic (``wilsonInterval``,
+    ``comparison/statistics.ts``); ``[0, 1]`` when there are no trials."""
     if n < 0 or c < 0 or c > n:
         raise ValueError(f"need 0 <= c <= n, got c={c} n={n}")
     if n == 0:
         return Band(rate=0.0, low=0.0, high=1.0)
-    confidence = 2.0 * float(norm.cdf(z)) - 1.0
-    ci = binomtest(c, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return Band(rate=c / n, low=max(0.0, float(ci.low)), high=min(1.0, float(ci.high)))
+    p = c / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = (z * math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))) / denom
+    return Band(rate=p, low=max(0.0, center - half), high=min(1.0, center + half))
 
 
 # --------------------------------------------------------------------------- scoring units
@@ -206,14 +230,15 @@ def scoring_units(units: list[UnitResult]) -> dict[str, ScoringUnit]:
 
 
 def _unit_summary(su: ScoringUnit, k: int) -> ScoringUnitSummary:
-    scored = su.n >= k
+    at, hat = terminal_rates(su.n, su.c)
     return ScoringUnitSummary(
         key=su.key,
         kind=su.kind,
         n=su.n,
         c=su.c,
-        pass_at_k=pass_at_k(su.n, su.c, k) if scored else None,
-        pass_hat_k=pass_hat_k(su.n, su.c, k) if scored else None,
+        pass_at_k=at if su.n else None,
+        pass_hat_k=hat if su.n else None,
+        pass_hat_k_unbiased=pass_hat_k_unbiased(su.n, su.c, k) if su.n >= k else None,
     )
 
 
@@ -256,6 +281,7 @@ def summarize(units: list[UnitResult], k: int, units_total: int) -> tuple[RunSum
     all_sus = list(sus.values())
     trials = sum(su.n for su in all_sus)
     passed = sum(su.c for su in all_sus)
+    judged = [su for su in all_sus if su.n > 0]
     eligible = [su for su in all_sus if su.n >= k]
     attribution: dict[str, int] = {a.value: 0 for a in Attribution}
     for su in all_sus:
@@ -270,8 +296,11 @@ def summarize(units: list[UnitResult], k: int, units_total: int) -> tuple[RunSum
         trials=trials,
         passed_trials=passed,
         pass_rate=wilson_band(passed, trials) if trials else None,
-        pass_at_k=_mean([pass_at_k(su.n, su.c, k) for su in eligible]),
-        pass_hat_k=_mean([pass_hat_k(su.n, su.c, k) for su in eligible]),
+        # n8n's headline (``computeAggregateMetrics``, ``run/persist.ts``): the mean over judged
+        # units of each unit's terminal pass@k / pass^k; the unbiased pass^k is an extra field.
+        pass_at_k=_mean([terminal_rates(su.n, su.c)[0] for su in judged]),
+        pass_hat_k=_mean([terminal_rates(su.n, su.c)[1] for su in judged]),
+        pass_hat_k_unbiased=_mean([pass_hat_k_unbiased(su.n, su.c, k) for su in eligible]),
         build_cost_usd=sum(u.build.cost_usd for u in units),
         build_turns=sum(u.build.turns for u in units),
         attribution=attribution,
@@ -294,7 +323,7 @@ def summaries(results: EvalResults) -> tuple[RunSummary, list[CaseSummary]]:
 
 
 def case_pass_means(case: CaseSummary) -> tuple[float | None, float | None]:
-    """A case's pass@k and pass^k: means over its scoring units with n >= k."""
+    """A case's pass@k and pass^k: means over its judged scoring units (terminal k, as n8n)."""
     return (_mean([u.pass_at_k for u in case.units if u.pass_at_k is not None]),
             _mean([u.pass_hat_k for u in case.units if u.pass_hat_k is not None]))
 

@@ -79,8 +79,12 @@ class RunConfig(BaseModel):
     env: list[str] = Field(default_factory=list)
     concurrency: int | None = Field(None, ge=1)  # default lanes × 2
     per_lane_builds: int = Field(4, ge=1)
-    timeout_ms: int = Field(900_000, ge=1)  # per unit (build + verify); complex cases get 1.5×
-    build_timeout_ms: int = Field(1_800_000, ge=0)
+    #: the verification budget per unit: each execution scenario's (``complex`` cases get 1.5×)
+    timeout_ms: int = Field(900_000, ge=1)
+    #: the build budget, for every builder (None: the builder's default, ``Builder.default_build_timeout_ms``):
+    #: a claude build's wall clock per attempt; a chat build's per user turn (the conversation gets 2×,
+    #: ``complex`` cases 1.5×); 0 disables it
+    build_timeout_ms: int | None = Field(None, ge=0)
     build_max_attempts: int = Field(3, ge=1)
     build_mcp_timeout_ms: int = Field(120_000, ge=1)
     mcp_server: str = "n8n-local"
@@ -88,6 +92,8 @@ class RunConfig(BaseModel):
     build_model: str = Field(default_factory=lambda: os.environ.get("ANTHROPIC_MODEL") or DEFAULT_BUILD_MODEL)
     output_dir: Path | None = None
     keep_workflows: bool = False
+    #: judge MCP builds' process expectations too (reported, never scored: n8n skips them)
+    judge_mcp_process: bool = False
     experiment_name: str | None = None
     dataset: str | None = None
     baseline: Path | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.compare import compare, comparison_dict, load_results
+from orchestrator.compare.gate import is_gated_tier
 from orchestrator.compare.pr_comment import render_pr_comment, write_pr_comment
 from orchestrator.errors import UserError
 from orchestrator.lanes.model import Lane
@@ -38,6 +39,12 @@ def write_final(results: EvalResults, writer: ResultsWriter, output_dir: Path, *
     errors: list[str] = []
     comparison = baseline = None
     reason = "no baseline given (--baseline)"
+    tier = results.config.get("tier")
+    if is_gated_tier(tier if isinstance(tier, str) else None):
+        # n8n's rule (run/langsmith-driver.ts): a gated tier reports its absolute gate instead of
+        # a baseline comparison
+        reason = f"tier {tier} is gated: the absolute gate stands in for a baseline comparison"
+        baseline_path = hook_baseline = hook_comparison = None
     if baseline_path is not None:
         try:
             baseline = load_results(baseline_path, role="baseline")

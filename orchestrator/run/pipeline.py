@@ -66,6 +66,11 @@ log = logging.getLogger(__name__)
 console = Console(stderr=True)
 
 
+def build_timeout_ms(cfg: RunConfig, builder_cls: type[Builder]) -> int:
+    """``--build-timeout-ms`` for this builder: the run's value, else the builder's own default."""
+    return cfg.build_timeout_ms if cfg.build_timeout_ms is not None else builder_cls.default_build_timeout_ms
+
+
 @dataclass
 class RunOutcome:
     run_id: str
@@ -171,6 +176,7 @@ class Run:
         route = open_route(cfg.model_server, cfg.mcp_server)
         plan.results.config["model_server"] = route.kind
         plan.results.config["builder"] = builder_cls.name
+        plan.results.config["build_timeout_ms"] = build_timeout_ms(cfg, builder_cls)  # resolved for the builder
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
@@ -193,7 +199,7 @@ class Run:
             BuilderSettings(
                 run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=route.api_key,
                 base_url=route.base_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
-                build_timeout_ms=cfg.build_timeout_ms, mcp_timeout_ms=cfg.build_mcp_timeout_ms,
+                build_timeout_ms=build_timeout_ms(cfg, builder_cls), mcp_timeout_ms=cfg.build_mcp_timeout_ms,
                 max_retries=cfg.build_max_retries, mcp_server=cfg.mcp_server, build_cwd=cfg.build_cwd,
                 outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
                 # builds run in their own session: the run marker lets `cleanup` find what a SIGKILL orphaned
@@ -241,7 +247,9 @@ class Run:
         transcripts = plan.run_dir / "transcripts"
         transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
         settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
-                                keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts)
+                                build_timeout_ms=self.builder.settings.build_timeout_ms,
+                                keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts,
+                                judge_mcp_process=cfg.judge_mcp_process)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
                             on_cleanup_failure=self.observers.on_cleanup_failure)
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)

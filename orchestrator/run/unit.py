@@ -29,11 +29,13 @@ from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import Attribution, BuildRecord, BuildStatus, UnitResult
+from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import (
     Verification,
     expectations_not_judged,
     harness_fault,
+    judge_failed_build,
     not_built,
     verify_workflow,
 )
@@ -79,8 +81,10 @@ class Attempts:
     turns: int = 0
     duration_s: float = 0.0
     started_at: float = field(default_factory=time.time)
+    thread_id: str | None = None
 
     def add(self, result: BuildResult) -> None:
+        self.thread_id = result.thread_id or self.thread_id
         self.attempts += result.attempts
         self.cost_usd += result.cost_usd
         self.turns += result.turns
@@ -90,9 +94,14 @@ class Attempts:
 @dataclass
 class UnitSettings:
     max_attempts: int
+    #: the verification budget (``--timeout-ms``); complex cases × 1.5
     timeout_ms: int
     keep_workflows: bool
     transcripts_dir: Path | None = None
+    #: judge the process expectations of MCP builds too (an extra, never scored: n8n skips them)
+    judge_mcp_process: bool = False
+    #: the build budget (``--build-timeout-ms``, resolved for the builder); complex cases × 1.5
+    build_timeout_ms: int = 900_000
 
 
 class UnitRunner:
@@ -117,9 +126,19 @@ class UnitRunner:
         #: writes a finished unit's record (off the event loop) before the allocator hears of it
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
 
+    def _scope(self) -> JudgeScope:
+        return JudgeScope(process_gradable=self.builder.process_gradable,
+                          judge_process_anyway=self.settings.judge_mcp_process)
+
     def _timeout_ms(self, case: EvalCase) -> int:
+        """The case's verification budget (the reference's ``effectiveTimeoutMs``: complex × 1.5)."""
         factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
         return int(self.settings.timeout_ms * factor)
+
+    def _build_timeout_ms(self, case: EvalCase) -> int:
+        """The case's build budget (complex × 1.5, as the reference scales a build turn; 0 stays 0)."""
+        factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
+        return int(self.settings.build_timeout_ms * factor)
 
     def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
                 workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
@@ -143,7 +162,8 @@ class UnitRunner:
         return UnitResult(
             case=unit.case, iteration=unit.iteration, lane=lane_id, started_at=acc.started_at, finished_at=time.time(),
             build=BuildRecord(status=status, workflow_id=workflow_id, attempts=acc.attempts, cost_usd=round(acc.cost_usd, 6),
-                              turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause),
+                              turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause,
+                              thread_id=acc.thread_id),
             scenarios=verification.scenarios, expectations=verification.expectations, structural=verification.structural,
             failure_category=failure_category, attribution=attribution, verify_duration_s=round(verify_s, 3),
             **unit_extras(verification, builder=self.builder.name, base_url=self.lanes[lane_id].lane.base_url
@@ -239,11 +259,15 @@ class UnitRunner:
                                 acc: Attempts, attempt: int) -> tuple[Outcome, UnitResult | str]:
         lane_id = ctx.lane.lane_id
         transcripts = self.settings.transcripts_dir
-        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt, timeout_ms=self._timeout_ms(case),
+        request = BuildRequest(case=case, iteration=unit.iteration, attempt=attempt,
+                               timeout_ms=self._build_timeout_ms(case),
                                transcript_path=transcripts / f"{unit.case}.{unit.iteration}.{attempt}.jsonl"
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
+        if result.leaked_workflows and result.budget_timeout is not None and result.status == BuildStatus.ok:
+            # a budget ended the conversation: a timeout still wins over a leak (neutral, not graded)
+            result.status, result.error = BuildStatus.timeout, result.budget_timeout
         if result.leaked_workflows and result.status != BuildStatus.timeout:  # a timeout still wins
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
@@ -255,7 +279,8 @@ class UnitRunner:
                                                  timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path,
                                                  narration=result.narration,
                                                  not_judged_reason=result.not_judged_reason,
-                                                 ground_truth=result.judge_context)
+                                                 ground_truth=result.judge_context, scope=self._scope(),
+                                                 artifact_refs=result.artifact_refs, project_id=user.project_id)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
                                               transcript_path=result.transcript_path)
@@ -276,4 +301,8 @@ class UnitRunner:
         v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
         if result.not_judged_reason is not None:
             v.expectations = expectations_not_judged(case, result.not_judged_reason)
+        else:  # n8n judges the expectations of a failed build too (all incomplete without agent output)
+            v.expectations = await judge_failed_build(case, ctx.owner, self.judge, transcript_path=kept,
+                                                      scope=self._scope(), artifact_refs=result.artifact_refs,
+                                                      project_id=user.project_id, ground_truth=result.judge_context)
         return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)

@@ -13,6 +13,12 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   rebuilds the same file (an update of the bound workflow, which asks for approval);
   When the current user turn says "ask me", the agent first asks one ``ask-user`` question (a
   ``questions`` confirmation the harness answers) and mentions the answer in its final text.
+  An opening turn that asks for a standalone Agent (:func:`agent_action`) gets ``build-agent
+  {name, message}`` (n8n creates the Agent and announces it in ``agent-spawned``) and no workflow.
+  An opening turn that asks for an evaluation gets, once the workflow is built, a config-based
+  evaluation on it (:func:`config_eval_action`: ``credentials list``, ``data-tables create`` and
+  ``insert-rows``, ``eval-config create``; the tool is there when the lane runs with
+  ``N8N_CONFIG_EVALS_ENABLED=true``).
   Seeded cases (:func:`seeded_action`): a turn naming a folder lists it (``workflows {action: list,
   folderPath}``); an attached workflow (the ``<thread-artifacts>`` block n8n adds) is run when the
   user asks for a run (``executions {action: run}``, which asks for confirmation), greeted with a
@@ -21,6 +27,10 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   a first turn that wants someone notified without saying where gets a plain-text question instead
   of a build (:func:`clarifying_question`), and a turn that only asks something ("just tell me …",
   "unrelated question: …?") is answered without building (:func:`answers_without_building`);
+  a prompt that opens a GitHub issue is built with an unset GitHub credential and then raises the
+  workflow's setup card (``workflows {action: setup}``, :func:`credential_setup`); a workflow with
+  random output ends its first reply asking the user to run it, and a user who says "I ran it" is
+  thanked without a rebuild;
 - the **thread-title generator** (no tools, "short descriptive title"): a title;
 - the **eval mock planners** ("test data planner"): JSON ``{globalContext, nodeHints,
   triggerContent}`` for workflows, ``{globalContext, openingMessage, toolHints}`` for agents.
@@ -209,6 +219,12 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         seeded = seeded_action(request, turn_text, this_turn, offered)
         if seeded is not None:
             return seeded
+        agent = agent_action(opening, this_turn, offered) if len(texts) == 1 else None
+        if agent is not None:
+            return agent
+        setup = credential_setup(opening, everything, offered)
+        if isinstance(setup, Reply):
+            return setup
         if not builds and not any(c.get("name") == WRITE_FILE for c, _ in this_turn):
             early = before_building(texts, turn_text)
             if early is not None:
@@ -225,15 +241,24 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
             answer = f" You chose: {', '.join(picked) or 'no option'}."
         if builds:
             result = result_json(builds[-1][1])
+            if result.get("success") is True and len(texts) == 1:
+                evaluation = config_eval_action(opening, str(result.get("workflowId", "")), this_turn, offered)
+                if evaluation is not None:
+                    return evaluation
             if result.get("success") is True:
                 wf = result.get("workflowId", "")
                 name = result.get("workflowName") or workflow_for(opening)["name"]
+                if isinstance(setup, dict):
+                    return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Schedule Trigger followed by a "
+                                      f"GitHub node that creates the issue, {setup_outcome(everything)}.")
+                ask_run = " Since its output is random, could you run it once and tell me what you got?" \
+                    if _RANDOM.search(opening) and len(texts) == 1 else ""
                 return text_reply(f"I built the workflow \"{name}\" (id {wf}): a Manual Trigger followed by a Set node. "
-                                  f"You can run it from the editor.{answer}")
+                                  f"You can run it from the editor.{answer}{ask_run}")
             if len(builds) >= MAX_BUILDS_PER_TURN:
                 errors = result.get("errors") or [result.get("error") or "unknown error"]
                 return text_reply(f"I could not build the workflow: {'; '.join(str(e) for e in errors)[:500]}")
-        workflow = workflow_for(opening, turns=len(texts))
+        workflow = setup if isinstance(setup, dict) else workflow_for(opening, turns=len(texts))
         path = f"src/workflows/{slug_of(opening)}.workflow.json"
         source = json.dumps(workflow, indent=2)
         writes = [c for c, _ in this_turn if c.get("name") == WRITE_FILE]
@@ -246,6 +271,163 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         return Reply([ToolUseBlock(BUILD_TOOL, args)])
 
     return script
+
+
+# ------------------------------------------------------------------------------------------------
+# standalone Agents (n8n's ``build-agent`` tool)
+
+BUILD_AGENT = "build-agent"
+_AGENT_REQUEST = re.compile(r"\b(?:create|build|make|set up|give me)\b[^.?!]*?\bagent\b", re.I)
+_AGENT_NAME = re.compile(r"\b(?:called|named)\s+[\"“']?(?P<name>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)", re.S)
+
+
+def asks_for_agent(prompt: str) -> bool:
+    """The opening turn asks for a standalone Agent (not a workflow, not an AI Agent node in one)."""
+    return bool(_AGENT_REQUEST.search(prompt)) and not re.search(r"\bworkflows?\b", prompt, re.I)
+
+
+def agent_name(prompt: str) -> str:
+    match = _AGENT_NAME.search(prompt)
+    if match:
+        return match.group("name")[:60]
+    return ("Scripted " + " ".join(slug_of(prompt).split("-")[:-1]) + " agent")[:60]
+
+
+def agent_action(prompt: str, this_turn: list, offered: set[str]) -> Action | None:
+    """Build a standalone Agent through ``build-agent`` when the opening turn asks for one; the
+    builder gets the user's words as its hand-off message. None: not an agent request."""
+    if BUILD_AGENT not in offered or not asks_for_agent(prompt):
+        return None
+    name = agent_name(prompt)
+    done = _last(this_turn, BUILD_AGENT)
+    if done is None:
+        return Reply([TextBlock(f'I\'ll create the agent "{name}".'),
+                      ToolUseBlock(BUILD_AGENT, {"name": name, "message": prompt})])
+    result = result_json(done[1])
+    agent_id = result.get("agentId") or "?"
+    status = "created" if result.get("ok") is not False else f"created, but its builder reported: {result.get('error')}"
+    return text_reply(f'I {status} the agent "{name}" (id {agent_id}); no workflow was needed.')
+
+
+# ------------------------------------------------------------------------------------------------
+# config-based evaluations (n8n's ``eval-config`` tool, behind the config-evals flag)
+
+EVAL_CONFIG = "eval-config"
+LOAD_TOOL = "load_tool"
+DATA_TABLES = "data-tables"
+CREDENTIALS_TOOL = "credentials"
+#: credential types n8n's LLM-judge providers accept (``LLM_JUDGE_PROVIDERS``)
+JUDGE_CREDENTIAL_TYPES = ("openAiApi", "anthropicApi", "googlePalmApi", "azureOpenAiApi", "mistralCloudApi", "groqApi")
+_EVAL_REQUEST = re.compile(r"\b(?:evaluation|evaluate|eval)\b", re.I)
+EVAL_COLUMNS = [{"name": "question", "type": "string"}, {"name": "expected_answer", "type": "string"}]
+EVAL_ROWS = [{"question": "Say hello", "expected_answer": "hello from the scripted model"},
+             {"question": "Greet the team", "expected_answer": "hello from the scripted model"}]
+
+
+def asks_for_config_eval(prompt: str) -> bool:
+    return bool(_EVAL_REQUEST.search(prompt))
+
+
+def config_eval_action(prompt: str, workflow_id: str, this_turn: list, offered: set[str]) -> Action | None:
+    """After building the workflow, set up a config-based evaluation on it when the opening turn asks
+    for one: find an LLM credential for the judge metric (``credentials list``), create the dataset
+    data table and fill it (``data-tables create`` / ``insert-rows``), then ``eval-config create`` on
+    the built workflow (start and end: its Set node). None: not an evaluation request, or done."""
+    if not asks_for_config_eval(prompt) or not {DATA_TABLES, CREDENTIALS_TOOL} <= offered or not workflow_id:
+        return None
+    if EVAL_CONFIG not in offered:  # a deferred tool: loaded by name (n8n's load_tool)
+        if LOAD_TOOL not in offered or _last(this_turn, LOAD_TOOL, toolName=EVAL_CONFIG) is not None:
+            return None
+        return Reply([TextBlock("I'll load the evaluation tool."), ToolUseBlock(LOAD_TOOL, {"toolName": EVAL_CONFIG})])
+    creds = _last(this_turn, CREDENTIALS_TOOL, action="list")
+    if creds is None:
+        return Reply([TextBlock("Now the evaluation: first the judge model's credential."),
+                      ToolUseBlock(CREDENTIALS_TOOL, {"action": "list"})])
+    judge_cred = next((c for c in result_json(creds[1]).get("credentials") or []
+                       if isinstance(c, dict) and c.get("type") in JUDGE_CREDENTIAL_TYPES), None)
+    if judge_cred is None:
+        return text_reply("I built the workflow, but there is no LLM credential for the evaluation's judge, "
+                          "so I did not set up the evaluation.")
+    created = _last(this_turn, DATA_TABLES, action="create")
+    if created is None:
+        name = ("Eval " + " ".join(slug_of(prompt).split("-")[:-1]))[:60]
+        return Reply([ToolUseBlock(DATA_TABLES, {"action": "create", "name": name, "columns": EVAL_COLUMNS})])
+    table = result_json(created[1]).get("table") or {}
+    table_id = str(table.get("id") or "") if isinstance(table, dict) else ""
+    if not table_id:
+        return text_reply(f"I could not create the evaluation dataset: {result_json(created[1])}"[:500])
+    if _last(this_turn, DATA_TABLES, action="insert-rows") is None:
+        return Reply([ToolUseBlock(DATA_TABLES, {"action": "insert-rows", "dataTableId": table_id, "rows": EVAL_ROWS})])
+    made = _last(this_turn, EVAL_CONFIG, action="create")
+    if made is None:
+        provider_model = "claude-haiku-4-5" if judge_cred.get("type") == "anthropicApi" else "gpt-4o-mini"
+        return Reply([ToolUseBlock(EVAL_CONFIG, {
+            "action": "create", "workflowId": workflow_id, "name": "Greeting correctness",
+            "startNodeName": "Set Fields", "endNodeName": "Set Fields", "dataTableId": table_id,
+            "metrics": [{"name": "Correctness", "preset": "correctness", "credentialId": str(judge_cred.get("id")),
+                         "model": provider_model, "outputType": "numeric", "actualAnswer": "={{ $json.greeting }}",
+                         "expectedAnswer": "={{ $json.expected_answer }}"}]})])
+    result = result_json(made[1])
+    if isinstance(result.get("config"), dict):
+        return text_reply(f'I built the workflow and set up the evaluation "Greeting correctness" on it, with a '
+                          f"{len(EVAL_ROWS)}-row dataset (question, expected_answer) and a correctness metric.")
+    return text_reply(f"I built the workflow, but the evaluation could not be set up: {result.get('error') or result}"[:500])
+
+
+# ------------------------------------------------------------------------------------------------
+# the credential archetype: a GitHub issue needs a credential set up through the card
+
+_GITHUB_ISSUE = re.compile(r"\b(?:open|create)s?\s+an\s+issue\b.*\bgithub\b|\bgithub\b.*\b(?:open|create)s?\s+an\s+issue\b", re.I | re.S)
+_TITLED = re.compile(r"titled\s+['\"]([^'\"]+)['\"]", re.I)
+_REPO = re.compile(r"\b([\w.-]+)/([\w.-]+)\b")
+_RANDOM = re.compile(r"\brandom\b", re.I)
+
+
+def credential_setup(opening: str, everything: list, offered: set[str]) -> Reply | dict[str, Any] | None:
+    """A prompt that opens a GitHub issue (None: not this archetype): the workflow is built with an
+    unset GitHub credential (the dict returned), then the workflow's setup card is raised
+    (``workflows {action: setup}`` for ``githubApi``, the Reply returned) for the harness to
+    answer; its result decides the final words."""
+    if not _GITHUB_ISSUE.search(opening) or WORKFLOWS_TOOL not in offered:
+        return None
+    built = [result_json(r) for c, r in everything if c.get("name") == BUILD_TOOL and result_json(r).get("success") is True]
+    if built and _last(everything, WORKFLOWS_TOOL, action="setup") is None:
+        return Reply([TextBlock("The workflow needs a GitHub credential; here is its setup card."),
+                      ToolUseBlock(WORKFLOWS_TOOL, {"action": "setup", "workflowId": str(built[-1].get("workflowId")),
+                                                    "preferNewCredentials": ["githubApi"]})])
+    return github_issue_workflow(opening)
+
+
+def setup_outcome(everything: list) -> str:
+    done = _last(everything, WORKFLOWS_TOOL, action="setup")
+    result = result_json(done[1]) if done else {}
+    if result.get("success") is True and not result.get("deferred"):
+        return "with your GitHub credential attached"
+    return "the GitHub credential is still to be set up"
+
+
+def github_issue_workflow(opening: str) -> dict[str, Any]:
+    title = _TITLED.search(opening)
+    repo = _REPO.search(opening)
+    owner, name = (repo.group(1), repo.group(2)) if repo else ("acme", "widgets")
+    issue: dict[str, Any] = {
+        "id": "5d1c7f4e-2a3b-4c5d-8e9f-0a1b2c3d4e5f", "name": "Create Issue", "type": "n8n-nodes-base.github",
+        "typeVersion": 1.1, "position": [220, 0],
+        "parameters": {"resource": "issue", "operation": "create",
+                       "owner": {"__rl": True, "mode": "name", "value": owner},
+                       "repository": {"__rl": True, "mode": "name", "value": name},
+                       "title": title.group(1) if title else "Scripted issue", "body": "", "labels": [], "assignees": []},
+    }
+    return {
+        "name": "Scripted weekly GitHub issue",
+        "nodes": [
+            {"id": "8c2d4e6f-1a3b-4c5d-9e8f-7a6b5c4d3e2f", "name": "Every Monday", "type": "n8n-nodes-base.scheduleTrigger",
+             "typeVersion": 1.2, "position": [0, 0],
+             "parameters": {"rule": {"interval": [{"field": "weeks", "triggerAtDay": [1], "triggerAtHour": 9}]}}},
+            issue,
+        ],
+        "connections": {"Every Monday": {"main": [[{"node": "Create Issue", "type": "main", "index": 0}]]}},
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -291,8 +473,14 @@ def answer_text(turn_text: str) -> str:
     return f"No workflow needed for this, so I did not build one: {body}"
 
 
+_RAN_IT = re.compile(r"^\s*I ran it\b", re.I)
+
+
 def before_building(texts: list[tuple[int, str]], turn_text: str) -> Action | None:
-    """What the agent says instead of building this turn, if anything (see the two archetypes)."""
+    """What the agent says instead of building this turn, if anything (see the archetypes; a user
+    who reports having run the workflow is thanked, nothing rebuilt)."""
+    if len(texts) > 1 and _RAN_IT.search(clean_prompt(turn_text)):
+        return text_reply("Thanks for running it yourself; I take your result as the test of the workflow.")
     question = clarifying_question(texts)
     if question is not None:
         return text_reply(question)

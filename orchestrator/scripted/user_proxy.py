@@ -7,7 +7,8 @@ decision the real proxy would give, chosen by fixed rules:
 
 - **reply** (the agent finished a run): when the agent's last message asks something (``?``), a
   pending direction that withholds a value ("… unless the agent asks. If it asks, answer: X" /
-  "then say 'X'") gives X and is done; a direction that refuses ("won't provide", "skip it")
+  "then say 'X'") gives X and is done — and when that direction has the user run the workflow
+  themselves and the state lists ``saved_workflows``, the last saved one goes in ``run_workflow_id``; a direction that refuses ("won't provide", "skip it")
   answers that the user has none; any other question gets a neutral answer. Otherwise the next
   unsent item of a listed direction ("1. … 2. …"), else the next scripted user turn, else stop;
 - **questions** (``ask-user``): the withheld value when a direction holds one, else the first
@@ -25,7 +26,7 @@ from typing import Any
 
 from orchestrator.scripted.replies import Action, text_reply
 
-#: Must equal :data:`orchestrator.builders.user_proxy.PROXY_MARKER` (a test holds them together).
+#: Must equal :data:`orchestrator.builders.proxy_decision.PROXY_MARKER` (a test holds them together).
 PROXY_MARKER = "[n8n-eval user proxy]"
 NEUTRAL_ANSWER = "Use your best judgement and sensible defaults."
 NONE_ANSWER = "I don't have one. Please skip it and carry on without it."
@@ -37,6 +38,7 @@ _WITHHELD = re.compile(
 _REFUSES = re.compile(r"won'?t provide|will not provide|has no \w+ and|never invent|skip it", re.I)
 _DENIES_NETWORK = re.compile(r"\b(deny|refuse|reject|don'?t allow|do not allow)\b[^.]*\b(web|search|network|fetch|url|internet)", re.I)
 _DISMISSES = re.compile(r"\b(dismiss|defer|withhold|hasn'?t decided|skip)\b", re.I)
+_RUNS_IT = re.compile(r"\brun (?:it|the workflow)(?: once)? (?:yourself|themselves)\b", re.I)
 _ITEM = re.compile(r"^\s*\d+[.)]\s+(?P<item>.+?)\s*$", re.M)
 
 
@@ -100,8 +102,11 @@ def _pending(state: dict[str, Any]) -> list[tuple[int, str]]:
 
 
 def _decision(action: str, reason: str, *, text: str = "", answers: dict[str, str] | None = None,
-              done: list[int] | None = None) -> dict[str, Any]:
-    return {"action": action, "text": text, "answers": answers or {}, "reason": reason, "directions_done": done or []}
+              done: list[int] | None = None, run_workflow_id: str | None = None) -> dict[str, Any]:
+    out = {"action": action, "text": text, "answers": answers or {}, "reason": reason, "directions_done": done or []}
+    if run_workflow_id:
+        out["run_workflow_id"] = run_workflow_id
+    return out
 
 
 def decide(state: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +120,10 @@ def decide(state: dict[str, Any]) -> dict[str, Any]:
         asked = "?" in _last_agent_text(state)
         if asked and withheld:
             i, value = withheld[0]
+            saved = [w for w in state.get("saved_workflows") or [] if isinstance(w, dict) and w.get("id")]
+            run = str(saved[-1]["id"]) if saved and _RUNS_IT.search(dict(pending)[i]) else None
             return _decision("answer", f"the agent asked; direction {i} gives its withheld value now", text=value,
-                             done=done + [i])
+                             done=done + [i], run_workflow_id=run)
         if asked and refusing:
             return _decision("answer", f"direction {refusing[0]} refuses the value", text=NONE_ANSWER, done=done)
         if asked:

@@ -4,10 +4,12 @@ Model and effort come from ``N8N_INSTANCE_AI_EVAL_JUDGE_MODEL`` / ``N8N_INSTANCE
 (the reference harness's names). Each call is retried with a per-attempt timeout. When every attempt
 fails the judge never raises:
 
-- the provider was down or the judge timed out → every verdict is ``incomplete`` (not judged,
-  excluded from scoring, attributed ``verification_gap``): an outage is not a quality signal;
-- the judge answered but never in a usable shape → every verdict is ``fail`` (the reference's
-  all-fail fallback), attributed ``verification_gap``.
+- whether the provider was down, the judge timed out, or it answered but never in a usable shape,
+  every verdict is ``incomplete`` (not judged, excluded from scoring, attributed
+  ``verification_gap``), as n8n leaves a unit whose verifier was exhausted without a verdict.
+
+Scenario calls escalate their per-attempt cap (60 s, 120 s, 240 s, as n8n's checklist verifier);
+expectation calls follow n8n's assertion judge (:meth:`Judge.judge_expectations`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,13 @@ class JudgeConfig:
     api_key: str | None = None
     base_url: str | None = None
     attempts: int = 3
-    attempt_timeout_s: float = 120.0
+    #: cap of any one attempt (a run's ``judge_attempt_timeout_s`` lowers it)
+    attempt_timeout_s: float = 240.0
+    #: per-attempt caps of the scenario judge, escalating (n8n ``checklist/verifier.ts``
+    #: ``VERIFY_ATTEMPT_TIMEOUTS_MS``: 60 s, 120 s, 240 s), each at most ``attempt_timeout_s``
+    timeout_ladder_s: tuple[float, ...] = (60.0, 120.0, 240.0)
+    #: per-attempt cap of the expectation judge (n8n ``assertion-judge.ts``: 120 s)
+    expectation_timeout_s: float = 120.0
     backoff_s: float = 2.0
 
     @classmethod
@@ -88,7 +96,11 @@ class Judge:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _ask(self, system: str, prompt: str) -> str:
+    def ladder_timeout(self, attempt: int) -> float:
+        ladder = self.config.timeout_ladder_s or (self.config.attempt_timeout_s,)
+        return min(ladder[min(attempt - 1, len(ladder) - 1)], self.config.attempt_timeout_s)
+
+    async def _ask(self, system: str, prompt: str, timeout_s: float | None = None) -> str:
         kwargs: dict[str, Any] = {}
         budget = EFFORT_BUDGET.get(self.config.effort, 0)
         if budget:
@@ -102,7 +114,7 @@ class Judge:
                 messages=[{"role": "user", "content": prompt}],
                 **kwargs,
             ),
-            timeout=self.config.attempt_timeout_s,
+            timeout=timeout_s or self.config.attempt_timeout_s,
         )
         record_model_call("judge", self.config.model, getattr(msg, "usage", None), effort=self.config.effort,
                           duration_s=time.monotonic() - started, stop_reason=getattr(msg, "stop_reason", None))
@@ -118,10 +130,13 @@ class Judge:
         outage = False
         last_error = ""
 
+        tries = 0
+
         async def once() -> list[Judgement]:
-            nonlocal outage, last_error
+            nonlocal outage, last_error, tries
+            tries += 1
             try:
-                text = await self._ask(system, prompt)
+                text = await self._ask(system, prompt, self.ladder_timeout(tries))
             except (TimeoutError, anthropic.APIError) as exc:
                 outage = outage or classify_exception(exc) is not None or isinstance(
                     exc, (asyncio.TimeoutError, anthropic.APITimeoutError))
@@ -150,9 +165,42 @@ class Judge:
                     return await once()
         except (TimeoutError, anthropic.APIError, _UnusableReply):
             log.warning("judge gave up after %d attempt(s): %s", self.config.attempts, last_error)
-        verdict = Verdict.incomplete if outage else Verdict.failed
-        reason = f"not judged: {last_error}" if outage else f"judge failed: {last_error}"
-        return [Judgement(verdict, reason, "verification_failure", Attribution.verification_gap) for _ in range(count)]
+        # n8n: a verifier that never produced a verdict leaves the unit without one (``gate.ts``:
+        # "verifier exhausted" units are excluded), whether it was down or answered unusably
+        reason = f"not judged: {last_error}" if outage else f"not judged: judge failed: {last_error}"
+        return [Judgement(Verdict.incomplete, reason, "verification_failure", Attribution.verification_gap)
+                for _ in range(count)]
+
+
+    async def judge_expectations(self, system: str, prompt: str, count: int) -> list[Judgement]:
+        """Verdicts for ``count`` numbered expectations, with the rules of n8n's assertion judge
+        (``build-expectations/assertion-judge.ts`` ``judgeExpectations``): ``EXPECTATION_ATTEMPTS``
+        tries; a reply is usable when it gives a verdict for at least one index in range (others out
+        of range are ignored); an expectation the usable reply leaves out is ``incomplete`` ("no
+        verdict returned"), not a fail; when no attempt gives a usable reply every expectation is
+        ``incomplete`` ("judge produced no result"): a dead judge is no verdict. Never raises."""
+        last_error = ""
+        for attempt in range(1, EXPECTATION_ATTEMPTS + 1):
+            try:
+                text = await self._ask(system, prompt, min(self.config.expectation_timeout_s, self.config.attempt_timeout_s))
+            except (TimeoutError, anthropic.APIError) as exc:
+                last_error = redact(f"{type(exc).__name__}: {exc}")[:300]
+                log.warning("expectation judge attempt %d/%d failed: %s", attempt, EXPECTATION_ATTEMPTS, last_error)
+                continue
+            found = parse_partial_verdicts(text, count)
+            if found:
+                return [found.get(i) or Judgement(Verdict.incomplete, NO_VERDICT_RETURNED) for i in range(count)]
+            last_error = "judge reply held no verdict for any expectation"
+            log.warning("expectation judge attempt %d/%d: %s", attempt, EXPECTATION_ATTEMPTS, last_error)
+        reason = f"not judged: {JUDGE_PRODUCED_NOTHING} ({last_error})" if last_error else f"not judged: {JUDGE_PRODUCED_NOTHING}"
+        return [Judgement(Verdict.incomplete, reason, "verification_failure", Attribution.verification_gap)
+                for _ in range(count)]
+
+
+#: n8n's expectation judge tries twice (``assertion-judge.ts`` ``MAX_VERIFY_ATTEMPTS``)
+EXPECTATION_ATTEMPTS = 2
+NO_VERDICT_RETURNED = "no verdict returned"
+JUDGE_PRODUCED_NOTHING = "judge produced no result"
 
 
 class _UnusableReply(Exception):
@@ -206,6 +254,28 @@ def parse_verdicts(text: str, count: int) -> list[Judgement] | None:
     return out
 
 
+def parse_partial_verdicts(text: str, count: int) -> dict[int, Judgement]:
+    """The verdicts of the reply whose index is in ``[0, count)`` (others ignored); {} when none."""
+    text = text or ""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return {}
+    try:
+        reply = JudgeReply.model_validate_json(text[start : end + 1])
+    except ValidationError:
+        return {}
+    out: dict[int, Judgement] = {}
+    for pos, item in enumerate(reply.verdicts):
+        if not isinstance(item, JudgeItem):
+            continue
+        index = pos if item.index is None else item.index
+        if 0 <= index < count:
+            reason = redact(str(item.reason))[:1000]
+            out[index] = (Judgement(Verdict.passed, reason) if item.passed else
+                          Judgement(Verdict.failed, reason, "builder_issue", Attribution.builder_issue))
+    return out
+
+
 EXPECTATION_SYSTEM = (
     "You grade workflows built by an AI builder for n8n. You get the workflow JSON and numbered "
     "expectations about it. For each expectation decide whether the workflow meets it. Answer ONLY "
@@ -229,6 +299,42 @@ PROCESS_SYSTEM = (
     "expectation decide from the conversation whether it holds. Answer ONLY with JSON: "
     '{"verdicts": [{"index": 0, "pass": true, "reason": "one line"}, ...]} covering every index.'
 )
+
+
+BUILD_JUDGE_SYSTEM = (
+    "You are grading one run of an AI assistant that builds things in n8n (workflows, agents, "
+    "evaluation configs) while chatting with a user. You are given what the run left behind — the "
+    "saved workflow (or a note that none was saved), any other artifacts it produced, the chat "
+    "transcript with the assistant's tool calls, and counts measured by the harness — followed by a "
+    "numbered list of expectations written by the case author. Some expectations are about how the "
+    "assistant behaved in the chat, others about what it produced. Decide each one from the evidence "
+    "given; an expectation about something that is absent fails. Treat the measured counts as exact "
+    "and do not recount them from the transcript. Reply with JSON only: "
+    '{"verdicts": [{"index": 0, "pass": true, "reason": "one short sentence"}, ...]} '
+    "with one entry per numbered expectation, using its number as the index."
+)
+
+
+def build_context_block(workflow: dict[str, Any] | None, artifact_context: str | None) -> str:
+    """What the build left: the workflow (or "(no workflow built)") and the agent / config-eval
+    sections (n8n: ``build-expectations/verifier.ts`` joins the two into one block)."""
+    body = json.dumps(workflow, indent=1)[:60000] if workflow else "(no workflow built)"
+    block = f"## Workflow JSON\n{body}"
+    return f"{block}\n\n{artifact_context}" if artifact_context else block
+
+
+def build_expectations_prompt(expectations: list[str], *, workflow: dict[str, Any] | None, transcript_text: str,
+                              metrics: dict[str, Any] | None, tool_calls_per_turn: str,
+                              artifact_context: str | None = None, ground_truth: str | None = None) -> str:
+    """One prompt for the process and outcome expectations of a build (n8n judges both in one call)."""
+    listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
+    measured = f"```json\n{json.dumps(metrics, indent=1)}\n```" if metrics else "(none captured)"
+    return (f"{build_context_block(workflow, artifact_context)}\n\n"
+            f"## Conversation transcript\n{transcript_text or '(empty)'}\n\n"
+            f"## Conversation metrics (ground truth, measured by the harness: do not recount)\n{measured}\n\n"
+            f"## Tool calls per turn (ground truth, measured by the harness: do not recount)\n{tool_calls_per_turn}\n\n"
+            f"{_ground_truth(ground_truth)}## Expectations\n{listing}\n\n"
+            "Give a verdict for every numbered expectation, by its number.\n")
 
 
 def _ground_truth(ground_truth: str | None) -> str:

@@ -1,11 +1,11 @@
 """Verification of one built workflow, on the lane that built it.
 
-Four independent signals: the 28 workflow checks of the workflow JSON (``workflow_checks``); each execution
-scenario run with mocks and judged against its success criteria; the case's outcome expectations
-judged against the workflow JSON; the process expectations judged against the unit's build
-transcript (:mod:`orchestrator.transcript`), for every builder — the reference harness skips
-them for MCP builds, we do not. A unit without a transcript (or one in which the agent neither said
-nor did anything) leaves its process expectations ``incomplete``: not judged, excluded from scoring.
+Three independent signals: the 28 workflow checks of the workflow JSON (``workflow_checks``); each execution
+scenario run with mocks and judged against its success criteria (the judge sees every node's
+outputs and the requests the mock layer intercepted); the case's process and outcome expectations,
+judged together in one call as n8n does (:mod:`orchestrator.verify.expectations`: transcript,
+workflow, Agent / Config-eval sections, conversation metrics; process expectations are not judged
+for MCP builds unless opted in, and then never scored).
 
 A build-only case (no execution scenarios) whose build saved no workflow is still graded: its
 expectations are judged with "(no workflow built)" in place of the workflow.
@@ -32,12 +32,12 @@ from orchestrator.results.model import (
 )
 from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
+from orchestrator.verify.artifacts import ArtifactRef, artifact_context
+from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
 from orchestrator.verify.judge import (
-    EXPECTATION_SYSTEM,
     PROCESS_SYSTEM,
     SCENARIO_SYSTEM,
     Judge,
-    expectation_prompt,
     process_prompt,
     scenario_prompt,
 )
@@ -127,6 +127,19 @@ def expectations_not_judged(case: EvalCase, reason: str) -> list[ExpectationResu
                       for t in case.process_expectations]
 
 
+def scenario_evidence(result: Any) -> dict[str, Any]:
+    """What the scenario judge sees of a mock execution: success, errors, mock errors, and per node
+    its outputs, execution mode and the requests the mock layer intercepted (n8n's scenario
+    verifier grades the requests a node sent, not only what came back)."""
+    return {
+        "success": result.success,
+        "errors": result.errors,
+        "mockErrors": result.mock_errors,
+        "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode", "intercepted_requests"})
+                        for name, node in result.node_results.items()},
+    }
+
+
 async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], workflow_id: str, scenario, timeout_ms: int) -> ScenarioResult:
     run = await execute_scenario(owner, workflow_id, scenario.data_setup, timeout_ms)
     if run.gap:
@@ -141,12 +154,7 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
         return ScenarioResult(name=scenario.name, verdict=Verdict.failed, failure_category="framework_issue",
                               attribution=Attribution.framework_issue, reason=redact(framework[0])[:500],
                               execution_id=result.execution_id)
-    execution = {
-        "success": result.success,
-        "errors": result.errors,
-        "mockErrors": result.mock_errors,
-        "nodeResults": {name: node.model_dump(by_alias=True, include={"outputs", "execution_mode"}) for name, node in result.node_results.items()},
-    }
+    execution = scenario_evidence(result)
     prompt = scenario_prompt(workflow, scenario, execution)
     [judgement] = await judge.judge(SCENARIO_SYSTEM, prompt, 1)
     category = judgement.category
@@ -163,25 +171,33 @@ async def _scenario(owner: N8nSession, judge: Judge, workflow: dict[str, Any], w
 
 async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *, timeout_ms: int,
                           transcript_path: Path | None = None, narration: str | None = None,
-                          not_judged_reason: str | None = None, ground_truth: str | None = None) -> Verification:
+                          not_judged_reason: str | None = None, ground_truth: str | None = None,
+                          scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
+                          project_id: str | None = None) -> Verification:
     """Verify what a build left. ``workflow_id`` None: a build-only case built no workflow (or only
     an Agent): its expectations are judged without one; scenarios (if any) cannot run. ``narration``
     (the builder's account of what it did, :attr:`BuildResult.narration`) feeds the communication check.
 
     ``not_judged_reason``: the case's premise did not hold (or could not be checked), so every
     expectation is ``incomplete`` with that reason and none is judged. ``ground_truth``: facts read
-    from the lane that the expectation judges see as their own block (observational-memory rows)."""
+    from the lane that the expectation judges see as their own block (observational-memory rows).
+    ``artifact_refs`` (the build's Agents and config-evals, fetched from ``project_id``) become the
+    Agent / Config-eval sections of the expectation judge's context; ``scope`` says whether the
+    transcript's process is graded (:mod:`orchestrator.verify.expectations`)."""
     with usage_meter() as meter:
         v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms,
                                    transcript_path=transcript_path, narration=narration,
-                                   not_judged_reason=not_judged_reason, ground_truth=ground_truth)
+                                   not_judged_reason=not_judged_reason, ground_truth=ground_truth,
+                                   scope=scope, artifact_refs=artifact_refs, project_id=project_id)
     v.usage = meter.rows()
     return v
 
 
 async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSession, judge: Judge, *,
                            timeout_ms: int, transcript_path: Path | None, narration: str | None = None,
-                           not_judged_reason: str | None = None, ground_truth: str | None = None) -> Verification:
+                           not_judged_reason: str | None = None, ground_truth: str | None = None,
+                           scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
+                           project_id: str | None = None) -> Verification:
     v = Verification()
     workflow: dict[str, Any] | None = None
     if workflow_id is not None:
@@ -191,18 +207,6 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
             reason = redact(f"could not fetch workflow {workflow_id}: {exc}")
             return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
         v.workflow = workflow
-
-    async def outcomes() -> list[ExpectationResult]:
-        if not case.outcome_expectations:
-            return []
-        prompt = expectation_prompt(workflow, case.outcome_expectations, ground_truth)
-        verdicts = await judge.judge(EXPECTATION_SYSTEM, prompt, len(case.outcome_expectations))
-        out = [ExpectationResult(kind="outcome", text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)
-               for t, j in zip(case.outcome_expectations, verdicts)]
-        if out:
-            out[0].judge_input = {"system": EXPECTATION_SYSTEM, "prompt": prompt, "count": len(out),
-                                  "texts": list(case.outcome_expectations)}
-        return out
 
     async def one_scenario(scenario: Any) -> ScenarioResult:
         if workflow is None or workflow_id is None:
@@ -214,9 +218,10 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
     async def expectations() -> list[ExpectationResult]:
         if not_judged_reason is not None:
             return expectations_not_judged(case, not_judged_reason)
-        process = judge_process_expectations(case, transcript_path, judge, workflow, ground_truth)
-        found = await asyncio.gather(outcomes(), process)
-        return list(found[0]) + list(found[1])
+        context = await artifact_context(artifact_refs or [], owner, project_id) if project_id else None
+        return await judge_build_expectations(case, judge, transcript_path=transcript_path, workflow=workflow,
+                                              build_succeeded=True, scope=scope, artifact_context=context,
+                                              ground_truth=ground_truth)
 
     expectation_task = asyncio.ensure_future(expectations())
     checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case, narration=narration), judge)) if workflow else None
@@ -224,3 +229,15 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
     v.expectations = await expectation_task
     v.structural = await checks if checks is not None else []
     return v
+
+
+async def judge_failed_build(case: EvalCase, owner: N8nSession, judge: Judge, *, transcript_path: Path | None,
+                             scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
+                             project_id: str | None = None, ground_truth: str | None = None) -> list[ExpectationResult]:
+    """The expectations of a build that saved no workflow, judged as n8n does: against "(no workflow
+    built)" and the transcript when the agent produced output, all ``incomplete`` when it did not."""
+    with usage_meter():
+        context = await artifact_context(artifact_refs or [], owner, project_id) if project_id else None
+        return await judge_build_expectations(case, judge, transcript_path=transcript_path, workflow=None,
+                                              build_succeeded=False, scope=scope, artifact_context=context,
+                                              ground_truth=ground_truth)

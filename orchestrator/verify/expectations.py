@@ -1,0 +1,158 @@
+"""Author expectations of a build: which to judge, against what, in ONE judge call.
+
+As n8n's harness does it (``build-expectations/select.ts`` ``selectAuthorExpectations``,
+``build-expectations/verifier.ts`` ``verifyBuildExpectations``):
+
+- a build whose transcript holds agent output: its process AND outcome expectations (process first)
+  are judged together, in one call, against the transcript, the workflow (or "(no workflow
+  built)"), the agent / config-eval sections and the conversation metrics — also when the build
+  failed;
+- a build that succeeded but left no agent output (MCP builds by default, prebuilt workflows, a
+  lost event stream): only the outcome expectations are judged, with the case's authored user turns
+  as the conversation; the process expectations are recorded ``incomplete``;
+- a build that failed without any agent output: every expectation is recorded ``incomplete`` (an
+  empty transcript would only be graded confidently wrong).
+
+MCP builds have a transcript here (claude's stream), but n8n never judges process expectations for
+them; ``judge_mcp_process`` (the ``--judge-mcp-process`` opt-in) judges them anyway. Those verdicts
+are recorded with ``opt_in`` reasons but stay ``incomplete`` for scoring unless opted in, so the
+headline numbers are n8n's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.results.model import ExpectationResult, Verdict
+from orchestrator.transcript import gradable, read_transcript, render_for_judge
+from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM, Judge, build_expectations_prompt
+
+NO_AGENT_OUTPUT = "not judged: the build produced no agent output, so there was nothing to grade"
+NO_TRANSCRIPT_PROCESS = "not judged: process expectations need the build's transcript, and this build left no agent output"
+MCP_PROCESS_SKIPPED = ("not judged: process expectations are not judged for MCP builds (as in n8n); "
+                       "--judge-mcp-process judges them as an extra")
+
+
+@dataclass(frozen=True)
+class JudgeScope:
+    """What the builder's transcript is worth to the expectation judge."""
+
+    #: the transcript is a conversation whose process n8n grades (Instance AI chat); False for MCP builds
+    process_gradable: bool = True
+    #: judge the process expectations of a non-gradable (MCP) transcript anyway (an opt-in extra)
+    judge_process_anyway: bool = False
+
+
+def authored_conversation(case: EvalCase) -> str:
+    """The case's user turns as the conversation, for a build with no transcript of its own."""
+    lines = [f"[user, turn {i}] {strip_director_notes(t.text)}" for i, t in enumerate(case.conversation)
+             if t.role == "user"]
+    return "\n".join(lines) or "(no authored conversation)"
+
+
+def conversation_metrics(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts measured from the transcript, given to the judge as ground truth (n8n's
+    ``ConversationMetrics``: turn count, per-turn figures, confirmations asked, clean finish)."""
+    per_turn: list[dict[str, Any]] = []
+    by_kind: Counter[str] = Counter()
+    runs: list[str] = []
+    current: dict[str, Any] | None = None
+    for e in entries:
+        kind = e.get("kind")
+        if kind == "user":
+            current = {"turn": e.get("turn", len(per_turn)), "toolCalls": 0, "confirmationsAsked": 0,
+                       "assistantMessages": 0}
+            per_turn.append(current)
+        elif current is None:
+            continue
+        elif kind == "tool_call":
+            current["toolCalls"] += 1
+        elif kind == "assistant":
+            current["assistantMessages"] += 1
+        elif kind == "confirmation":
+            current["confirmationsAsked"] += 1
+            by_kind[str(e.get("input_type") or "approval")] += 1
+        elif kind == "run":
+            runs.append(str(e.get("status") or ""))
+            current["runStatus"] = e.get("status")
+    return {
+        "turnCount": len(per_turn),
+        "perTurn": per_turn,
+        "confirmationAskedTotal": sum(by_kind.values()),
+        "confirmationAskedByKind": dict(sorted(by_kind.items())),
+        "reachedRunFinishCleanly": bool(runs) and runs[-1] == "completed",
+    }
+
+
+def tool_calls_per_turn(entries: list[dict[str, Any]]) -> str:
+    lines: list[str] = []
+    counts: Counter[str] | None = None
+    turn: Any = None
+
+    def flush() -> None:
+        if counts is not None:
+            listed = ", ".join(f"{name} ×{n}" for name, n in sorted(counts.items())) or "no tool calls"
+            lines.append(f"turn {turn}: {listed}")
+
+    for e in entries:
+        if e.get("kind") == "user":
+            flush()
+            counts, turn = Counter(), e.get("turn", len(lines))
+        elif e.get("kind") == "tool_call" and counts is not None:
+            counts[str(e.get("tool") or "?")] += 1
+    flush()
+    return "\n".join(lines) or "(no turns)"
+
+
+def _rows(kind: str, texts: list[str], verdict: Verdict, reason: str) -> list[ExpectationResult]:
+    return [ExpectationResult(kind=kind, text=t, verdict=verdict, reason=reason) for t in texts]  # type: ignore[arg-type]
+
+
+async def judge_build_expectations(case: EvalCase, judge: Judge, *, transcript_path: Path | None,
+                                   workflow: dict[str, Any] | None, build_succeeded: bool,
+                                   scope: JudgeScope = JudgeScope(), artifact_context: str | None = None,
+                                   ground_truth: str | None = None) -> list[ExpectationResult]:
+    """The case's process and outcome expectations, selected and judged as n8n does (module doc)."""
+    process, outcome = list(case.process_expectations), list(case.outcome_expectations)
+    if not process and not outcome:
+        return []
+    entries = read_transcript(transcript_path) if transcript_path is not None and transcript_path.is_file() else []
+    has_output = gradable(entries)
+    if not has_output and not build_succeeded:
+        return _rows("process", process, Verdict.incomplete, NO_AGENT_OUTPUT) + \
+            _rows("outcome", outcome, Verdict.incomplete, NO_AGENT_OUTPUT)
+    skipped: list[ExpectationResult] = []
+    if has_output and (scope.process_gradable or scope.judge_process_anyway):
+        judged = [("process", t) for t in process] + [("outcome", t) for t in outcome]
+        transcript_text = render_for_judge(entries)
+        metrics: dict[str, Any] | None = conversation_metrics(entries)
+        per_turn = tool_calls_per_turn(entries)
+    else:
+        reason = NO_TRANSCRIPT_PROCESS if not has_output else MCP_PROCESS_SKIPPED
+        skipped = _rows("process", process, Verdict.incomplete, reason)
+        judged = [("outcome", t) for t in outcome]
+        transcript_text, metrics, per_turn = authored_conversation(case), None, "(no transcript captured)"
+    if not judged:
+        return skipped
+    texts = [t for _, t in judged]
+    prompt = build_expectations_prompt(texts, workflow=workflow, transcript_text=transcript_text, metrics=metrics,
+                                       tool_calls_per_turn=per_turn, artifact_context=artifact_context,
+                                       ground_truth=ground_truth)
+    verdicts = await judge.judge_expectations(BUILD_JUDGE_SYSTEM, prompt, len(texts))
+    rows = [ExpectationResult(kind=kind, text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)  # type: ignore[arg-type]
+            for (kind, t), j in zip(judged, verdicts)]
+    rows[0].judge_input = {"system": BUILD_JUDGE_SYSTEM, "prompt": prompt, "count": len(rows), "texts": texts,
+                           "kinds": [k for k, _ in judged], "partial": True}
+    if not scope.process_gradable and scope.judge_process_anyway:  # an extra: never in the headline numbers
+        for row in rows:
+            if row.kind == "process":
+                row.reason = f"[--judge-mcp-process extra, not scored: {row.verdict.value}] {row.reason}"
+                row.verdict = Verdict.incomplete
+                row.attribution = None
+    # process rows first, then outcome: the order n8n lists them
+    ordered = [r for r in rows if r.kind == "process"] + skipped + [r for r in rows if r.kind == "outcome"]
+    return ordered

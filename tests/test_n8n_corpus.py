@@ -1,0 +1,141 @@
+"""n8n's own case corpus (``N8N_CORPUS_DIR``: a directory of case files pulled from n8n-io/n8n's
+``packages/@n8n/instance-ai/evaluations/data/`` — ``workflows/``, ``agents/``, ``agents-exam/``,
+``agents-natural/``, or any folder of such files; never committed here).
+
+1. Every file's load verdict equals n8n's. n8n's verdict comes from ``expected-verdicts.json`` in
+   that directory when present (``{"<folder>/<file>": "accepted" | "rejected"}``); otherwise from
+   the rule of n8n's loader (``utils/load-eval-cases.ts`` ``parseTestCaseFile`` with
+   ``harness/schema.ts`` ``EvalTestCaseSchema``): every file n8n ships was accepted at the commit it
+   was written in, and the current schema refuses only the shapes it retired — the first shape's
+   ``prompt``/``scenarios``, ``buildExpectations`` (``z.never``) and the pre-union seeding keys
+   (``.strict()`` after the ``seed`` union) — plus a body that is not a JSON object.
+2. Every rejection of a retired shape names the key that replaced it.
+3. A sample of the accepted files runs offline (scripted model, embedded sandbox,
+   ``--builder instance-ai``, 2 process lanes): every case is scored and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cases import load_disk
+
+CORPUS_ENV = "N8N_CORPUS_DIR"
+CORPUS = Path(os.environ[CORPUS_ENV]) if os.environ.get(CORPUS_ENV) else None
+pytestmark = pytest.mark.skipif(CORPUS is None, reason=f"{CORPUS_ENV} is not set (a directory of n8n case files)")
+
+#: Retired top-level keys of n8n's case schema → a word the rejection must name (the replacement).
+RETIRED = {
+    "prompt": "conversation", "scenarios": "executionScenarios",
+    "buildExpectations": "outcomeExpectations",
+    "conversationSeed": "seed", "seedFile": "seed", "priorConversation": "seed", "seedThread": "seed",
+}
+
+
+def _files() -> list[Path]:
+    assert CORPUS is not None
+    return sorted(p for p in CORPUS.rglob("*.json") if p.name != "expected-verdicts.json")
+
+
+def _body(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _n8n_verdict(path: Path) -> str:
+    assert CORPUS is not None
+    manifest = CORPUS / "expected-verdicts.json"
+    if manifest.is_file():
+        verdicts = json.loads(manifest.read_text())
+        key = path.relative_to(CORPUS).as_posix()
+        if key in verdicts:
+            return str(verdicts[key])
+    body = _body(path)
+    if not isinstance(body, dict) or RETIRED.keys() & body.keys():
+        return "rejected"
+    return "accepted"
+
+
+def test_every_file_loads_as_n8n_loads_it() -> None:
+    """Accepted here ⇔ accepted by n8n, file by file; the per-folder counts are printed."""
+    assert CORPUS is not None
+    rows: dict[str, Counter[str]] = defaultdict(Counter)
+    disagreements = []
+    for path in _files():
+        folder = path.parent.relative_to(CORPUS).as_posix()
+        cases, issues = load_disk([path])
+        ours = "accepted" if cases else "rejected"
+        theirs = _n8n_verdict(path)
+        rows[folder]["files"] += 1
+        rows[folder]["n8n accepts"] += theirs == "accepted"
+        rows[folder]["we accept"] += ours == "accepted"
+        if ours != theirs:
+            rows[folder]["disagreements"] += 1
+            disagreements.append(f"{path.relative_to(CORPUS)}: n8n {theirs}, ours {ours}: "
+                                 + "; ".join(f"{i.field}: {i.message}" for i in issues[:3]))
+        body = _body(path) if theirs == "rejected" else None
+        if isinstance(body, dict):
+            for key in RETIRED.keys() & body.keys():
+                named = [i.message for i in issues if i.field == key]
+                assert named and RETIRED[key] in named[0], f"{path.name}: {key}: {named}"
+    for folder, counts in sorted(rows.items()):
+        print(f"{folder}: {counts['files']} files, n8n accepts {counts['n8n accepts']}, we accept "
+              f"{counts['we accept']}, {counts['disagreements']} disagreement(s)")
+    assert disagreements == []
+
+
+@pytest.mark.n8n
+@pytest.mark.slow
+async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline end to end on n8n's cases: scored means a judged verdict on a scenario or an
+    expectation, or a build failure charged to the builder (``results/scoring.py``)."""
+    from _process_lanes import leftovers
+    from _tools import require
+
+    from orchestrator.lanes.install import Toolchain, default_cache_dir
+    from orchestrator.ledger import Ledger
+    from orchestrator.results.model import UnitResult
+    from orchestrator.results.scoring import UnitOutcome, unit_outcome
+    from orchestrator.run.config import RunConfig
+    from orchestrator.run.pipeline import run
+
+    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
+    for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    accepted = [p for p in _files() if load_disk([p])[0]]
+    size = int(os.environ.get("N8N_CORPUS_SAMPLE", "8"))
+    by_folder: dict[Path, list[Path]] = defaultdict(list)
+    for p in accepted:
+        by_folder[p.parent].append(p)
+    sample: list[Path] = []
+    while len(sample) < min(size, len(accepted)):  # round-robin over the folders
+        for files in by_folder.values():
+            if files and len(sample) < size:
+                sample.append(files.pop(0))
+    run_id = f"n8n-corpus-{int(time.time()) % 100000}"
+    state, out = tmp_path / "state", tmp_path / "out"
+    cfg = RunConfig(cases_paths=sample, backend="process", lanes=2, builder="instance-ai", model_server="scripted",
+                    state_dir=state, output_dir=out, run_id=run_id)
+    t0 = time.monotonic()
+    outcome = await run(cfg)
+    elapsed = time.monotonic() - t0
+    assert outcome.ok, outcome.errors
+    assert outcome.cleanup_failures == []
+    assert leftovers(run_id, state) == []
+    assert Ledger.for_run(run_id, state).open_entries() == []
+    units = [UnitResult.model_validate(u) for u in json.loads((out / "eval-results.json").read_text())["orchestrator"]["units"]]
+    scored = {UnitOutcome.passed, UnitOutcome.failed, UnitOutcome.build_failed}
+    outcomes = {u.case: unit_outcome(u) for u in units}
+    print(f"{len(units)} units in {elapsed:.0f} s ({len(units) / elapsed * 60:.1f} units/min): "
+          + ", ".join(f"{c}={o.value}" for c, o in sorted(outcomes.items())))
+    assert sorted(outcomes) == sorted(p.stem for p in sample)
+    assert {c: o.value for c, o in outcomes.items() if o not in scored} == {}
