@@ -29,9 +29,21 @@ so the bound stays a bound (it is optimistic by that much).
 CPU: ``time.process_time`` of each with-history run minus a bare loop running the same sleeps
 under a semaphore, per unit.
 
+**Real-lane physics** (a second table, ``--scenarios``; issue 25). There a unit's time also
+depends on what runs beside it (:class:`~orchestrator.allocator.virtual_clock.SharedWork`): each
+extra build on a lane slows its builds by ``slowdown``; in shared-host mode every lane is on one
+machine of ``host_cores`` cores, each build needs ``build_cpu`` of a core and a booting lane
+``boot_cpu``, and builds slow down when the machine is over-committed; lanes join late (each
+boots ``boot_s`` first, joins spread over ``join_spread_s``); dead lanes get a replacement that
+joins ``boot_s`` later. ``issue table`` is issue 25's case: two co-located lanes, the second still
+booting while the first runs its first units (so they are measured under contention), global cap
+lanes x 2 = 4, per-lane cap 4. The lower bound there is the same fluid bound with the pool's best
+rate at each moment (lanes joined and alive, the boot load, each lane's concave build-count
+curve, the host's cores).
+
 Run: ``.venv/bin/python bench/allocator.py`` (``--help`` for sizes). The last line is
 ``worst with history: <ratio>``, the largest makespan / lower bound with history over every lane
-count, cap and seed.
+count, cap, scenario and seed.
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.allocator import Allocator, Outcome, ResultStatus, WorkUnit
-from orchestrator.allocator.virtual_clock import run_virtual
+from orchestrator.allocator.virtual_clock import SharedWork, run_virtual
 
 
 @dataclass(frozen=True)
@@ -161,6 +173,163 @@ def bare_loop_cpu(workload: Workload, capacity: int) -> float:
     return run_virtual(main())
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """A pool with real-lane physics (see the module docstring)."""
+
+    name: str
+    lanes: int
+    units: int
+    cases: int
+    median_s: float = 120.0
+    slowdown: float = 0.0
+    host_cores: float | None = None
+    build_cpu: float = 1.0
+    boot_cpu: float = 0.0
+    boot_s: float = 0.0
+    join_spread_s: float = 0.0
+    deaths: int = 0
+    replace: bool = False
+    global_cap: int | None = None  # None: 2 x the live lanes
+    speed_spread: float = 0.3
+
+
+SCENARIOS = (
+    Scenario("slowdown", lanes=10, units=1000, cases=200, slowdown=0.15, deaths=1),
+    Scenario("shared host", lanes=4, units=600, cases=120, slowdown=0.1, host_cores=3.0, build_cpu=0.35,
+             boot_cpu=1.0, boot_s=60.0, join_spread_s=240.0, speed_spread=0.1),
+    Scenario("staggered", lanes=10, units=1000, cases=200, slowdown=0.1, boot_s=120.0, join_spread_s=600.0),
+    Scenario("replaced", lanes=10, units=1000, cases=200, slowdown=0.1, boot_s=120.0, deaths=3, replace=True),
+    Scenario("issue table", lanes=2, units=114, cases=38, median_s=10.0, slowdown=0.2, host_cores=2.0,
+             build_cpu=0.4, boot_cpu=1.5, boot_s=20.0, join_spread_s=20.0, global_cap=4, speed_spread=0.0),
+)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When each lane joins (it boots for ``boot_s`` before), and when lanes die."""
+
+    speeds: dict[str, float]
+    joins: dict[str, float]
+    deaths: dict[str, float]
+
+
+def make_timeline(sc: Scenario, horizon: float, seed: int) -> Timeline:
+    rng = random.Random(seed * 104729 + sc.lanes)
+    ids = lane_ids(sc.lanes)
+    speeds = {lane: rng.uniform(1.0 - sc.speed_spread, 1.0 + sc.speed_spread) for lane in ids}
+    joins = {lane: 0.0 if i == 0 else rng.uniform(0.0, sc.join_spread_s) for i, lane in enumerate(ids)}
+    deaths: dict[str, float] = {}
+    for i, lane in enumerate(sorted(rng.sample(ids, sc.deaths))):
+        deaths[lane] = rng.uniform(0.2, 0.6) * horizon
+        if sc.replace:
+            new = f"{lane}-r{i}"
+            speeds[new] = rng.uniform(1.0 - sc.speed_spread, 1.0 + sc.speed_spread)
+            joins[new] = deaths[lane] + sc.boot_s
+    return Timeline(speeds, joins, deaths)
+
+
+def _boot_load(sc: Scenario, tl: Timeline, now: float) -> float:
+    booting = sum(1 for lane, at in tl.joins.items() if at - sc.boot_s <= now < at and at > 0)
+    return sc.boot_cpu * booting
+
+
+def pool_rate(sc: Scenario, alive: list[str], speeds: dict[str, float], boot_load: float, per_lane_cap: int) -> float:
+    """Most work per second the pool can do: the best build counts per lane (each lane's curve
+    k / (1 + slowdown (k - 1)) is concave, so the best N slots are the N largest marginals), under
+    the global cap and the host's cores."""
+    marginals = sorted(
+        (speeds[lane] * (k / (1 + sc.slowdown * (k - 1)) - (k - 1) / (1 + sc.slowdown * max(k - 2, 0)))
+         for lane in alive for k in range(1, per_lane_cap + 1)),
+        reverse=True,
+    )
+    cap = sc.global_cap if sc.global_cap is not None else 2 * len(alive)
+    best, total = 0.0, 0.0
+    for n, m in enumerate(marginals[:cap], start=1):
+        total += m
+        host = 1.0
+        if sc.host_cores is not None:
+            demand = sc.build_cpu * n + boot_load
+            host = min(1.0, sc.host_cores / demand)
+        best = max(best, total * host)
+    return best
+
+
+def scenario_bound(sc: Scenario, workload: Workload, tl: Timeline, per_lane_cap: int) -> float:
+    """Fluid lower bound over the segments between joins, deaths and boot-load changes."""
+    events = sorted({0.0, *tl.joins.values(), *tl.deaths.values(),
+                     *(at - sc.boot_s for at in tl.joins.values() if at > 0)})
+    remaining = workload.total
+    for i, start in enumerate(events):
+        alive = [lane for lane, at in tl.joins.items() if at <= start and tl.deaths.get(lane, float("inf")) > start]
+        rate = pool_rate(sc, alive, tl.speeds, _boot_load(sc, tl, start), per_lane_cap) if alive else 0.0
+        end = events[i + 1] if i + 1 < len(events) else float("inf")
+        if rate > 0 and rate * (end - start) >= remaining:
+            fluid = start + remaining / rate
+            break
+        remaining -= rate * (end - start) if end != float("inf") else 0.0
+    else:  # pragma: no cover - the last segment is unbounded
+        raise AssertionError("no live lane at the end")
+    longest = max(workload.work.values()) / max(tl.speeds.values())
+    return max(fluid, longest)
+
+
+def simulate_scenario(sc: Scenario, workload: Workload, tl: Timeline, *, per_lane_cap: int, steal: bool,
+                      history: bool, seed: int) -> float:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        shared = SharedWork(tl.speeds, slowdown=sc.slowdown, host_cores=sc.host_cores, build_cpu=sc.build_cpu,
+                            background=lambda now: _boot_load(sc, tl, now))
+
+        async def worker(lane: str, unit: WorkUnit, attempt: int) -> tuple[Outcome, Any]:
+            await shared.run(lane, workload.work[unit])
+            return Outcome.done, None
+
+        first = [lane for lane, at in tl.joins.items() if at == 0.0]
+        allocator = Allocator(first, per_lane_cap=per_lane_cap, global_cap=sc.global_cap, seed=seed, steal=steal,
+                              max_lane_fault_retries=10)
+        for lane, at in tl.joins.items():
+            if at > 0:
+                loop.call_at(at, allocator.add_lane, lane)
+                loop.call_at(at, shared.touch)
+                loop.call_at(at - sc.boot_s, shared.touch)
+        for lane, at in tl.deaths.items():
+            loop.call_at(at, allocator.drain, lane, "lane died")
+        allocator.submit(workload.units, expected_s=workload.history if history else None)
+        results = await allocator.run(worker)
+        assert all(r.status is ResultStatus.done for r in results), {r.status for r in results}
+        return max(r.finished_at for r in results)
+
+    return run_virtual(main())
+
+
+def run_scenarios(args: argparse.Namespace, seeds: list[int]) -> float:
+    print("real-lane physics (issue 25): per-lane slowdown, shared host, late joins, replacements")
+    print(f"{'scenario':>12} {'lanes':>5} {'units':>5} {'lower bd s':>10} {'steal+hist':>15} {'steal':>15} {'static':>15}")
+    worst = 0.0
+    for sc in SCENARIOS:
+        ratios: dict[str, list[float]] = {"hist": [], "steal": [], "static": []}
+        lowers = []
+        for seed in seeds:
+            workload = make_workload(sc.units, sc.cases, sc.median_s, args.sigma, args.history_error, seed)
+            horizon = workload.total / max(sc.lanes * 2, 1)
+            tl = make_timeline(sc, horizon, seed)
+            lower = scenario_bound(sc, workload, tl, args.per_lane_cap)
+            lowers.append(lower)
+            for name, steal, history in (("hist", True, True), ("steal", True, False), ("static", False, False)):
+                makespan = simulate_scenario(sc, workload, tl, per_lane_cap=args.per_lane_cap, steal=steal,
+                                             history=history, seed=seed)
+                ratios[name].append(makespan / lower)
+        worst = max(worst, *ratios["hist"])
+
+        def fmt(values: list[float]) -> str:
+            return f"{sum(values) / len(values):.3f} ({max(values):.3f})"
+
+        print(f"{sc.name:>12} {sc.lanes:>5} {sc.units:>5} {sum(lowers) / len(lowers):>10.0f} {fmt(ratios['hist']):>15} "
+              f"{fmt(ratios['steal']):>15} {fmt(ratios['static']):>15}")
+    return worst
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--units", type=int, default=10_000)
@@ -173,9 +342,14 @@ def main() -> None:
     parser.add_argument("--speed-spread", type=float, default=0.3, help="lane speeds uniform in [1-s, 1+s]")
     parser.add_argument("--deaths", type=float, default=0.02, help="share of lanes that die mid-run (at least one)")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds; ratios are means (and max) over them")
+    parser.add_argument("--scenarios", choices=("all", "only", "none"), default="all",
+                        help="the real-lane physics table: with the first table, alone, or not at all")
     args = parser.parse_args()
 
     seeds = [int(x) for x in args.seeds.split(",")]
+    if args.scenarios == "only":
+        print(f"worst with history: {run_scenarios(args, seeds):.3f}")
+        return
     workloads = {
         seed: make_workload(args.units, args.cases, args.median_s, args.sigma, args.history_error, seed) for seed in seeds
     }
@@ -229,6 +403,8 @@ def main() -> None:
                 f"{max_lane:>8} {sum(cpu_ms) / len(cpu_ms):>13.3f}"
             )
     print(f"allocator CPU: at most {worst_cpu:.3f} ms per unit (with history, beyond a bare event loop)")
+    if args.scenarios == "all":
+        worst = max(worst, run_scenarios(args, seeds))
     print(f"worst with history: {worst:.3f}")
 
 

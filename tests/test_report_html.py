@@ -81,6 +81,22 @@ def test_lane_rows_in_natural_order() -> None:
     assert labels == ["lane-0", "lane-1", "lane-10"]
 
 
+def test_timeline_marks_a_lane_idle_while_units_waited() -> None:
+    """Issue 25's picture: lane-a runs two units then nothing, while lane-b still starts units
+    until t=1100; lane-a's idle stretch (1040 s to 1100 s) is marked, its hand-over gap of 1 s is not."""
+    units = [
+        unit("c1", 0, lane="lane-a", started_at=1000.0, duration=20.0),
+        unit("c2", 0, lane="lane-a", started_at=1021.0, duration=19.0),
+        *(unit(f"d{i}", 0, lane="lane-b", started_at=1000.0 + 25 * i, duration=25.0) for i in range(5)),
+    ]
+    page = render_report(results("idle-run", units))
+    marks = re.findall(r'<rect class="idle-waiting"[^>]*><title>([^<]+)</title>', page)
+    assert marks == ["idle 60.0 s while units waited"]
+    assert "idle while units waited (60 s)" in page
+    busy = render_report(results("busy-run", units[2:]))
+    assert 'class="idle-waiting"' not in busy
+
+
 @pytest.mark.slow
 @pytest.mark.chromium
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:

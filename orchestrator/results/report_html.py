@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.domain import Verdict
 from orchestrator.redact import redact
+from orchestrator.results.idle import idle_while_waiting, total_seconds
 from orchestrator.results.model import (
     DIMENSIONS,
     CaseSummary,
@@ -57,6 +58,10 @@ TIMELINE_WIDTH = 1180
 LABEL_WIDTH = 150
 ROW_HEIGHT = 28
 BAR_HEIGHT = 18
+#: Idle-while-units-waited stretches on the lane timeline (issue 25): shorter ones are the
+#: scheduler's ordinary hand-over between units, not worth a mark.
+IDLE_MIN_S = 2.0
+IDLE_COLOUR = "#c62828"
 AXIS_HEIGHT = 30
 TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, 86400)
 COST_LABEL_WIDTH = 300
@@ -196,6 +201,24 @@ def _tick_step(span: float) -> int:
     return next((s for s in TICK_STEPS if span / s <= 10), TICK_STEPS[-1])
 
 
+def _idle_stretches(lanes: dict[str, list[UnitResult]]) -> dict[str, list[tuple[float, float]]]:
+    """Per lane, where it ran nothing while units still waited (:mod:`orchestrator.results.idle`):
+    from its first unit to the run's end (to its last unit when the lane failed then), stretches
+    of at least ``IDLE_MIN_S``."""
+    ran = {lane: us for lane, us in lanes.items() if lane != "(no lane)"}
+    if not ran:
+        return {}
+    last_start = max(u.started_at for us in ran.values() for u in us)
+    end = max(u.finished_at for us in ran.values() for u in us)
+    windows: dict[str, tuple[float, float]] = {}
+    for lane, us in ran.items():
+        last = max(us, key=lambda u: u.finished_at)
+        closed = last.finished_at if unit_outcome(last) is UnitOutcome.lane_failure else end
+        windows[lane] = (min(u.started_at for u in us), closed)
+    busy = {lane: [(u.started_at, u.finished_at) for u in us] for lane, us in ran.items()}
+    return idle_while_waiting(busy, last_start=last_start, windows=windows, min_s=IDLE_MIN_S)
+
+
 def _timeline(units: list[UnitResult]) -> str:
     timed = [u for u in units if u.finished_at >= u.started_at]
     if not timed:
@@ -211,6 +234,8 @@ def _timeline(units: list[UnitResult]) -> str:
 
     def x(t: float) -> float:
         return LABEL_WIDTH + (t - t0) / span * plot
+
+    idle = _idle_stretches(lanes)
 
     parts = [f'<svg id="timeline" width="{TIMELINE_WIDTH}" height="{height}" '
              f'viewBox="0 0 {TIMELINE_WIDTH} {height}" role="img" aria-label="Units per lane over time">']
@@ -234,10 +259,19 @@ def _timeline(units: list[UnitResult]) -> str:
                 f'width="{bw:.1f}" height="{BAR_HEIGHT}" rx="3" fill="{OUTCOME_COLOURS[outcome]}" stroke="#fff">'
                 f"<title>{esc(tip)}</title></rect>"
             )
+        for a, b in idle.get(lane, []):
+            parts.append(
+                f'<rect class="idle-waiting" x="{x(a):.1f}" y="{y + 2:.1f}" width="{max(1.0, (b - a) / span * plot):.1f}" '
+                f'height="{ROW_HEIGHT - 4}" fill="{IDLE_COLOUR}" fill-opacity="0.25" stroke="{IDLE_COLOUR}" '
+                f'stroke-dasharray="3 2"><title>idle {b - a:.1f} s while units waited</title></rect>'
+            )
     parts.append("</svg>")
     seen = {unit_outcome(u) for u in timed}
     legend = "".join(f'<span><i style="background:{OUTCOME_COLOURS[o]}"></i>{esc(o.value)}</span>'
                      for o in UnitOutcome if o in seen)
+    if any(idle.values()):
+        total = total_seconds(idle)
+        legend += f'<span><i style="background:{IDLE_COLOUR};opacity:0.4"></i>idle while units waited ({total:.0f} s)</span>'
     return "".join(parts) + f'<div class="legend">{legend}</div>'
 
 

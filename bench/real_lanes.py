@@ -1,0 +1,172 @@
+"""Bench: the allocator on real process lanes (issue 25), beside the simulation of bench/allocator.py.
+
+``orchestrator run`` in-process, ``--builder instance-ai`` on ``--lanes`` (4) process lanes, the
+bundled corpus x ``--iterations`` (22 x 3 = 66 units), against the embedded scripted model whose
+Instance AI agent answers each call after a per-case delay: log-normal (median ``--median-s``,
+sigma ``--sigma``), drawn once per case from ``--seed`` and the case's prompt, so a case's builds
+take about the same time on every lane and in every run. The same state dir serves all runs, in
+this order:
+
+* ``steal``: plain work stealing without history (every unit equal, least-loaded lane first);
+* ``static``: static sharding (each lane runs the shard it was dealt);
+* ``default``: what ``orchestrator run`` does -- history (the newest finished run in the state
+  dir: the two above), longest first, the speed model.
+
+Per policy: the makespan (the pool starting to the last unit finished: the first lane's ready
+time plus first unit started to last finished), a lower bound = the first lane's
+ready time + total unit work / usable concurrency (min(global cap, lanes x per-lane cap)), where a
+unit's work is the least wall time it took in any of the runs, the ratio, and the seconds any lane
+sat idle while a unit still waited (:mod:`orchestrator.results.idle`, from each lane's first unit
+on). Last line: ``real lanes: R (idle while work waited: S s)`` for the default policy.
+
+    .venv/bin/python bench/real_lanes.py [--lanes 4] [--iterations 3]
+
+Needs the n8n toolchain (scripts/setup.sh); takes a few minutes. The machine's other load shows in
+the figures: run it on a quiet machine for numbers to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orchestrator.run.execute as execute_stage
+from orchestrator.allocator import Allocator
+from orchestrator.results.idle import idle_while_waiting, total_seconds
+from orchestrator.results.model import EvalResults
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import run
+from orchestrator.scripted import instance_ai as ia
+from orchestrator.scripted.replies import Action
+from orchestrator.scripted.scripts import demo_script
+from orchestrator.scripted.server import ScriptedModelServer
+
+CASES = Path(__file__).resolve().parents[1] / "cases"
+FAKE_KEY = "sk-ant-bench-real-lanes-not-a-key"
+
+
+def delayed_script(seed: int, median_s: float, sigma: float) -> Any:
+    """The demo script; the lane's Instance AI agent answers after its case's delay."""
+    inner = demo_script()
+    delays: dict[str, float] = {}
+
+    def delay_for(prompt: str) -> float:
+        if prompt not in delays:
+            digest = hashlib.sha256(f"{seed}:{prompt}".encode()).digest()
+            delays[prompt] = random.Random(digest).lognormvariate(math.log(median_s), sigma)
+        return delays[prompt]
+
+    def script(request: dict[str, Any]) -> Action:
+        if ia.is_instance_ai_agent(request):
+            texts = ia.user_texts(request)
+            if texts:
+                time.sleep(delay_for(ia.clean_prompt(texts[0][1])))
+        return inner(request)
+
+    return script
+
+
+def policy_allocator(policy: str) -> type[Allocator]:
+    class PolicyAllocator(Allocator):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "steal": policy != "static"})
+
+        def submit(self, units: Any, *, lane: str | None = None, expected_s: Any = None) -> None:
+            super().submit(units, lane=lane, expected_s=expected_s if policy == "default" else None)
+
+    return PolicyAllocator
+
+
+async def run_policy(policy: str, args: argparse.Namespace, state: Path, out: Path) -> EvalResults:
+    execute_stage.Allocator = policy_allocator(policy)  # type: ignore[misc]
+    cfg = RunConfig(
+        cases_paths=[CASES], iterations=args.iterations, lanes=args.lanes, builder="instance-ai",
+        backend="process", model_server="real", state_dir=state, output_dir=out / policy,
+        run_id=f"real-lanes-{policy}-{os.urandom(2).hex()}", seed=args.seed,
+        # the lanes' agent asks our delaying server, with the run's (fake) key
+        env=[f"N8N_INSTANCE_AI_MODEL_URL={os.environ['ANTHROPIC_BASE_URL']}",
+             "N8N_INSTANCE_AI_MODEL=anthropic/claude-sonnet-4-6"],
+        lane_model_key_env="ANTHROPIC_API_KEY",
+    )
+    outcome = await run(cfg)
+    if any(u.build.status.value == "skipped" for u in outcome.results.units):
+        raise SystemExit(f"{policy}: interrupted")
+    if outcome.errors:
+        print(f"{policy}: errors: {outcome.errors}", file=sys.stderr)
+    return outcome.results
+
+
+def lane_figures(results: EvalResults) -> tuple[float, float, float, dict[str, list[tuple[float, float]]]]:
+    """(makespan, first lane ready, units run, idle stretches per lane) of one run."""
+    units = [u for u in results.units if u.lane and u.finished_at >= u.started_at > 0]
+    if not units:
+        return math.nan, math.nan, 0, {}
+    first = min(u.started_at for u in units)
+    end = max(u.finished_at for u in units)
+    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for u in units:
+        busy[u.lane or ""].append((u.started_at, u.finished_at))
+    windows = {lane: (min(s for s, _ in spans), end) for lane, spans in busy.items()}
+    idle = idle_while_waiting(busy, last_start=max(u.started_at for u in units), windows=windows)
+    ready = float(results.config.get("first_lane_ready_s") or 0.0)  # type: ignore[arg-type]
+    return ready + end - first, ready, len(units), idle
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lanes", type=int, default=4)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--median-s", type=float, default=1.5, help="median delay of one agent answer")
+    parser.add_argument("--sigma", type=float, default=0.6)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-lane-cap", type=int, default=4)
+    args = parser.parse_args()
+
+    server = ScriptedModelServer(delayed_script(args.seed, args.median_s, args.sigma)).start()
+    os.environ["ANTHROPIC_API_KEY"] = FAKE_KEY
+    os.environ["ANTHROPIC_BASE_URL"] = server.base_url
+    policies = ("steal", "static", "default")
+    results: dict[str, EvalResults] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="real-lanes-") as tmp:
+            for policy in policies:
+                t0 = time.monotonic()
+                results[policy] = asyncio.run(run_policy(policy, args, Path(tmp) / "state", Path(tmp) / "out"))
+                print(f"{policy}: {len(results[policy].units)} units in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    finally:
+        server.stop()
+
+    work: dict[tuple[str, int], float] = {}
+    for res in results.values():
+        for u in res.units:
+            if u.lane and u.finished_at >= u.started_at > 0:
+                key = (u.case, u.iteration)
+                work[key] = min(work.get(key, math.inf), u.finished_at - u.started_at)
+    concurrency = min(args.lanes * 2, args.lanes * args.per_lane_cap)
+    print(f"{len(work)} units ({args.iterations} x the bundled corpus), {args.lanes} process lanes, "
+          f"--builder instance-ai, agent answers after log-normal delays (median {args.median_s:g} s, "
+          f"sigma {args.sigma:g}, seed {args.seed}); usable concurrency {concurrency}")
+    print(f"{'policy':>8} {'units':>5} {'makespan s':>10} {'lower bd s':>10} {'ratio':>6} {'idle while waiting s':>20}")
+    figures: dict[str, tuple[float, float]] = {}
+    for policy in policies:
+        makespan, ready, count, idle = lane_figures(results[policy])
+        lower = ready + sum(work.values()) / concurrency
+        figures[policy] = (makespan / lower, total_seconds(idle))
+        print(f"{policy:>8} {count:>5} {makespan:>10.1f} {lower:>10.1f} {makespan / lower:>6.3f} "
+              f"{total_seconds(idle):>20.1f}")
+    ratio, idle_s = figures["default"]
+    print(f"real lanes: {ratio:.3f} (idle while work waited: {idle_s:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
