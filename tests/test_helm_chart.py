@@ -644,7 +644,14 @@ def test_lane_pod_values_reach_the_backend_and_its_pods_validate(version: str) -
     assert spec["priorityClassName"] == "n8n-eval-lanes" and spec["terminationGracePeriodSeconds"] == 20
     assert spec["nodeSelector"] and spec["tolerations"] and spec["affinity"] and spec["topologySpreadConstraints"]
     c = spec["containers"][0]
-    assert c["resources"] == {"requests": {"cpu": "1", "memory": "3Gi"}, "limits": {"cpu": "2", "memory": "3Gi"}}
+    assert c["resources"] == {"requests": {"cpu": "1", "memory": "3Gi", "ephemeral-storage": "2Gi"},
+                              "limits": {"cpu": "2", "memory": "3Gi", "ephemeral-storage": "2Gi"}}
+    assert {v["name"]: v["emptyDir"]["sizeLimit"] for v in spec["volumes"]} == {
+        "lane-data": "1Gi", "tmp": "256Mi", "builds": "512Mi", "sandbox": "512Mi"}
+    # disruption.doNotDisrupt (on by default) reaches the lane pods as it reaches the orchestrator's
+    assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    off = orchestrator_env(render({**FULL_VALUES, "disruption": {"doNotDisrupt": False}}))
+    assert json.loads(off["ORCHESTRATOR_K8S_LANE_POD"])["doNotDisrupt"] is False
     # the defaults: guaranteed memory, a ready timeout that survives node scale-up and a big image pull
     defaults = k8s.LanePod.model_validate(json.loads(orchestrator_env(render())["ORCHESTRATOR_K8S_LANE_POD"]))
     assert defaults.ready_timeout_seconds >= 600 and "priorityClassName" not in json.loads(

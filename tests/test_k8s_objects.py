@@ -177,7 +177,8 @@ def test_pod_security_probes_and_resources() -> None:
     assert c["readinessProbe"]["httpGet"] == {"path": "/healthz/readiness", "port": "http", "scheme": "HTTP"}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     # memory request = limit (the LaneSpec asked 768Mi/2Gi): a lane is never the first to be OOM-killed
-    assert c["resources"] == {"requests": {"cpu": "250m", "memory": "2Gi"}, "limits": {"cpu": "1500m", "memory": "2Gi"}}
+    assert c["resources"] == {"requests": {"cpu": "250m", "memory": "2Gi", "ephemeral-storage": "2Gi"},
+                              "limits": {"cpu": "1500m", "memory": "2Gi", "ephemeral-storage": "2Gi"}}
     assert c["image"] == "registry.invalid/n8n-eval-lane:2.41.1"
     assert k8s.pod_object("r1", 0, "evals", spec(), secret="s", image="other:1")["spec"]["containers"][0]["image"] == "other:1"
 
@@ -305,7 +306,8 @@ def test_lane_pod_values_reach_the_pod_and_validate(version: str) -> None:
     assert pspec["priorityClassName"] == "n8n-eval-lanes"
     assert pspec["terminationGracePeriodSeconds"] == 20
     (c,) = pspec["containers"]
-    assert c["resources"] == POD_VALUES["resources"]
+    assert c["resources"] == {"requests": {**POD_VALUES["resources"]["requests"], "ephemeral-storage": "2Gi"},
+                              "limits": {**POD_VALUES["resources"]["limits"], "ephemeral-storage": "2Gi"}}
     assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 1200
     bare = k8s.pod_object("r1", 0, "evals", spec(), secret="s")["spec"]
     assert not {"imagePullSecrets", "nodeSelector", "tolerations", "affinity", "priorityClassName"} & set(bare)
@@ -349,3 +351,45 @@ def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
     assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["http", "build-runner"]
     bare = k8s.pod_object("r1", 0, "evals", spec(), secret="s")
     assert [c["name"] for c in bare["spec"]["containers"]] == ["n8n"]
+
+
+# ---- local disk and disruption --------------------------------------------------------------------
+
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+@pytest.mark.parametrize("sidecars", [False, True], ids=["n8n-only", "with-sidecars"])
+def test_lane_pod_bounds_local_disk_and_is_not_disrupted(version: str, sidecars: bool) -> None:
+    """Every container has an ephemeral-storage request and limit, every emptyDir a sizeLimit (a lane
+    filling a node's disk is evicted alone), and the pod carries the same do-not-disrupt annotations as
+    the chart's orchestrator pod (templates/_helpers.tpl): consolidation never stops a running lane."""
+    opts = {"buildRunner": {"enabled": True}, "sandbox": {"enabled": True}} if sidecars else {}
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="s", pod=k8s.LanePod.model_validate(opts))
+    kubernetes_validate.validate(pod, version, strict=True)
+    containers, volumes = pod["spec"]["containers"], pod["spec"]["volumes"]
+    assert len(containers) == (3 if sidecars else 1) and len(volumes) == (4 if sidecars else 2)
+    for c in containers:
+        assert c["resources"]["requests"]["ephemeral-storage"] == c["resources"]["limits"]["ephemeral-storage"], c["name"]
+    assert {v["name"]: v["emptyDir"]["sizeLimit"] for v in volumes} == {
+        "lane-data": "1Gi", "tmp": "256Mi", **({"builds": "512Mi", "sandbox": "512Mi"} if sidecars else {})}
+    assert DO_NOT_DISRUPT.items() <= pod["metadata"]["annotations"].items()
+
+
+def test_lane_pod_disk_and_disruption_options() -> None:
+    """The knobs reach the pod; a storage size given in ``resources`` wins; do-not-disrupt can be off;
+    a malformed quantity is refused naming it."""
+    opts = k8s.LanePod.model_validate({
+        "ephemeralStorage": "4Gi", "dataSizeLimit": "3Gi", "tmpSizeLimit": "512Mi", "doNotDisrupt": False,
+        "buildRunner": {"enabled": True, "volumeSizeLimit": "2Gi",
+                        "resources": {"limits": {"memory": "1Gi", "ephemeral-storage": "3Gi"}}}})
+    pod = k8s.pod_object("r1", 0, "evals", spec(), secret="s", pod=opts)
+    validate(pod)
+    n8n, runner = pod["spec"]["containers"]
+    assert n8n["resources"]["limits"]["ephemeral-storage"] == "4Gi"
+    assert runner["resources"]["requests"]["ephemeral-storage"] == runner["resources"]["limits"]["ephemeral-storage"] == "3Gi"
+    assert {v["name"]: v["emptyDir"]["sizeLimit"] for v in pod["spec"]["volumes"]} == {
+        "lane-data": "3Gi", "tmp": "512Mi", "builds": "2Gi"}
+    assert not DO_NOT_DISRUPT.keys() & pod["metadata"]["annotations"].keys()
+    with pytest.raises(ValueError, match="2 GB"):
+        k8s.LanePod.model_validate({"ephemeralStorage": "2 GB"})

@@ -88,6 +88,17 @@ BUILD_RUNNER_CONTAINER = "build-runner"
 SANDBOX_CONTAINER = "sandbox"
 SANDBOX_ROOT = "/sandbox"
 BUILD_ROOT = "/builds"
+#: Node consolidation (Karpenter) and scale-down (cluster-autoscaler) leave a running lane alone,
+#: as the chart does for the orchestrator pod (``disruption.doNotDisrupt``).
+DO_NOT_DISRUPT_ANNOTATIONS = {"karpenter.sh/do-not-disrupt": "true",
+                              "cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+
+
+def _quantity(value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a storage quantity (e.g. 512Mi, 2Gi)")
+    return value
 
 
 class Sidecar(_Camel):
@@ -101,6 +112,16 @@ class Sidecar(_Camel):
     image: str | None = None
     resources: dict[str, dict[str, str]] = Field(
         default_factory=lambda: {"requests": {"cpu": "250m"}, "limits": {"cpu": "2", "memory": "1Gi"}})
+    #: The container's ephemeral-storage request and limit (unless ``resources`` names one): its
+    #: writable layer and logs plus its own emptyDir (``volumeSizeLimit``).
+    ephemeral_storage: str = Field("1Gi", alias="ephemeralStorage")
+    #: ``sizeLimit`` of the container's own emptyDir (``/builds`` for the runner, ``/sandbox``).
+    volume_size_limit: str = Field("512Mi", alias="volumeSizeLimit")
+
+    @field_validator("ephemeral_storage", "volume_size_limit")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        return _quantity(value)
 
 
 class SandboxSidecar(Sidecar):
@@ -166,6 +187,22 @@ class LanePod(_Camel):
     #: Instance AI's sandbox service (``python -m orchestrator.sandbox serve``), for n8n on 127.0.0.1:8791.
     sandbox: SandboxSidecar = Field(default_factory=lambda: SandboxSidecar.model_validate(
         {"resources": {"requests": {"cpu": "100m"}, "limits": {"cpu": "1", "memory": "512Mi"}}}))
+    #: The n8n container's ephemeral-storage request and limit (unless ``resources`` names one). Pod
+    #: usage (writable layers, logs, emptyDirs) above the containers' summed limits evicts the pod, so
+    #: it covers ``dataSizeLimit`` + ``tmpSizeLimit`` with room for n8n's logs.
+    ephemeral_storage: str = Field("2Gi", alias="ephemeralStorage")
+    #: ``sizeLimit`` of the emptyDir holding n8n's SQLite database and user folder.
+    data_size_limit: str = Field("1Gi", alias="dataSizeLimit")
+    #: ``sizeLimit`` of the pod's shared ``/tmp`` emptyDir.
+    tmp_size_limit: str = Field("256Mi", alias="tmpSizeLimit")
+    #: ``karpenter.sh/do-not-disrupt`` / ``cluster-autoscaler…/safe-to-evict=false`` on the pod (the
+    #: chart passes ``disruption.doNotDisrupt``).
+    do_not_disrupt: bool = Field(True, alias="doNotDisrupt")
+
+    @field_validator("ephemeral_storage", "data_size_limit", "tmp_size_limit")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        return _quantity(value)
 
     @field_validator("image_pull_secrets", mode="before")
     @classmethod
@@ -511,8 +548,8 @@ def pod_object(
                 }
             ],
             "volumes": [
-                {"name": "lane-data", "emptyDir": {}},
-                {"name": "tmp", "emptyDir": {}},
+                {"name": "lane-data", "emptyDir": {"sizeLimit": pod.data_size_limit}},
+                {"name": "tmp", "emptyDir": {"sizeLimit": pod.tmp_size_limit}},
             ],
         },
     }
@@ -520,6 +557,8 @@ def pod_object(
         _add_sidecars(body["spec"], pod, sidecar_image or image or spec.image, image_pull_policy)
     if pod.sandbox.enabled:
         body["metadata"]["annotations"][APPARMOR_ANNOTATION + SANDBOX_CONTAINER] = "unconfined"
+    if pod.do_not_disrupt:
+        body["metadata"]["annotations"].update(DO_NOT_DISRUPT_ANNOTATIONS)
     extra = {
         "imagePullSecrets": pod.image_pull_secrets,
         "nodeSelector": pod.node_selector,
@@ -532,11 +571,16 @@ def pod_object(
     return body
 
 
-def _guaranteed_memory(resources: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+def _guaranteed_memory(resources: Mapping[str, Mapping[str, str]], ephemeral: str) -> dict[str, dict[str, str]]:
+    """Memory request = limit; ephemeral-storage as given in ``resources`` (a lone request or limit
+    sets both) else ``ephemeral``, so every container has an ephemeral-storage request and limit."""
     requests, limits = dict(resources.get("requests") or {}), dict(resources.get("limits") or {})
     memory = limits.get("memory") or requests.get("memory")
     if memory:
         requests["memory"] = limits["memory"] = memory
+    storage_limit = limits.get("ephemeral-storage") or requests.get("ephemeral-storage") or ephemeral
+    requests.setdefault("ephemeral-storage", storage_limit)
+    limits["ephemeral-storage"] = storage_limit
     return {"requests": requests, "limits": limits}
 
 
@@ -550,7 +594,7 @@ def _sidecar(name: str, sidecar: Sidecar, image: str, pull_policy: str, command:
         "ports": [{"name": name[:15], "containerPort": port, "protocol": "TCP"}],
         "env": env,
         "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 2, "failureThreshold": 3},
-        "resources": _guaranteed_memory(sidecar.resources),
+        "resources": _guaranteed_memory(sidecar.resources, sidecar.ephemeral_storage),
         "securityContext": {
             "runAsNonRoot": True,
             "allowPrivilegeEscalation": False,
@@ -584,7 +628,7 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
             ["python", "-m", "orchestrator.builders.build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
              "--root", BUILD_ROOT, "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
             BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
-        volumes.append({"name": "builds", "emptyDir": {}})
+        volumes.append({"name": "builds", "emptyDir": {"sizeLimit": pod.build_runner.volume_size_limit}})
     if pod.sandbox.enabled:
         sandbox = _sidecar(
             SANDBOX_CONTAINER, pod.sandbox, image, pull_policy,
@@ -597,22 +641,19 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
             sandbox["securityContext"]["procMount"] = "Unmasked"
             pod_spec["hostUsers"] = False
         containers.append(sandbox)
-        volumes.append({"name": "sandbox", "emptyDir": {}})
+        volumes.append({"name": "sandbox", "emptyDir": {"sizeLimit": pod.sandbox.volume_size_limit}})
         containers[0]["env"].append({"name": "N8N_EVAL_SANDBOX_URL", "value": f"http://127.0.0.1:{SANDBOX_PORT}"})
 
 
 def lane_resources(spec: LaneSpec, pod: LanePod) -> dict[str, dict[str, str]]:
-    """The n8n container's resources: ``lanes.pod.resources`` else the LaneSpec's, memory request = limit."""
+    """The n8n container's resources: ``lanes.pod.resources`` else the LaneSpec's, memory request = limit,
+    ephemeral-storage from ``resources`` else ``lanes.pod.ephemeralStorage``."""
     if pod.resources:
-        requests = dict(pod.resources.get("requests") or {})
-        limits = dict(pod.resources.get("limits") or {})
+        resources: Mapping[str, Mapping[str, str]] = pod.resources
     else:
         res = spec.resources
-        requests, limits = {"cpu": res.cpu_request}, {"cpu": res.cpu_limit, "memory": res.memory_limit}
-    memory = limits.get("memory") or requests.get("memory")
-    if memory:
-        requests["memory"] = limits["memory"] = memory
-    return {"requests": requests, "limits": limits}
+        resources = {"requests": {"cpu": res.cpu_request}, "limits": {"cpu": res.cpu_limit, "memory": res.memory_limit}}
+    return _guaranteed_memory(resources, pod.ephemeral_storage)
 
 
 def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None,

@@ -316,6 +316,8 @@ spec:
 {{- $_ := set $pod $k $v -}}
 {{- end -}}
 {{- end -}}
+{{- /* lane pods carry the orchestrator pod's do-not-disrupt annotations (k8s_objects.LanePod) */ -}}
+{{- $_ := set $pod "doNotDisrupt" (.Values.disruption.doNotDisrupt | default false) -}}
 {{- toJson $pod -}}
 {{- end }}
 
