@@ -666,7 +666,13 @@ def test_lane_egress_denies_metadata_and_cluster_ranges(defaults) -> None:
     chart_policy = named(defaults, "NetworkPolicy", "-lanes")
     assert chart_policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (dns,) = chart_policy["spec"]["egress"]
-    assert {p["port"] for p in dns["ports"]} == {53} and "ipBlock" not in json.dumps(dns)
+    assert {p["port"] for p in dns["ports"]} == {53}
+    # NodeLocal DNSCache (as the orchestrator's own policy allows): its link-local address, DNS only
+    assert [p["ipBlock"] for p in dns["to"] if "ipBlock" in p] == [{"cidr": "169.254.20.10/32"}]
+    for proto in ("UDP", "TCP"):
+        assert k8s.egress_allows([dns], "169.254.20.10", 53, proto)
+    assert not k8s.egress_allows([dns], "169.254.20.10", 443)
+    assert not k8s.egress_allows([dns], "169.254.169.254", 53, "UDP")
     for docs, cluster_ranges in ((defaults, ["10.96.0.1", "172.20.0.10", "192.168.0.10", "100.64.0.10"]),
                                  (render(FULL_VALUES), ["10.96.0.1", "10.244.1.2"])):
         egress = k8s.LaneEgress.model_validate(json.loads(orchestrator_env(docs)["ORCHESTRATOR_K8S_LANE_EGRESS"]))

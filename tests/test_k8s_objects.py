@@ -246,7 +246,8 @@ def test_default_egress_allows_dns_and_443_out_only() -> None:
     dns, out = rules
     assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
     assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},
+                         {"ipBlock": {"cidr": "169.254.20.10/32"}}]
     assert k8s.egress_allows(rules, "160.79.104.10", 443)  # a model provider's public address (not contacted)
     assert not k8s.egress_allows(rules, "160.79.104.10", 80)
     assert not k8s.egress_allows(rules, "169.254.169.254", 443)  # cloud metadata
@@ -393,3 +394,27 @@ def test_lane_pod_disk_and_disruption_options() -> None:
     assert not DO_NOT_DISRUPT.keys() & pod["metadata"]["annotations"].keys()
     with pytest.raises(ValueError, match="2 GB"):
         k8s.LanePod.model_validate({"ephemeralStorage": "2 GB"})
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
+def test_lane_dns_egress_reaches_node_local_dns_cache(version: str) -> None:
+    """Lane DNS goes to the cluster DNS pods and to NodeLocal DNSCache's link-local address (53 UDP and
+    TCP), as the chart's orchestrator policy allows; the address list is a knob, an empty one drops it,
+    a malformed address is refused naming it."""
+    policy = k8s.network_policy_object("r1", "evals")
+    kubernetes_validate.validate(policy, version, strict=True)
+    dns = policy["spec"]["egress"][0]
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert dns["to"][1:] == [{"ipBlock": {"cidr": "169.254.20.10/32"}}]
+    assert "podSelector" in dns["to"][0]
+    for proto in ("UDP", "TCP"):
+        assert k8s.egress_allows([dns], "169.254.20.10", 53, proto)
+    assert not k8s.egress_allows([dns], "169.254.20.10", 80)
+    other = k8s.network_policy_object("r1", "evals", egress=k8s.LaneEgress.model_validate(
+        {"nodeLocalDnsIps": ["169.254.25.10", "fd00::a"]}))
+    validate(other)
+    assert [p["ipBlock"]["cidr"] for p in other["spec"]["egress"][0]["to"][1:]] == ["169.254.25.10/32", "fd00::a/128"]
+    none = k8s.network_policy_object("r1", "evals", egress=k8s.LaneEgress.model_validate({"nodeLocalDnsIps": []}))
+    assert not k8s.egress_allows(none["spec"]["egress"][:1], "169.254.20.10", 53, "UDP")
+    with pytest.raises(ValueError, match="169.254.20"):
+        k8s.LaneEgress.model_validate({"nodeLocalDnsIps": ["169.254.20"]})

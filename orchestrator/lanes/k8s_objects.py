@@ -73,6 +73,8 @@ DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 METADATA_CIDRS = ("169.254.169.254/32", "fd00:ec2::254/128")
 #: Where cluster pods and Services usually live: the private ranges and CGNAT (EKS/GKE/AKS defaults
 #: all fall inside). ``lanes.egress.clusterCidrs`` narrows or widens it for a given cluster.
+#: NodeLocal DNSCache listens here on every node (its documented default link-local address).
+NODE_LOCAL_DNS_IP = "169.254.20.10"
 DEFAULT_CLUSTER_CIDRS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
 
 
@@ -221,7 +223,7 @@ class LanePod(_Camel):
 class LaneEgress(_Camel):
     """Where lanes may connect to (``lanes.egress``; env ORCHESTRATOR_K8S_LANE_EGRESS as JSON).
 
-    Default-deny, then: DNS to the cluster's DNS pods, and TCP ``ports`` (443) to ``allowCidrs``
+    Default-deny, then: DNS to the cluster's DNS pods and NodeLocal DNSCache, and TCP ``ports`` (443) to ``allowCidrs``
     minus ``denyCidrs`` (the metadata endpoint) and ``clusterCidrs`` (pods and Services).
     """
 
@@ -232,6 +234,16 @@ class LaneEgress(_Camel):
     cluster_cidrs: list[str] = Field(default_factory=lambda: list(DEFAULT_CLUSTER_CIDRS), alias="clusterCidrs")
     dns_namespace: str = Field("kube-system", alias="dnsNamespace")
     dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"}, alias="dnsPodLabels")
+    #: NodeLocal DNSCache's link-local address(es): where pods' DNS goes when it runs (the chart's
+    #: orchestrator policy allows the same, ``orchestratorNetworkPolicy.nodeLocalDnsIps``).
+    node_local_dns_ips: list[str] = Field(default_factory=lambda: [NODE_LOCAL_DNS_IP], alias="nodeLocalDnsIps")
+
+    @field_validator("node_local_dns_ips")
+    @classmethod
+    def _ips(cls, value: list[str]) -> list[str]:
+        for ip in value:
+            ipaddress.ip_address(ip)  # ValueError names the bad one
+        return value
 
     @field_validator("allow_cidrs", "deny_cidrs", "cluster_cidrs")
     @classmethod
@@ -391,7 +403,7 @@ def secret_object(run_id: str, namespace: str, secret_env: Mapping[str, str], ow
 
 
 def egress_rules(egress: LaneEgress) -> list[dict[str, Any]]:
-    """NetworkPolicy egress rules: DNS to the cluster DNS pods, ``ports`` to allowed CIDRs minus the
+    """NetworkPolicy egress rules: DNS to the cluster DNS pods and NodeLocal DNSCache, ``ports`` to allowed CIDRs minus the
     denied ones (each ``except`` entry must lie inside its ``cidr``, so it is computed per block)."""
     denied = [ipaddress.ip_network(c) for c in [*egress.deny_cidrs, *egress.cluster_cidrs]]
     blocks = []
@@ -401,9 +413,10 @@ def egress_rules(egress: LaneEgress) -> list[dict[str, Any]]:
         if any(d.version == net.version and net.subnet_of(d) for d in denied):  # type: ignore[arg-type]
             continue  # wholly denied
         blocks.append({"ipBlock": {"cidr": cidr, **({"except": inside} if inside else {})}})
+    host_blocks = [{"ipBlock": {"cidr": str(ipaddress.ip_network(ip))}} for ip in egress.node_local_dns_ips]
     dns = {
         "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": egress.dns_namespace}},
-                "podSelector": {"matchLabels": dict(egress.dns_pod_labels)}}],
+                "podSelector": {"matchLabels": dict(egress.dns_pod_labels)}}, *host_blocks],
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
     }
     rules = [dns]
