@@ -610,6 +610,17 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
     assert container(template)["image"] == "registry.invalid/evals/n8n-eval-orchestrator:0123abc"
     assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "n8n-eval-keys", "key": "OPENAI_API_KEY"}
     assert "persistentVolumeClaim" in {k for v in template["spec"]["volumes"] for k in v}
+    # the pull Secret cluster-run.yml creates: on every pod of the chart and, through the orchestrator,
+    # on the lane pods it starts
+    templates = [d["spec"]["jobTemplate"]["spec"]["template"] for d in by_kind(docs, "CronJob")]
+    templates += [d["spec"]["template"] for d in by_kind(docs, "Job")]
+    assert any(component(d) == "janitor" for d in by_kind(docs, "CronJob"))
+    for t in templates:
+        assert t["spec"]["imagePullSecrets"] == [{"name": "n8n-eval-pull"}]
+    lane_pod = k8s.LanePod.model_validate(json.loads(env["ORCHESTRATOR_K8S_LANE_POD"]["value"]))
+    lane = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret="n8n-eval-keys", pod=lane_pod)
+    kubernetes_validate.validate(lane, K8S_VERSION, strict=True)
+    assert lane["spec"]["imagePullSecrets"] == [{"name": "n8n-eval-pull"}]
 
 
 def test_the_workflows_design_input(tmp_path: Path) -> None:
@@ -652,6 +663,9 @@ def test_lane_pod_values_reach_the_backend_and_its_pods_validate(version: str) -
     assert pod["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
     off = orchestrator_env(render({**FULL_VALUES, "disruption": {"doNotDisrupt": False}}))
     assert json.loads(off["ORCHESTRATOR_K8S_LANE_POD"])["doNotDisrupt"] is False
+    # lanes.pod.imagePullSecrets, when set, wins over the chart-wide ones (which lanes get otherwise)
+    both = orchestrator_env(render({**FULL_VALUES, "imagePullSecrets": [{"name": "chart-wide"}]}))
+    assert json.loads(both["ORCHESTRATOR_K8S_LANE_POD"])["imagePullSecrets"] == ["regcred", {"name": "other"}]
     # the defaults: guaranteed memory, a ready timeout that survives node scale-up and a big image pull
     defaults = k8s.LanePod.model_validate(json.loads(orchestrator_env(render())["ORCHESTRATOR_K8S_LANE_POD"]))
     assert defaults.ready_timeout_seconds >= 600 and "priorityClassName" not in json.loads(

@@ -258,3 +258,41 @@ def test_tier_scan_catches_a_tier_the_corpus_lacks() -> None:
     assert tier_references("run:\n  tier: ab\n") == ["ab"]
     assert tier_references('"tier": os.environ["TIER"],', {"tier": {"default": "smoke"}}) == ["smoke"]
     assert bundled_tiers().get("nightly", 0) == 0 and bundled_tiers().get("ab", 0) == 0
+
+
+def test_cluster_run_creates_the_image_pull_secret_before_the_install(tmp_path: Path) -> None:
+    """cluster-run.yml turns the registry credentials into a dockerconfigjson Secret (created or
+    updated) before `helm upgrade --install`, which names it in imagePullSecrets; the credentials reach
+    kubectl only in a file, never on a command line. The step's script runs here against a stand-in
+    ``kubectl`` on PATH that records its arguments and the file it is given."""
+    import base64
+    import json
+    import os
+    import subprocess
+
+    named = {s.get("name"): (i, s) for i, (_, s) in enumerate(steps(load(WORKFLOWS / "cluster-run.yml")))}
+    pull_i, pull = named["Image pull Secret"]
+    helm_i, helm_step = named["helm upgrade --install"]
+    assert pull_i < helm_i
+    assert "secrets.EVAL_REGISTRY_PASSWORD" in pull["env"]["PULL_PASSWORD"]
+    (install,) = [line for line in logical_lines(helm_step["run"]) if "helm upgrade --install" in line]
+    assert "imagePullSecrets[0].name=n8n-eval-pull" in shlex.split(install)
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "kubectl.log"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").write_text(
+        "#!/bin/bash\nprintf '%s\\n' \"$*\" >> \"$KUBECTL_LOG\"\n"
+        "for a in \"$@\"; do case \"$a\" in --from-file=.dockerconfigjson=*) "
+        "cp \"${a#--from-file=.dockerconfigjson=}\" \"$KUBECTL_LOG.json\";; esac; done\ncat > /dev/null\n")
+    (bin_dir / "kubectl").chmod(0o755)
+    password = "pull-token-objects-test-0123456789"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", KUBECTL_LOG=str(log), RUNNER_TEMP=str(tmp_path),
+               NAMESPACE="evals", REGISTRY="registry.invalid:5000/evals", PULL_USER="bot", PULL_PASSWORD=password)
+    subprocess.run(["bash", "-e", "-c", pull["run"]], env=env, check=True, timeout=60)
+    calls = log.read_text()
+    assert password not in calls and "n8n-eval-pull" in calls and "--type=kubernetes.io/dockerconfigjson" in calls
+    assert "apply -f -" in calls
+    config = json.loads((tmp_path / "kubectl.log.json").read_text())
+    assert config == {"auths": {"registry.invalid:5000": {
+        "auth": base64.b64encode(f"bot:{password}".encode()).decode()}}}
+    assert not (tmp_path / "pull.json").exists()  # removed once applied

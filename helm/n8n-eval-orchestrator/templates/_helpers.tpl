@@ -316,6 +316,12 @@ spec:
 {{- $_ := set $pod $k $v -}}
 {{- end -}}
 {{- end -}}
+{{- /* lane pods pull with the chart's imagePullSecrets unless lanes.pod names its own */ -}}
+{{- if not (hasKey $pod "imagePullSecrets") -}}
+{{- with .Values.imagePullSecrets -}}
+{{- $_ := set $pod "imagePullSecrets" . -}}
+{{- end -}}
+{{- end -}}
 {{- /* lane pods carry the orchestrator pod's do-not-disrupt annotations (k8s_objects.LanePod) */ -}}
 {{- $_ := set $pod "doNotDisrupt" (.Values.disruption.doNotDisrupt | default false) -}}
 {{- toJson $pod -}}
