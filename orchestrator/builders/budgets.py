@@ -110,6 +110,12 @@ class Budgets:
         now = self.clock() if now is None else now
         return max(0.0, self.started + self.conversation_s - now)
 
+    def elapsed(self, now: float | None = None) -> float:
+        """Seconds since the opening message went out (0 before it)."""
+        if self.started is None:
+            return 0.0
+        return (self.clock() if now is None else now) - self.started
+
     def next_turn_refused(self, now: float | None = None) -> BudgetBreach | None:
         """Before a follow-up goes out: a turn that cannot get a minimal budget is not started; the
         conversation ends here (kind ``conversation``, at the turn that was not sent)."""

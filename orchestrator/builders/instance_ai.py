@@ -36,6 +36,7 @@ The stream's events become transcript entries and build facts in
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -397,8 +398,15 @@ class InstanceAiBuilder(Builder):
                 run_wf = driver.take_user_run() if text is not None else None
                 if run_wf is not None:  # the user runs it before saying so (orchestrator.builders.user_run)
                     if outcome.tables is not None and case.execution_scenarios:
-                        try:  # the user runs it on the first scenario's rows (a failure is the harness's)
-                            await seed_scenario_rows(lane.owner, outcome.tables, case.execution_scenarios[0])
+                        try:  # the user runs it on the first scenario's rows (a failure is the harness's),
+                            # within what is left of the conversation (n8n bounds it by the case deadline)
+                            left = budgets.conversation_left()
+                            async with asyncio.timeout(None if left == math.inf else left):
+                                await seed_scenario_rows(lane.owner, outcome.tables, case.execution_scenarios[0])
+                        except TimeoutError:
+                            outcome.timeout = BudgetBreach("conversation", budgets.turn + 1, budgets.elapsed())
+                            transcript.add("timeout", **outcome.timeout.as_dict(), message=outcome.timeout.describe())
+                            break
                         except (N8nHTTPError, ScenarioSeedFailed) as exc:
                             outcome.error = redact(f"scenario rows for the user's run: {exc}")[:1000]
                             transcript.add("error", message=outcome.error)
