@@ -137,7 +137,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     cfg_k8s.host = url
     options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{service}",
                                "existing_secret": "n8n-eval-keys"}
-    from orchestrator.lanes.kubernetes_lanes import KubernetesOptions
+    from orchestrator.lanes.k8s_options import KubernetesOptions
 
     defaults = KubernetesOptions()
     cfg_k8s.connection_pool_maxsize = defaults.api_workers  # what load_api_client does in a cluster

@@ -229,3 +229,13 @@ def test_run_and_cli_name_no_builder_or_backend(package: str) -> None:
             if isinstance(node, ast.Constant) and node.value in names and (rel, node.value) not in LIBRARY_LOGGERS:
                 offenders.append((rel, f"{node.value!r} (line {node.lineno})"))
     assert offenders == []
+
+
+#: a module longer than this does more than one job (issue #24)
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    too_long = {str(p.relative_to(PKG)): n for p in sorted(PKG.rglob("*.py"))
+                if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert too_long == {}, f"split these along a seam (one job per module): {too_long}"

@@ -19,8 +19,9 @@ from _mcp_client import LaneMcpClient, McpAuthError, McpToolError
 
 from orchestrator.lanes.fingerprint import fetch_fingerprint
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
+from orchestrator.n8n.invitations import INVITE_RATE_LIMIT
 from orchestrator.n8n.owner import OwnerCredentials
-from orchestrator.n8n.rest import INVITE_RATE_LIMIT, N8nClient, RetryPolicy
+from orchestrator.n8n.rest import N8nClient, RetryPolicy
 from orchestrator.redact import MASK, register_secret
 from orchestrator.scripted.replies import Action, Reply, TextBlock, ToolUseBlock
 from orchestrator.scripted.server import ScriptedModelServer

@@ -58,7 +58,8 @@ from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError, N8nHTTPError
 from orchestrator.n8n.instance_ai import InstanceAiChat
-from orchestrator.n8n.rest import EVAL_SCENARIO_HINTS_MAX, N8nSession
+from orchestrator.n8n.mock_execution import EVAL_SCENARIO_HINTS_MAX
+from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
 from orchestrator.verify.scenarios import ScenarioTables
 

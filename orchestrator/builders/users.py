@@ -22,7 +22,8 @@ from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError
-from orchestrator.n8n.rest import INVITE_BATCH_SIZE, N8nClient, N8nSession
+from orchestrator.n8n.invitations import INVITE_BATCH_SIZE
+from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.redact import redact, register_secret
 
 log = logging.getLogger(__name__)

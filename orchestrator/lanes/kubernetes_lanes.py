@@ -46,7 +46,8 @@ cleanup`` calls) touches nothing: every-run cleanup is the janitor's job
 (``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.k8s_janitor`), which never deletes
 a live run's objects.
 
-Options (keyword options of the backend, each also read from the environment):
+Options (keyword options of the backend, each also read from the environment;
+:mod:`orchestrator.lanes.k8s_options` parses them, :mod:`orchestrator.lanes.k8s_watch` is the pod watch):
 
 =====================  ==================================  ================================
 option                 env                                 default
@@ -84,20 +85,18 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
@@ -113,11 +112,12 @@ from orchestrator.lanes.k8s_api import (
     is_ready,
     kubeconfig_namespace,
     load_api_client,
-    retry_after_s,
     status_summary,
     stuck_reason,
     terminal_reason,
 )
+from orchestrator.lanes.k8s_options import parse_options
+from orchestrator.lanes.k8s_watch import RunPodWatch
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact, register_secret
@@ -127,213 +127,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-_ENV_OPTIONS = {
-    "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
-    "url_template": "ORCHESTRATOR_K8S_URL_TEMPLATE",
-    "cluster_domain": "ORCHESTRATOR_K8S_CLUSTER_DOMAIN",
-    "existing_secret": "ORCHESTRATOR_K8S_LANE_SECRET",
-    "image": "ORCHESTRATOR_LANE_IMAGE",
-    "image_pull_policy": "ORCHESTRATOR_K8S_IMAGE_PULL_POLICY",
-    "owner_kind": "ORCHESTRATOR_K8S_OWNER_KIND",
-    "context": "ORCHESTRATOR_K8S_CONTEXT",
-    "run_as_user": "ORCHESTRATOR_K8S_RUN_AS_USER",
-    "pod": "ORCHESTRATOR_K8S_LANE_POD",
-    "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
-    "sidecar_image": "ORCHESTRATOR_IMAGE",
-    "qps": "ORCHESTRATOR_K8S_QPS",
-    "burst": "ORCHESTRATOR_K8S_BURST",
-    "max_concurrent_creates": "ORCHESTRATOR_K8S_MAX_CONCURRENT_CREATES",
-}
-_JSON_OPTIONS = ("pod", "egress")
-
-
-class KubernetesOptions(BaseModel):
-    """The backend's options after env fallbacks; a bad value is refused naming the option."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
-    url_template: str | None = None
-    cluster_domain: str = Field(objects.DEFAULT_CLUSTER_DOMAIN, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    existing_secret: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    image: str | None = None
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    owner_kind: Literal["pod", "job", "none"] = "pod"
-    context: str | None = None
-    run_as_user: int = Field(1000, ge=1)
-    pod: objects.LanePod = Field(default_factory=lambda: objects.LanePod.model_validate({}))
-    egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}))
-    #: Image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image).
-    sidecar_image: str | None = None
-    #: Every lane pod runs a build runner (the ``remote`` builder asks for it), whatever ``pod`` says.
-    build_runner: bool = False
-    #: Every lane pod runs the Instance AI sandbox container and n8n builds in it (the ``instance-ai``
-    #: builder asks for it), whatever ``pod`` says.
-    sandbox: bool = False
-    #: An external n8n-sandbox service for every lane instead of the container.
-    sandbox_url: str | None = None
-    #: How long ``health`` waits for the run's pod watch to list the pods once.
-    health_watch_s: float = Field(5.0, gt=0)
-    request_timeout_s: float = Field(30.0, gt=0)
-    #: Server-side timeout of one watch request (the watch then resumes from its resourceVersion).
-    watch_timeout_s: int = Field(60, ge=1)
-    #: Waiting on 429s/5xx/resets/timeouts, per call, before the error surfaces.
-    retry_budget_s: float = Field(120.0, ge=0)
-    #: TTL of the run's liveness Lease; renewed every third of it.
-    lease_ttl_s: int = Field(objects.DEFAULT_LEASE_TTL_S, ge=1)
-    #: Client-side rate limit on API requests (every attempt counts): sustained per second, and at once.
-    qps: float = Field(25.0, gt=0)
-    burst: int = Field(50, ge=1)
-    #: Lane creates (Pod + Service) in flight at once; the rest queue.
-    max_concurrent_creates: int = Field(16, ge=1)
-    #: Worker threads for the (blocking) client's calls, and its connections to the API server.
-    api_workers: int = Field(32, ge=1)
-
-
-def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
-    """This backend's options (a value, else its env var); options meant for other backends
-    (the run passes ``base_url``, ``email``, … to whichever backend it picked) are ignored."""
-    known = set(KubernetesOptions.model_fields)
-    ignored = sorted(k for k, v in options.items() if k not in known and v is not None)
-    if ignored:
-        log.debug("kubernetes backend: ignoring options %s", ", ".join(ignored))
-    given: dict[str, Any] = {k: v for k, v in options.items() if k in known and v is not None}
-    for key, var in _ENV_OPTIONS.items():
-        if key not in given and env.get(var):
-            given[key] = env[var]
-    for key in _JSON_OPTIONS:
-        if isinstance(given.get(key), str):
-            try:
-                given[key] = json.loads(given[key])
-            except ValueError as exc:
-                raise ConfigError(f"kubernetes backend: option {key!r} (env {_ENV_OPTIONS[key]}): not JSON: {exc}") from None
-    try:
-        return KubernetesOptions(**given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "?"
-        env_var = _ENV_OPTIONS.get(field.split(".")[0])
-        where = f"option {field!r}" + (f" (env {env_var})" if env_var else "")
-        raise ConfigError(f"kubernetes backend: {where}: {first['msg']}") from None
-
-
-class RunPodWatch:
-    """One label-selector watch over a run's lane pods, in a daemon thread; a dict of pods by name.
-
-    List once (``resourceVersion`` R), then ``watch`` from R, long-polling ``watch_timeout_s`` at a
-    time and resuming from the last version seen; ``410 Gone`` (history compacted) lists again.
-    429s and connection errors back off. The API calls this makes do not grow with the lane count.
-    """
-
-    def __init__(self, list_pods: Callable[..., Any], namespace: str, selector: str, *, watch_timeout_s: int,
-                 request_timeout_s: float) -> None:
-        self._list = list_pods
-        self.namespace, self.selector = namespace, selector
-        self.watch_timeout_s, self.request_timeout_s = watch_timeout_s, request_timeout_s
-        self.pods: dict[str, dict[str, Any]] = {}
-        self.deleted: set[str] = set()
-        #: pod name -> (what, monotonic time first seen): an image pull failing, or Unschedulable.
-        self.stuck_since: dict[str, tuple[str, float]] = {}
-        self.synced = threading.Event()
-        self.error: str | None = None
-        self.lists = 0
-        self.watches = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
-        self._thread = threading.Thread(target=self._loop, name=f"pod-watch-{selector}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-
-    def get(self, name: str) -> dict[str, Any] | None:
-        with self._lock:
-            return self.pods.get(name)
-
-    def _raw_list(self, *args: Any, **kwargs: Any) -> Any:
-        # No docstring on purpose: ``watch.Watch`` reads the return type from the function's
-        # docstring; without one it hands events over as dicts instead of building a V1Pod model
-        # per event (CPU that 500 lanes' events would otherwise cost). ERROR events (410) still raise.
-        return self._list(*args, **kwargs)
-
-    def _note_stuck(self, pod: dict[str, Any]) -> None:
-        """Remember since when a pod's pull fails or it cannot be scheduled (caller holds the lock)."""
-        name = pod["metadata"]["name"]
-        stuck = stuck_reason(pod)
-        if stuck is None:
-            self.stuck_since.pop(name, None)
-        elif self.stuck_since.get(name, ("", 0.0))[0] != stuck[0]:
-            self.stuck_since[name] = (stuck[0], time.monotonic())
-
-    def stuck_for(self, name: str) -> tuple[str, float] | None:
-        """(what, seconds) a pod has been stuck, or None."""
-        with self._lock:
-            since = self.stuck_since.get(name)
-        return (since[0], time.monotonic() - since[1]) if since else None
-
-    def _relist(self) -> str:
-        self.lists += 1
-        resp = call_with_retry(self._list, self.namespace, label_selector=self.selector, _preload_content=False,
-                               _request_timeout=self.request_timeout_s)
-        data = json.loads(resp.data)
-        with self._lock:
-            self.pods = {i["metadata"]["name"]: i for i in data.get("items") or []}
-            for pod in self.pods.values():
-                self._note_stuck(pod)
-        self.synced.set()
-        return str((data.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _loop(self) -> None:
-        version: str | None = None
-        attempt = 0
-        while not self._stop.is_set():
-            try:
-                if version is None:
-                    version = self._relist()
-                if self._stop.is_set():
-                    break
-                self._watch = w = watch.Watch()
-                self.watches += 1
-                for event in w.stream(self._raw_list, self.namespace, label_selector=self.selector,
-                                      resource_version=version, allow_watch_bookmarks=True,
-                                      timeout_seconds=self.watch_timeout_s,
-                                      _request_timeout=self.watch_timeout_s + self.request_timeout_s):
-                    if self._stop.is_set():
-                        break
-                    obj = event.get("raw_object") or {}
-                    meta = obj.get("metadata") or {}
-                    version = str(meta.get("resourceVersion") or version)
-                    kind = event.get("type")
-                    if kind == "BOOKMARK" or not meta.get("name"):
-                        continue
-                    with self._lock:
-                        if kind == "DELETED":
-                            self.pods.pop(meta["name"], None)
-                            self.stuck_since.pop(meta["name"], None)
-                            self.deleted.add(meta["name"])
-                        else:
-                            self.pods[meta["name"]] = obj
-                            self._note_stuck(obj)
-                attempt = 0
-                self.error = None
-            except ApiException as exc:
-                if exc.status == 410:  # our version was compacted away: list again
-                    version = None
-                    continue
-                self.error = f"HTTP {exc.status} {exc.reason}"
-                self._stop.wait(retry_after_s(exc, attempt) if exc.status == 429 else min(30.0, 0.5 * 2 ** attempt))
-                attempt += 1
-            except Exception as exc:
-                if self._stop.is_set():
-                    break
-                self.error = f"{type(exc).__name__}: {exc}"
-                self._stop.wait(min(30.0, 0.5 * 2 ** attempt))
-                attempt += 1
 
 
 @register_backend

@@ -1,5 +1,8 @@
 """Async REST client for one n8n lane (httpx), and the logged-in user sessions made from it.
 
+Reading an invitations answer is :mod:`.invitations`; the mocked workflow run's request limits and
+answer models are :mod:`.mock_execution`.
+
 Endpoints probed on a real n8n 2.41.1 (npm install, Node 24.22.3, sqlite, ``E2E_TESTS=true``,
 ``N8N_ENABLED_MODULES=instance-ai,agents``) on 2026-12-02. Every JSON answer wraps its payload in
 ``{"data": …}`` unless noted; errors are described in :mod:`orchestrator.n8n.errors`.
@@ -63,15 +66,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from http.cookies import SimpleCookie
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlparse
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -94,6 +95,8 @@ from orchestrator.n8n.errors import (
     http_error,
 )
 from orchestrator.n8n.health import answers_ready
+from orchestrator.n8n.invitations import INVITE_BATCH_SIZE, INVITE_RATE_WINDOW_S, Invitation, invitations_from
+from orchestrator.n8n.mock_execution import MockExecutionResult, mock_execution_body
 from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.redact import register_secret
 
@@ -101,14 +104,6 @@ log = logging.getLogger(__name__)
 
 AUTH_COOKIE = "n8n-auth"
 
-#: ``POST /rest/invitations`` is limited to 10 requests per client IP per 5 minutes
-#: (``InvitationController``: ``ipRateLimit: { limit: 10 }`` with RateLimitService's default
-#: ``windowMs`` of 5 minutes), and ``/invitations/accept`` to 100 per minute. n8n only installs IP
-#: rate limits when ``NODE_ENV=production`` (the docker image sets it; a plain ``n8n start`` does
-#: not). Batching 8 emails per request gives 80 invitations per window.
-INVITE_RATE_LIMIT = 10
-INVITE_RATE_WINDOW_S = 300.0
-INVITE_BATCH_SIZE = 8
 #: ``POST /rest/login`` (production mode only, like every limit here): 5 per minute per
 #: ``emailOrLdapLoginId`` and 1000 per IP per 5 minutes. Log in once per user and reuse the
 #: session (:meth:`N8nClient.owner_session` caches the owner's).
@@ -118,10 +113,6 @@ LOGIN_RATE_WINDOW_S = 60.0
 #: (default 100) requests per IP per 5 minutes in production mode; 0 turns the limit off.
 MCP_RATE_LIMIT_DEFAULT = 100
 
-EVAL_TIMEOUT_MS_MIN = 30_000
-EVAL_TIMEOUT_MS_MAX = 3_600_000
-EVAL_SCENARIO_HINTS_MAX = 2000
-EVAL_PIN_NODES_MAX = 50
 _PAGE = 100
 
 T = TypeVar("T")
@@ -137,77 +128,6 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(attempts=1)
-
-
-@dataclass(frozen=True)
-class Invitation:
-    """A pending member. ``token`` (and the URL that carries it) are secrets."""
-
-    email: str
-    user_id: str
-    token: str = field(repr=False)
-    accept_url: str = field(repr=False)
-
-
-class NodeResult(BaseModel):
-    """One node of an ``execute-with-llm-mock`` run. ``execution_mode``: ``real``, ``mocked`` or ``pinned``."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    outputs: dict[str, Any] = Field(default_factory=dict)
-    output_count: int = Field(0, alias="outputCount")
-    iteration_count: int = Field(0, alias="iterationCount")
-    intercepted_requests: list[dict[str, Any]] = Field(default_factory=list, alias="interceptedRequests")
-    execution_mode: str | None = Field(None, alias="executionMode")
-    first_error_iteration: int | None = Field(None, alias="firstErrorIteration")
-    start_time: int | None = Field(None, alias="startTime")
-
-
-class MockHints(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    global_context: str = Field("", alias="globalContext")
-    node_hints: dict[str, Any] = Field(default_factory=dict, alias="nodeHints")
-    trigger_content: Any = Field(default_factory=dict, alias="triggerContent")
-    warnings: list[str] = Field(default_factory=list)
-    bypass_pin_data: dict[str, Any] = Field(default_factory=dict, alias="bypassPinData")
-
-
-class MockExecutionResult(BaseModel):
-    """Answer of ``POST /rest/instance-ai/eval/execute-with-llm-mock/:id``.
-
-    ``success`` is false when a node failed (``errors`` then holds ``Node "X": …`` and
-    ``Workflow error: …``) or the run could not start (``errors`` = ``["Workflow … not found or not
-    accessible"]``, empty ``nodeResults``). A mock the model failed to produce does not fail the run:
-    the node's output item carries ``_evalMockError: true`` — see :attr:`mock_errors`.
-    """
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    execution_id: str = Field(alias="executionId")
-    success: bool
-    node_results: dict[str, NodeResult] = Field(default_factory=dict, alias="nodeResults")
-    errors: list[str] = Field(default_factory=list)
-    hints: MockHints = Field(default_factory=lambda: MockHints.model_validate({}))
-    mocked_credentials: list[Any] = Field(default_factory=list, alias="mockedCredentials")
-    rewritten_credentials: list[Any] = Field(default_factory=list, alias="rewrittenCredentials")
-
-    @property
-    def mock_errors(self) -> list[str]:
-        """``node: message`` for every output item the mock layer marked ``_evalMockError``."""
-        found: list[str] = []
-        for name, node in self.node_results.items():
-            for branches in node.outputs.values():
-                for branch in branches or []:
-                    for item in branch or []:
-                        payload = item.get("json") if isinstance(item, dict) else None
-                        if isinstance(payload, dict) and payload.get("_evalMockError"):
-                            found.append(f"{name}: {payload.get('message', '')}")
-        return found
-
-    @property
-    def framework_issue(self) -> bool:
-        return any(e.startswith("FRAMEWORK ISSUE:") for e in self.errors) or bool(self.mock_errors)
 
 
 def _auth_cookie_from(response: httpx.Response) -> str | None:
@@ -601,29 +521,7 @@ class N8nSession:
         async for attempt in retrying:
             with attempt:
                 data = await self._send("POST", path, body, safe=True)
-        rows: list[Invitation] = []
-        for item in data or []:
-            user = item.get("user") or {}
-            email = str(user.get("email", ""))
-            if item.get("error"):
-                raise N8nError("POST", path, 200, f"invitation for {email} failed: {item['error']}")
-            url = user.get("inviteAcceptUrl")
-            token = (parse_qs(urlparse(url).query).get("token") or [""])[0] if url else ""
-            if not token:
-                raise N8nError(
-                    "POST",
-                    path,
-                    200,
-                    f"no invite link for {email}: the lane sends invitations by email "
-                    "(SMTP configured or N8N_INVITE_LINKS_EMAIL_ONLY set); eval lanes must have neither",
-                )
-            register_secret(token)
-            rows.append(Invitation(email=email, user_id=str(user.get("id", "")), token=token, accept_url=str(url)))
-        by_email = {r.email.lower(): r for r in rows}  # n8n answers in no particular order
-        missing = [e for e in batch if e.lower() not in by_email]
-        if missing:
-            raise N8nError("POST", path, 200, f"no invitation came back for {', '.join(missing)}")
-        return [by_email[e.lower()] for e in batch]
+        return invitations_from(path, batch, data)
 
     async def list_users(self) -> list[dict[str, Any]]:
         return await self._paged("/rest/users", "items")
@@ -743,17 +641,7 @@ class N8nSession:
         ``submit_response {type: "json", body}``, then gets a ``tool_result`` and answers once more).
         A Manual Trigger → Set workflow runs even with no model reachable (the plan fails, the hint
         warnings say so, ``success`` stays true after ~12 s of failed attempts)."""
-        if not EVAL_TIMEOUT_MS_MIN <= timeout_ms <= EVAL_TIMEOUT_MS_MAX:
-            raise ValueError(f"timeout_ms must be within {EVAL_TIMEOUT_MS_MIN}–{EVAL_TIMEOUT_MS_MAX} (got {timeout_ms})")
-        if scenario_hints is not None and len(scenario_hints) > EVAL_SCENARIO_HINTS_MAX:
-            raise ValueError(f"scenario_hints is longer than {EVAL_SCENARIO_HINTS_MAX} characters ({len(scenario_hints)})")
-        if pin_nodes is not None and len(pin_nodes) > EVAL_PIN_NODES_MAX:
-            raise ValueError(f"pin_nodes has more than {EVAL_PIN_NODES_MAX} names ({len(pin_nodes)})")
-        body: dict[str, Any] = {"timeoutMs": timeout_ms}
-        if scenario_hints:
-            body["scenarioHints"] = scenario_hints
-        if pin_nodes:
-            body["pinNodes"] = pin_nodes
+        body = mock_execution_body(scenario_hints=scenario_hints, pin_nodes=pin_nodes, timeout_ms=timeout_ms)
         path = f"/rest/instance-ai/eval/execute-with-llm-mock/{workflow_id}"
         data = await self._send("POST", path, body, timeout=timeout_ms / 1000 + 30)
         return MockExecutionResult.model_validate(data)

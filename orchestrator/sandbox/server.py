@@ -17,6 +17,7 @@ Endpoints (all under ``/sandboxes``, JSON unless said otherwise; errors are ``{"
   {src, dest, recursive, overwrite}``; ``POST /files/move {src, dest, overwrite}``;
   ``POST /mkdir?path&recursive``; ``GET /stat?path`` → ``{name, path, type, size, created_at,
   modified_at}``.
+  (:mod:`orchestrator.sandbox.files` carries these out on resolved paths.)
 - Auth: header ``X-Api-Key`` when the service has a key (401 otherwise). ``GET /healthz`` is open.
 
 Paths are sandbox paths: ``/home/user/…`` and ``/tmp/…`` map into the sandbox's folder on the host;
@@ -27,14 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import datetime as dt
 import hmac
 import json
 import os
 import posixpath
 import shutil
 import signal
-import stat as stat_mod
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -48,6 +47,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from orchestrator.sandbox.files import (
+    HttpError,
+    Resolved,
+    copy_path,
+    delete_path,
+    list_files,
+    make_dir,
+    move_path,
+    stat_path,
+    write_file,
+)
 from orchestrator.sandbox.isolation import (
     SANDBOX_BIN,
     SANDBOX_HOME,
@@ -63,17 +73,6 @@ from orchestrator.sandbox.template import COPIED_ENTRIES, SandboxTemplate
 
 API_KEY_HEADER = "x-api-key"
 NODE_MODULES = f"{SANDBOX_WORKSPACE}/node_modules"
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _flag(request: Request, name: str, default: bool = False) -> bool:
@@ -138,13 +137,6 @@ class Sandbox:
             "id": self.id, "status": "running", "created_at": int(self.created_at),
             "last_active_at": int(self.last_active_at), "ephemeral": self.ephemeral,
         }
-
-
-@dataclass(frozen=True)
-class Resolved:
-    host: Path
-    sandbox_path: str
-    read_only: bool
 
 
 class SandboxServer:
@@ -423,134 +415,6 @@ class SandboxServer:
 
 
 # ---- file operations (blocking, run in threads) ------------------------------------------------
-def _entry(path: Path, name: str) -> dict[str, Any]:
-    st = path.lstat()  # a symlink is reported as itself: its target may be a host path
-    is_dir = stat_mod.S_ISDIR(st.st_mode)
-    return {
-        "name": name, "size": 0 if is_dir else st.st_size, "is_dir": is_dir,
-        "type": "directory" if is_dir else "file", "mod_time": _iso(st.st_mtime),
-    }
-
-
-def list_files(target: Path, recursive: bool, extension: str | None) -> list[dict[str, Any]]:
-    if not target.exists():
-        raise HttpError(404, "path not found")
-    if not target.is_dir():
-        raise HttpError(400, "path is not a directory")
-    ext = extension if not extension or extension.startswith(".") else f".{extension}"
-    out: list[dict[str, Any]] = []
-    if recursive:
-        for dirpath, dirnames, filenames in os.walk(target):
-            dirnames.sort()
-            for name in sorted(dirnames + filenames):
-                full = Path(dirpath) / name
-                rel = str(full.relative_to(target))
-                if ext and (full.is_dir() or not name.endswith(ext)):
-                    continue
-                try:
-                    out.append(_entry(full, rel))
-                except OSError:
-                    continue
-    else:
-        for child in sorted(target.iterdir(), key=lambda p: p.name):
-            if ext and (child.is_dir() or not child.name.endswith(ext)):
-                continue
-            try:
-                out.append(_entry(child, child.name))
-            except OSError:
-                continue
-    return out
-
-
-def _require_writable(r: Resolved) -> None:
-    if r.read_only:
-        raise HttpError(403, f"{r.sandbox_path} is read-only (shared npm template)")
-
-
-def write_file(r: Resolved, data: bytes, overwrite: bool, append: bool) -> None:
-    _require_writable(r)
-    if r.host.is_dir():
-        raise HttpError(400, "path is a directory")
-    if r.host.exists() and not overwrite and not append:
-        raise HttpError(409, "file already exists")
-    r.host.parent.mkdir(parents=True, exist_ok=True)
-    with r.host.open("ab" if append else "wb") as fh:
-        fh.write(data)
-
-
-def delete_path(r: Resolved, recursive: bool, force: bool) -> None:
-    _require_writable(r)
-    if not r.host.exists() and not r.host.is_symlink():
-        if force:
-            return
-        raise HttpError(404, "path not found")
-    if r.sandbox_path in (SANDBOX_HOME, SANDBOX_TMP):
-        raise HttpError(400, "refusing to delete the sandbox root")
-    if r.host.is_dir() and not r.host.is_symlink():
-        if recursive:
-            shutil.rmtree(r.host)
-        else:
-            try:
-                r.host.rmdir()
-            except OSError as exc:
-                raise HttpError(409, "directory is not empty (use recursive)") from exc
-    else:
-        r.host.unlink()
-
-
-def copy_path(src: Resolved, dest: Resolved, recursive: bool, overwrite: bool) -> None:
-    _require_writable(dest)
-    if not src.host.exists():
-        raise HttpError(404, "source not found")
-    if dest.host.exists() and not overwrite:
-        raise HttpError(409, "destination already exists")
-    dest.host.parent.mkdir(parents=True, exist_ok=True)
-    if src.host.is_dir():
-        if not recursive:
-            raise HttpError(400, "source is a directory (use recursive)")
-        shutil.copytree(src.host, dest.host, symlinks=True, dirs_exist_ok=overwrite)
-    else:
-        shutil.copy2(src.host, dest.host, follow_symlinks=False)
-
-
-def move_path(src: Resolved, dest: Resolved, overwrite: bool) -> None:
-    _require_writable(src)
-    _require_writable(dest)
-    if not src.host.exists() and not src.host.is_symlink():
-        raise HttpError(404, "source not found")
-    if dest.host.exists() and not overwrite:
-        raise HttpError(409, "destination already exists")
-    dest.host.parent.mkdir(parents=True, exist_ok=True)
-    if dest.host.is_dir() and overwrite and not dest.host.is_symlink():
-        shutil.rmtree(dest.host)
-    os.replace(src.host, dest.host)
-
-
-def make_dir(r: Resolved, recursive: bool) -> None:
-    _require_writable(r)
-    if r.host.exists():
-        if recursive and r.host.is_dir():
-            return
-        raise HttpError(409, "path already exists")
-    try:
-        r.host.mkdir(parents=recursive)
-    except FileNotFoundError as exc:
-        raise HttpError(404, "parent directory not found (use recursive)") from exc
-
-
-def stat_path(r: Resolved) -> dict[str, Any]:
-    if not r.host.exists():
-        raise HttpError(404, "path not found")
-    st = r.host.stat()
-    is_dir = stat_mod.S_ISDIR(st.st_mode)
-    return {
-        "name": posixpath.basename(r.sandbox_path) or "/", "path": r.sandbox_path,
-        "type": "directory" if is_dir else "file", "size": 0 if is_dir else st.st_size,
-        "created_at": _iso(st.st_ctime), "modified_at": _iso(st.st_mtime),
-    }
-
-
-# ---- HTTP ------------------------------------------------------------------------------------
 def build_app(server: SandboxServer) -> Starlette:
     def err(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)

@@ -14,13 +14,13 @@ from typing import Any
 
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import InstanceAiChat
-from orchestrator.n8n.rest import (
+from orchestrator.n8n.mock_execution import (
     EVAL_SCENARIO_HINTS_MAX,
     EVAL_TIMEOUT_MS_MAX,
     EVAL_TIMEOUT_MS_MIN,
     MockExecutionResult,
-    N8nSession,
 )
+from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
