@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_langsmith_sync import API_KEY, FakeLangSmith, _serve
+from langsmith_fake import API_KEY, FakeLangSmith, serve
 
 from orchestrator.lanes.process import labelled_processes
 
@@ -29,7 +29,7 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
     ab_id = "ab-e2e-" + os.urandom(3).hex()
     run_ids = [f"{ab_id}-control", f"{ab_id}-variant"]
     store = FakeLangSmith()  # each arm also records its LangSmith experiment (on a loopback stand-in)
-    server, url = _serve(store)
+    server, url = serve(store)
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "LANGSMITH_API_KEY")}
     env.update({"LANGSMITH_API_KEY": API_KEY, "LANGSMITH_ENDPOINT": url})
     args = [
@@ -67,7 +67,8 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
         experiments = sorted(s["name"] for s in store.sessions.values())
         assert [name.rsplit("-", 1)[0] for name in experiments] == ["e2e-control", "e2e-variant"]
         assert {results[arm]["config"]["langsmith"]["experiment"] for arm in results} == set(experiments)
-        assert len(store.runs) == 2 and len(store.examples) == 1
+        # one run per (case, scenario, iteration) and arm, as n8n records them; the shared dataset is only read
+        assert len(store.runs) == 2 and len(store.examples) == 0
         assert {f["key"] for f in store.feedback} >= {"build_cost_usd", "build_turns", "scenario.happy-path"}
         assert store.unknown == []
     finally:

@@ -28,12 +28,12 @@ import pytest
 from _process_lanes import leftovers
 from _tools import need, require
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.process import labelled_processes
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, Script, text_reply
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = "smoke-manual-set-static-fields,smoke-manual-filter-adults"

@@ -12,10 +12,10 @@ import pytest
 from _process_lanes import leftovers
 from _tools import require
 
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.ledger import Ledger
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 pytestmark = [pytest.mark.n8n, pytest.mark.slow]
 CASES = Path(__file__).resolve().parents[1] / "cases"

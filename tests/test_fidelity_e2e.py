@@ -25,7 +25,6 @@ from orchestrator.builders.builder import BuilderSettings, BuildRequest, get_bui
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
@@ -35,6 +34,7 @@ from orchestrator.scripted import user_proxy as sp
 from orchestrator.scripted.replies import Action, Hang
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
+from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import verify_workflow

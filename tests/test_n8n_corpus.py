@@ -101,12 +101,12 @@ async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_pa
     from _process_lanes import leftovers
     from _tools import require
 
-    from orchestrator.lanes.install import Toolchain, default_cache_dir
     from orchestrator.ledger import Ledger
     from orchestrator.results.model import UnitResult
     from orchestrator.results.scoring import UnitOutcome, unit_outcome
     from orchestrator.run.config import RunConfig
     from orchestrator.run.pipeline import run
+    from orchestrator.toolchain import Toolchain, default_cache_dir
 
     require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
     for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):

@@ -21,10 +21,10 @@ from langsmith_fake import API_KEY, FakeLangSmith, serve
 from n8n_reader import bucket_from_results_json
 
 from orchestrator.experiments.langsmith_sync import LangSmithHooks
-from orchestrator.lanes.install import Toolchain, default_cache_dir
 from orchestrator.results.model import EvalResults
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
+from orchestrator.toolchain import Toolchain, default_cache_dir
 
 pytestmark = [pytest.mark.n8n]
 CASES = Path(__file__).resolve().parents[1] / "cases"
