@@ -65,7 +65,8 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
         assert all(a["build_cost_usd"] > 0 for a in report["arms"])
 
         experiments = sorted(s["name"] for s in store.sessions.values())
-        assert [name.rsplit("-", 1)[0] for name in experiments] == ["e2e-control", "e2e-variant"]
+        # runs on the scripted model are named (and tagged) as such, so none becomes a baseline
+        assert [name.rsplit("-", 1)[0] for name in experiments] == ["scripted-e2e-control", "scripted-e2e-variant"]
         assert {results[arm]["config"]["langsmith"]["experiment"] for arm in results} == set(experiments)
         # one run per (case, scenario, iteration) and arm, as n8n records them; the shared dataset is only read
         assert len(store.runs) == 2 and len(store.examples) == 0
