@@ -244,7 +244,7 @@ async def test_rejudge_replays_the_one_call_batch_by_kind_and_text(tmp_path: Pat
     same partial-verdict rules (``assertion-judge.ts`` ``judgeExpectations``) and each verdict lands
     on the row of its kind and text."""
     from orchestrator.results.model import EvalResults, ExpectationResult
-    from orchestrator.results.rejudge import rejudge
+    from orchestrator.verify.rejudge import rejudge
     from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM
 
     rows = [ExpectationResult(kind="process", text="Asked first.", verdict=Verdict.passed),
