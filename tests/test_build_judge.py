@@ -244,8 +244,8 @@ async def test_rejudge_replays_the_one_call_batch_by_kind_and_text(tmp_path: Pat
     same partial-verdict rules (``assertion-judge.ts`` ``judgeExpectations``) and each verdict lands
     on the row of its kind and text."""
     from orchestrator.results.model import EvalResults, ExpectationResult
-    from orchestrator.verify.rejudge import rejudge
     from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM
+    from orchestrator.verify.rejudge import rejudge
 
     rows = [ExpectationResult(kind="process", text="Asked first.", verdict=Verdict.passed),
             ExpectationResult(kind="outcome", text="Posts to Slack.", verdict=Verdict.passed)]
