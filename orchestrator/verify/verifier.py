@@ -28,6 +28,7 @@ from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.artifacts import ArtifactRef, artifact_context
 from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
+from orchestrator.verify.intent import intent_not_graded
 from orchestrator.verify.judge import (
     PROCESS_SYSTEM,
     SCENARIO_SYSTEM,
@@ -96,6 +97,7 @@ def not_built(case: EvalCase, *, reason: str, attribution: Attribution, category
     v.expectations = [ExpectationResult(kind="outcome", text=t, verdict=verdict, attribution=attribution, reason=reason)
                       for t in case.outcome_expectations]
     v.expectations += _process_incomplete(case)
+    v.expectations += intent_not_graded(case.intent_expectation, Verdict.incomplete, reason)
     return v
 
 
@@ -110,6 +112,9 @@ def harness_fault(case: EvalCase, *, reason: str) -> Verification:
                                         reason=reason) for t in case.outcome_expectations]
     v.expectations += [ExpectationResult(kind="process", text=t, verdict=Verdict.failed, attribution=attribution,
                                          reason=reason) for t in case.process_expectations]
+    v.expectations += intent_not_graded(case.intent_expectation, Verdict.failed, reason)
+    for row in v.expectations:
+        row.attribution = attribution
     return v
 
 
@@ -118,7 +123,8 @@ def expectations_not_judged(case: EvalCase, reason: str) -> list[ExpectationResu
     outcome = [ExpectationResult(kind="outcome", text=t, verdict=Verdict.incomplete, reason=reason)
                for t in case.outcome_expectations]
     return outcome + [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=reason)
-                      for t in case.process_expectations]
+                      for t in case.process_expectations] + intent_not_graded(case.intent_expectation,
+                                                                              Verdict.incomplete, reason)
 
 
 def scenario_evidence(result: Any) -> dict[str, Any]:
