@@ -43,6 +43,9 @@ from orchestrator.verify.workflow_checks import (
     run_workflow_checks,
 )
 
+AGENT_SCENARIO_NOT_RUN = ("not run: the build's artifact is an Agent, not a workflow; n8n runs an Agent's scenarios "
+                          "through its agent-execution eval path (harness/agent-execution.ts), which this orchestrator "
+                          "does not drive, so the Agent is graded on its expectations only")
 PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, and this unit has none"
 PROCESS_NO_OUTPUT = "not judged: the build transcript holds no agent output to grade"
 
@@ -219,10 +222,13 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
             return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
         v.workflow = workflow
 
+    built_agent = any(ref.type == "agent" for ref in artifact_refs or [])
+
     async def one_scenario(scenario: Any) -> ScenarioResult:
         if workflow is None or workflow_id is None:
+            reason = AGENT_SCENARIO_NOT_RUN if built_agent else "no workflow was built to execute"
             return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
-                                  attribution=Attribution.verification_gap, reason="no workflow was built to execute")
+                                  attribution=Attribution.verification_gap, reason=reason)
         return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms, scenario_tables)
 
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
