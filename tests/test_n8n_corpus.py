@@ -150,5 +150,7 @@ async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_pa
     assert sorted(outcomes) == sorted(p.stem for p in cases)
     unscored = {u.case: [r.reason for r in [*u.scenarios, *u.expectations]][:2] for u in units
                 if outcomes[u.case] not in scored}
-    print(f"outcomes: {dict(Counter(o.value for o in outcomes.values()))}; unscored: {unscored}")
+    not_run = {u.case: (u.build.error or "")[:160] for u in units if outcomes[u.case] == UnitOutcome.build_failed}
+    print(f"outcomes: {dict(Counter(o.value for o in outcomes.values()))}; unscored: {unscored}; "
+          f"build failures: {not_run}")
     assert unscored == {}
