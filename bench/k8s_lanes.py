@@ -135,7 +135,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     ledger = Ledger.for_run(run_id, state)
     cfg_k8s = client.Configuration()
     cfg_k8s.host = url
-    options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{service}",
+    options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{pod}",
                                "existing_secret": "n8n-eval-keys"}
     from orchestrator.lanes.k8s_options import KubernetesOptions
 

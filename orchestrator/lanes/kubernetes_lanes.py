@@ -1,4 +1,4 @@
-"""The ``kubernetes`` backend: one n8n Pod + ClusterIP Service per lane, in one namespace.
+"""The ``kubernetes`` backend: one n8n Pod per lane behind one headless Service per run, in one namespace.
 
 Connection: the in-cluster service account when there is one, else the kubeconfig (``KUBECONFIG``
 or ``~/.kube/config``, context from the ``context`` option); tests inject an ``ApiClient``.
@@ -11,7 +11,9 @@ What a run creates, in order (each recorded in the ledger *before* it is created
 2. one NetworkPolicy ``n8n-lanes-<run>``: the run's lane pods admit ingress only from pods labelled
    ``app.kubernetes.io/name=n8n-eval-orchestrator`` on port 5678, and reach only DNS and TCP 443
    outside the cluster (no metadata endpoint, no pod or Service range; see ``LaneEgress``);
-3. per lane, a Pod and a Service ``n8n-lane-<run>-<index>-<attempt>``.
+3. one headless Service ``n8n-lanes-<run>`` selecting the run's lane pods (DNS names only);
+4. per lane, one Pod ``n8n-lane-<run>-<index>-<attempt>`` whose ``hostname`` is that name and whose
+   ``subdomain`` is the run's Service: it answers at ``<pod>.n8n-lanes-<run>.<ns>.svc.<domain>.``.
 
 Readiness and health: **one** label-selector watch per run (a background thread: list, then a
 long-poll ``watch`` from the list's ``resourceVersion``, re-listing on ``410 Gone``) keeps every
@@ -21,9 +23,10 @@ fast, as a lane failure that says why: an ended pod (OOMKilled, Evicted, …) or
 at once; an image pull that keeps failing (``ErrImagePull``/``ImagePullBackOff``) after
 ``lanes.pod.pullGraceSeconds`` (30 s), naming the image; a pod the scheduler cannot place after
 ``lanes.pod.unschedulableGraceSeconds`` (180 s: time for a node scale-up), with the scheduler's
-message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
-or, outside the cluster, the ``url_template`` option (e.g. ``http://127.0.0.1:{local_port}`` behind
-one ``kubectl port-forward svc/<service> <local_port>:5678`` per lane).
+message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is
+``http://<pod>.<run service>.<namespace>.svc.<cluster_domain>.:5678`` (fully qualified, trailing dot:
+no search-domain fan-out) or, outside the cluster, the ``url_template`` option (e.g.
+``http://127.0.0.1:{local_port}`` behind one ``kubectl port-forward pod/<pod> <local_port>:5678`` per lane).
 
 Every API call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``).
 
@@ -39,8 +42,8 @@ creator annotation (a create that succeeded although its answer was lost, then r
 another orchestrator uses the same run id, and the run stops with one ``ConfigError`` line — before
 anything of the other run is touched.
 
-Teardown deletes the lane's Pod and Service (404 = already gone) and, with the run's last lane, the
-NetworkPolicy and Secret. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
+Teardown deletes the lane's Pod (404 = already gone) and, with the run's last lane, the Service,
+NetworkPolicy, Secret and Lease. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
 this machine's ledger knows as a kubernetes run; ``sweep(None)`` (what plain ``orchestrator
 cleanup`` calls) touches nothing: every-run cleanup is the janitor's job
 (``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.k8s_janitor`), which never deletes
@@ -53,7 +56,7 @@ Options (keyword options of the backend, each also read from the environment;
 option                 env                                 default
 =====================  ==================================  ================================
 namespace              ORCHESTRATOR_K8S_NAMESPACE          POD_NAMESPACE, kubeconfig, default
-url_template           ORCHESTRATOR_K8S_URL_TEMPLATE       in-cluster DNS name of the Service
+url_template           ORCHESTRATOR_K8S_URL_TEMPLATE       in-cluster DNS name of the pod
 cluster_domain         ORCHESTRATOR_K8S_CLUSTER_DOMAIN     cluster.local
 existing_secret        ORCHESTRATOR_K8S_LANE_SECRET        a per-run Secret
 image                  ORCHESTRATOR_LANE_IMAGE             ``LaneSpec.image``
@@ -178,7 +181,7 @@ class KubernetesBackend(LaneBackend):
             self.opts.pod = self.opts.pod.model_copy(update={"build_runner": runner})
         self.url_template = self.opts.url_template or objects.DEFAULT_URL_TEMPLATE
         try:
-            objects.lane_url(self.url_template, service="probe", namespace="probe", index=0, base_port=0)
+            objects.lane_url(self.url_template, pod="probe", service="probe", namespace="probe", index=0, base_port=0)
         except ValueError as exc:
             raise ConfigError(f"kubernetes backend: option 'url_template' (env ORCHESTRATOR_K8S_URL_TEMPLATE): {exc}") from None
 
@@ -320,6 +323,12 @@ class KubernetesBackend(LaneBackend):
         self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
         await self._create("NetworkPolicy", name, ns, self.networking.create_namespaced_network_policy,
                            self.networking.read_namespaced_network_policy, policy)
+        service = objects.service_object(self.run_id, ns, owner=self.owner,
+                                         build_runner=self.opts.pod.build_runner.enabled)
+        name = service["metadata"]["name"]
+        self.ledger.created("service", name, backend=self.name, namespace=ns)
+        await self._create("Service", name, ns, self.core.create_namespaced_service,
+                           self.core.read_namespaced_service, service)
         self._run_objects_ready = True
 
     async def _renew_lease(self, name: str, ns: str) -> None:
@@ -339,6 +348,7 @@ class KubernetesBackend(LaneBackend):
             self._renewer.cancel()
             self._renewer = None
         for kind, api_kind, delete in (
+            ("service", "Service", self.core.delete_namespaced_service),
             ("networkpolicy", "NetworkPolicy", self.networking.delete_namespaced_network_policy),
             ("secret", "Secret", self.core.delete_namespaced_secret),
             ("lease", "Lease", self.coordination.delete_namespaced_lease),  # last: the run is alive until here
@@ -421,27 +431,23 @@ class KubernetesBackend(LaneBackend):
             image_pull_policy=self.opts.image_pull_policy, run_as_user=self.opts.run_as_user, owner=self.owner,
             pod=self.opts.pod, sidecar_image=self.opts.sidecar_image,
         )
-        service = objects.service_object(self.run_id, index, ns, attempt=attempt, owner=self.owner,
-                                         build_runner=self.opts.pod.build_runner.enabled)
         name = pod["metadata"]["name"]
-        base_url = objects.lane_url(self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
-                                    cluster_domain=self.opts.cluster_domain)
+        service = objects.run_service_name(self.run_id)
+        base_url = objects.lane_url(self.url_template, pod=name, service=service, namespace=ns, index=index,
+                                    base_port=spec.base_port, cluster_domain=self.opts.cluster_domain)
         lane = Lane(lane_id=name, index=index, base_url=base_url, backend=self.name, run_id=self.run_id,
                     state=LaneState.starting, handle=name)
         if self.opts.pod.build_runner.enabled:  # where the `remote` builder sends this lane's builds
             lane.endpoints[objects.BUILD_RUNNER_CONTAINER] = objects.lane_url(
-                self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
+                self.url_template, pod=name, service=service, namespace=ns, index=index, base_port=spec.base_port,
                 cluster_domain=self.opts.cluster_domain, port=objects.BUILD_RUNNER_PORT)
         async with self._lock:
             await self._ensure_run_objects(spec)
-            self.ledger.created("lane", name, lane=name, backend=self.name, index=index, pod=name, service=name,
+            self.ledger.created("lane", name, lane=name, backend=self.name, index=index, pod=name, service=service,
                                 namespace=ns, base_url=base_url)
-            self.ledger.created("service", name, lane=name, backend=self.name, namespace=ns)
         try:
             async with self._creates:  # bounded: 500 lanes do not open 500 creates at once
                 await self._create("Pod", name, ns, self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
-                await self._create("Service", name, ns, self.core.create_namespaced_service,
-                                   self.core.read_namespaced_service, service)
         except (LaneError, ConfigError):
             try:  # leave nothing behind for a lane the caller never got
                 await self.teardown(lane)
@@ -572,13 +578,12 @@ class KubernetesBackend(LaneBackend):
         return redact(text)
 
     async def teardown(self, lane: Lane) -> None:
-        """Delete the lane's Pod then its Service (404 = gone); with the run's last lane, the run objects."""
+        """Delete the lane's Pod (404 = gone); with the run's last lane, the run objects (Service,
+        NetworkPolicy, Secret, Lease)."""
         ns = self._lane_namespace(lane)
         name = lane.handle or lane.lane_id
         await self._delete("pod", name, ns, self.core.delete_namespaced_pod, api_kind="Pod", grace_period_seconds=5,
                            record=False)  # the ledger's "lane" entry is the pod's
-        await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id,
-                           api_kind="Service")
         lane.state = LaneState.stopped
         async with self._lock:
             self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
@@ -656,8 +661,6 @@ class KubernetesBackend(LaneBackend):
         name = meta.get("name", "")
         if kind == "pod":
             ledger.deleted("lane", name, lane=name)
-        elif kind == "service":
-            ledger.deleted("service", name, lane=name)
         else:
             ledger.deleted(kind, name)
 
