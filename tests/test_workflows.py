@@ -161,7 +161,7 @@ def test_the_workflows_run_what_they_promise() -> None:
     assert any("GITHUB_STEP_SUMMARY" in r for r in run_blocks(load(WORKFLOWS / "ab-experiment.yml")))
     cluster = "\n".join(run_blocks(load(WORKFLOWS / "cluster-run.yml")))
     assert "helm upgrade --install" in cluster and "docker push" in cluster and "GITHUB_STEP_SUMMARY" in cluster
-    assert cluster.count("docker build") == 2
+    assert cluster.count("docker build ") == 2
 
 
 def referenced_paths(path: Path) -> set[str]:
