@@ -406,6 +406,26 @@ def test_cronjob_runs_the_nightly_sweep_from_values() -> None:
     assert len(nightly["metadata"]["name"]) <= 52  # CronJob names are limited to 52 characters
 
 
+def test_a_replaced_nightly_pod_resumes_its_run_from_the_results_volume() -> None:
+    """With the run state on durable storage (results.persistence), the nightly run's id is its Job's
+    name (the downward API's job-name label: the same for a replacement pod) and ``--resume-existing``
+    resumes it; with an emptyDir (state gone with the pod) neither flag is passed."""
+    durable = render({"results": {"persistence": {"enabled": True}}})
+    nightly = container(cron(durable)["spec"]["jobTemplate"]["spec"]["template"])
+    assert nightly["args"][:4] == ["run", "--run-id", "$(ORCHESTRATOR_JOB_NAME)", "--resume-existing"]
+    env = {e["name"]: e for e in nightly["env"]}
+    assert env["ORCHESTRATOR_JOB_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.labels['batch.kubernetes.io/job-name']"
+    assert env["ORCHESTRATOR_STATE_DIR"]["value"] == "/results/.orchestrator"  # on the claim
+    template = cron(durable)["spec"]["jobTemplate"]["spec"]["template"]
+    assert {v["name"]: v for v in template["spec"]["volumes"]}["results"]["persistentVolumeClaim"]
+    # a later --run-id (run.extraArgs) wins: typer keeps the last value
+    ephemeral = container(cron(render({}))["spec"]["jobTemplate"]["spec"]["template"])["args"]
+    assert "--resume-existing" not in ephemeral and "--run-id" not in ephemeral
+    off = render({"results": {"persistence": {"enabled": True}}, "run": {"resumeOnReplacement": False}})
+    assert "--resume-existing" not in container(cron(off)["spec"]["jobTemplate"]["spec"]["template"])["args"]
+
+
 def test_ab_job_dispatches_both_arms(ab) -> None:
     job = one(ab, "Job")
     assert job["metadata"]["name"] == f"{RELEASE}-ab-1"

@@ -24,7 +24,7 @@ _RUN_FLAGS = {
     "--tier", "--iterations", "--concurrency", "--per-lane-builds", "--timeout-ms", "--build-timeout-ms",
     "--build-max-attempts", "--build-mcp-timeout-ms", "--mcp-server", "--build-cwd", "--output-dir",
     "--keep-workflows", "--experiment-name", "--dataset", "--baseline", "--baseline-prefix", "--max-cost-usd",
-    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--run-id", "--builder",
+    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--resume-existing", "--run-id", "--builder",
 }
 PLANNED_SURFACE: dict[str, set[str]] = {
     "lanes install": set(),

@@ -32,7 +32,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -140,6 +140,14 @@ def run_label(run_id: str) -> str:
 def pod_name(run_id: str, index: int, attempt: int = 0) -> str:
     """Pod name (and DNS hostname) of lane ``index``; a replacement lane gets a new ``attempt``."""
     return f"n8n-lane-{run_label(run_id)}-{index}-{attempt}"
+
+
+def lane_attempts(pod_names: Iterable[str]) -> Iterator[tuple[int, int]]:
+    """(index, attempt) of each lane pod name ``n8n-lane-<run>-<index>-<attempt>``."""
+    for name in pod_names:
+        m = re.search(r"-(\d+)-(\d+)$", name)
+        if name.startswith("n8n-lane-") and m:
+            yield int(m.group(1)), int(m.group(2))
 
 
 def network_policy_name(run_id: str) -> str:

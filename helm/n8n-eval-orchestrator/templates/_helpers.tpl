@@ -230,6 +230,11 @@ spec:
             fieldRef:
               fieldPath: metadata.labels['batch.kubernetes.io/controller-uid']
         {{- end }}
+        # the Job's name: the same for a replacement pod (the nightly run's id, for --resume-existing)
+        - name: ORCHESTRATOR_JOB_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.labels['batch.kubernetes.io/job-name']
         - name: ORCHESTRATOR_K8S_OWNER_KIND
           value: {{ $v.lanes.ownerKind | quote }}
         - name: ORCHESTRATOR_LANE_IMAGE
