@@ -100,7 +100,7 @@ class KubernetesOptions(BaseModel):
     #: Client-side rate limit on API requests (every attempt counts): sustained per second, and at once.
     qps: float = Field(25.0, gt=0)
     burst: int = Field(50, ge=1)
-    #: Lane creates (Pod + Service) in flight at once; the rest queue.
+    #: Lane (Pod) creates in flight at once; the rest queue.
     max_concurrent_creates: int = Field(16, ge=1)
     #: Worker threads for the (blocking) client's calls, and its connections to the API server.
     api_workers: int = Field(32, ge=1)
