@@ -6,6 +6,7 @@ nothing. Real backend and ``kubernetes`` client on the loopback fake API server.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,9 +88,10 @@ async def test_resume_existing_resumes_a_run_whose_state_survived(tmp_path: Path
     from orchestrator.run.config import RunConfig
     from orchestrator.run.plan import make_plan
 
-    cases = Path(__file__).resolve().parents[1] / "cases"
-    common = dict(cases_paths=[cases], filter="smoke-manual-set-static-fields", state_dir=tmp_path / "state",
-                  model_server="scripted", resume_existing=True)
+    cases = tmp_path / "cases"  # one case of ours
+    cases.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "cases" / "smoke-manual-set-static-fields.json", cases)
+    common = dict(cases_paths=[cases], state_dir=tmp_path / "state", model_server="scripted", resume_existing=True)
     first_cfg = RunConfig(**common, run_id="nightly-7", output_dir=tmp_path / "out-old-pod")
     first = await make_plan(first_cfg)
     assert first_cfg.resume is None and first.run_id == "nightly-7"
