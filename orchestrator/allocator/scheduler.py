@@ -229,7 +229,7 @@ class Scheduler:
         self.queued_expected -= sum(e.expected for e in moved)
         return moved
 
-    def _homes(self) -> list[Lane]:
+    def homes(self) -> list[Lane]:
         """Where new units are dealt (round-robin): accepting lanes, else live ones, else none."""
         return [lane for lane in self.lanes.values() if lane.accepting] or [
             lane for lane in self.lanes.values() if not lane.dead
@@ -266,9 +266,10 @@ class Scheduler:
                 self._max_expected = max(self._max_expected, entries[0].expected)
         return entries
 
-    def deal(self, entry: Entry, target: Lane | None) -> Lane | None:
-        """Queue a new unit on ``target``, else on the next home round-robin; returns the lane."""
-        homes = [target] if target is not None else self._homes()
+    def deal(self, entry: Entry, target: Lane | None, homes: list[Lane] | None = None) -> Lane | None:
+        """Queue a new unit on ``target``, else on the next home round-robin (``homes``: the
+        caller's :meth:`homes`, taken once for a batch); returns the lane."""
+        homes = [target] if target is not None else homes if homes is not None else self.homes()
         home = homes[self._deal_cursor % len(homes)] if homes else None
         self._deal_cursor += 1
         self.enqueue(home, entry)
@@ -531,6 +532,7 @@ class Scheduler:
             return lambda lane: (len(lane.running), -speeds.rank(lane.lane_id), lane.index)
         floor = SHARE_RATIO * speeds.floor_low
         stale_s = REMEASURE_UNITS * speeds.prior_s / SPEED_PRIOR_UNITS
+        marginals = speeds.marginals()
 
         def key(lane: Lane) -> tuple[bool, float, int, int]:
             builds = len(lane.running)
@@ -540,7 +542,7 @@ class Scheduler:
                 or (lane.idle_since is not None and now - lane.idle_since >= stale_s
                     and speeds.timed(lane.lane_id) < EXPLORE_UNITS)
             )
-            return (not due, -rank * speeds.marginal(builds), builds, lane.index)
+            return (not due, -rank * marginals[builds], builds, lane.index)
 
         return key
 

@@ -94,6 +94,8 @@ class SpeedModel:
         self._faster: dict[str, float] = {}  # lane -> capacity of the lanes faster than it; "" -> fastest speed
         self._admit_speed = 0.0  # speed of the slowest lane the global cap has room for
         self.alpha = 0.0  # slowdown per extra concurrent build on a lane
+        self._marginals: list[float] = []
+        self._marginals_alpha = float("nan")
         self._last_join = float("-inf")  # when the last lane joined a pool that had lanes already
         self._fit = [0.0] * 5  # n, sum x, sum y, sum xx, sum xy of (k - 1, actual / predicted - 1)
         self._residuals = [0.0, 0.0, 0.0]  # n, sum, sum of squares of log(predicted / actual) per sample
@@ -140,6 +142,13 @@ class SpeedModel:
     def marginal(self, builds: int) -> float:
         """Throughput one more build adds to a lane running ``builds`` (1.0 for the first)."""
         return (builds + 1) / self.slowdown(builds + 1) - builds / self.slowdown(builds)
+
+    def marginals(self) -> list[float]:
+        """:meth:`marginal` for 0 .. ``per_lane_cap`` builds (the scheduler's hot path)."""
+        if self._marginals_alpha != self.alpha:
+            self._marginals = [self.marginal(k) for k in range(self.per_lane_cap + 1)]
+            self._marginals_alpha = self.alpha
+        return self._marginals
 
     def finished(self, lane_id: str, sample: SpeedSample) -> float:
         """Record a finished unit; returns its time as it would have been at speed 1.0, alone."""

@@ -149,10 +149,11 @@ class Allocator:
         self._pending += len(entries)
         if self._pending:
             self._all_final.clear()
+        homes = self._sched.homes()
         for entry in entries:
             if self._refuse_waiting(entry, None):
                 continue
-            home = self._sched.deal(entry, target)
+            home = self._sched.deal(entry, target, homes)
             self.emit(EventKind.queued, lane=home.lane_id if home else None, unit=entry.unit)
         self._health.update_abort_timer()
         self.schedule()
