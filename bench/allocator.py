@@ -39,7 +39,8 @@ joins ``boot_s`` later. ``issue table`` is issue 25's case: two co-located lanes
 booting while the first runs its first units (so they are measured under contention), global cap
 lanes x 2 = 4, per-lane cap 4. The lower bound there is the same fluid bound with the pool's best
 rate at each moment (lanes joined and alive, the boot load, each lane's concave build-count
-curve, the host's cores).
+curve, the host's cores). Shared-host scenarios tell the allocator its lanes are co-located (as
+process and Docker lanes do in a run).
 
 Run: ``.venv/bin/python bench/allocator.py`` (``--help`` for sizes). The last line is
 ``worst with history: <ratio>``, the largest makespan / lower bound with history over every lane
@@ -287,7 +288,7 @@ def simulate_scenario(sc: Scenario, workload: Workload, tl: Timeline, *, per_lan
 
         first = [lane for lane, at in tl.joins.items() if at == 0.0]
         allocator = Allocator(first, per_lane_cap=per_lane_cap, global_cap=sc.global_cap, seed=seed, steal=steal,
-                              max_lane_fault_retries=10)
+                              max_lane_fault_retries=10, co_located=sc.host_cores is not None)
         for lane, at in tl.joins.items():
             if at > 0:
                 loop.call_at(at, allocator.add_lane, lane)

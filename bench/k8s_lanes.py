@@ -43,7 +43,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 
 SERVER = """
-import hashlib, json, sys
+import hashlib, json, resource, sys
 sys.path.insert(0, {tests!r})
 from k8s_fake_api import FakeApiServer
 pull_fail, lo, hi, r429, r5xx = (float(a) for a in sys.argv[1:6])
@@ -71,7 +71,8 @@ with FakeApiServer() as srv:
         kinds[verb + " " + res] = kinds.get(verb + " " + res, 0) + 1
     print(json.dumps({{"api": len(api), "lane_http": len(reqs) - len(api), "kinds": kinds,
                       "throttled": st.throttled, "errors": st.errors_sent,
-                      "peak_creates": st.peak_inflight.get(("POST", "pods"), 0)}}), flush=True)
+                      "peak_creates": st.peak_inflight.get(("POST", "pods"), 0),
+                      "cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 1)}}), flush=True)
 """
 
 
@@ -135,7 +136,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     ledger = Ledger.for_run(run_id, state)
     cfg_k8s = client.Configuration()
     cfg_k8s.host = url
-    options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{service}",
+    options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{pod}",
                                "existing_secret": "n8n-eval-keys"}
     from orchestrator.lanes.k8s_options import KubernetesOptions
 
@@ -152,14 +153,18 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     # the client's API modules import lazily and slowly (seconds on a busy machine): once per process,
     # not per run — paid before the clock starts
     _ = (client.CoreV1Api, client.NetworkingV1Api, client.CoordinationV1Api, client.V1DeleteOptions)
+    import resource
+
     with RssSampler() as rss:
         rss.phase = "bring-up"
+        cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
         t0 = time.monotonic()
         await provisioner.start(lanes)
         out["first_ready_s"] = round(time.monotonic() - t0, 2)
         while len(pool.contexts) + len(provisioner.failures) < lanes:
             await asyncio.sleep(0.05)
         out["all_ready_s"] = round(time.monotonic() - t0, 2)
+        out["orchestrator_cpu_s"] = round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0, 1)
         out["ready"] = len(pool.contexts)
         out["failures"] = provisioner.failures[:3]
         ready = list(pool.lanes.values())
@@ -184,6 +189,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     out["injected_429"], out["injected_5xx"] = stats["throttled"], stats["errors"]
     out["peak_concurrent_creates"] = stats["peak_creates"]
     out["lane_http_requests"] = stats["lane_http"]
+    out["fake_cpu_s"] = stats["cpu_s"]
     out["peak_rss_mib"] = dict(rss.peaks)
     return out
 
@@ -249,7 +255,8 @@ def main() -> None:
         print(f"{n} lanes: {res['ready']} ready (first {res['first_ready_s']} s), teardown {res['teardown_s']} s; "
               f"API calls {res['api_calls']} {res['api_calls_by_kind']}; injected 429s {res['injected_429']}, "
               f"5xx {res['injected_5xx']}; limiter waited {res['limiter_wait_s']} s (qps {res['qps']}, "
-              f"burst {res['burst']}); peak RSS MiB {rss}" + (f"; {res['units_done']} units in {res['units_s']} s"
+              f"burst {res['burst']}); peak RSS MiB {rss}; CPU s: orchestrator bring-up "
+              f"{res['orchestrator_cpu_s']}, fake API + lanes (whole run) {res['fake_cpu_s']}" + (f"; {res['units_done']} units in {res['units_s']} s"
                                                                if args.units else ""))
         if res["failures"]:
             print(f"  failures (first 3): {res['failures']}")

@@ -17,7 +17,9 @@ time plus first unit started to last finished), a lower bound = the first lane's
 ready time + total unit work / usable concurrency (min(global cap, lanes x per-lane cap)), where a
 unit's work is the least wall time it took in any of the runs, the ratio, and the seconds any lane
 sat idle while a unit still waited (:mod:`orchestrator.results.idle`, from each lane's first unit
-on). Last line: ``real lanes: R (idle while work waited: S s)`` for the default policy.
+on), and the slot use (how full the usable slots were, each unit counted at its own time in that
+run: the packing alone, where the ratio also carries how much the host's load stretched units).
+Last line: ``real lanes: R (idle while work waited: S s)`` for the default policy.
 
     .venv/bin/python bench/real_lanes.py [--lanes 4] [--iterations 3]
 
@@ -122,6 +124,14 @@ def lane_figures(results: EvalResults) -> tuple[float, float, float, dict[str, l
     return ready + end - first, ready, len(units), idle
 
 
+def slot_use(results: EvalResults, concurrency: int, span: float) -> float:
+    """The share of the usable slots' time (from the first unit's start to the last unit's end)
+    that units of this run filled, counting each at the time it took *in this run*: the schedule's
+    packing, apart from how much the host's load stretched the units (which the ratio includes)."""
+    busy = sum(u.finished_at - u.started_at for u in results.units if u.lane and u.finished_at >= u.started_at > 0)
+    return busy / (concurrency * span) if span > 0 else math.nan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=4)
@@ -156,14 +166,15 @@ def main() -> None:
     print(f"{len(work)} units ({args.iterations} x the bundled corpus), {args.lanes} process lanes, "
           f"--builder instance-ai, agent answers after log-normal delays (median {args.median_s:g} s, "
           f"sigma {args.sigma:g}, seed {args.seed}); usable concurrency {concurrency}")
-    print(f"{'policy':>8} {'units':>5} {'makespan s':>10} {'lower bd s':>10} {'ratio':>6} {'idle while waiting s':>20}")
+    print(f"{'policy':>8} {'units':>5} {'makespan s':>10} {'lower bd s':>10} {'ratio':>6} {'idle while waiting s':>20} "
+          f"{'slot use':>8}")
     figures: dict[str, tuple[float, float]] = {}
     for policy in policies:
         makespan, ready, count, idle = lane_figures(results[policy])
         lower = ready + sum(work.values()) / concurrency
         figures[policy] = (makespan / lower, total_seconds(idle))
         print(f"{policy:>8} {count:>5} {makespan:>10.1f} {lower:>10.1f} {makespan / lower:>6.3f} "
-              f"{total_seconds(idle):>20.1f}")
+              f"{total_seconds(idle):>20.1f} {slot_use(results[policy], concurrency, makespan - ready):>8.3f}")
     ratio, idle_s = figures["default"]
     print(f"real lanes: {ratio:.3f} (idle while work waited: {idle_s:.1f} s)")
 

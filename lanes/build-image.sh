@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Build the lane image (n8n + Node 24 + the eval environment) on the local dockerd.
 #
-#   lanes/build-image.sh [--from-cache|--full] [--tag TAG] [--if-missing] [--base IMAGE] [--cache DIR]
+#   lanes/build-image.sh [--from-cache|--full] [--tag TAG | --content-tag] [--if-missing] [--base IMAGE] [--cache DIR]
 #
 #   --from-cache  (default) fast path: reuse the toolchain installed on this host by
 #                 `orchestrator lanes install` (`python -m orchestrator.toolchain`); nothing is
 #                 downloaded. The host must be Debian bookworm like the base image (native modules).
 #   --full        install n8n from the npm registry inside `docker build` (minutes, network).
 #   --tag         image tag, default n8n-eval-lane:local (LaneSpec.image's default)
+#   --content-tag (with --full) tag n8n-eval-lane:<n8n version>-<hash of the build's inputs>
+#                 (lanes/image_tag.py: Dockerfile, lanes/lock/*, the build args); with --if-missing
+#                 an unchanged image is not rebuilt
 #   --if-missing  do nothing when TAG already exists
 #   --base        base image, default local/debian:bookworm; when that default is missing it is
 #                 built first with lanes/base-image/build.sh debian (debootstrap, ~40 s)
@@ -26,6 +29,7 @@ export DOCKER_BUILDKIT=0
 mode=cache
 tag=n8n-eval-lane:local
 if_missing=0
+content_tag=0
 default_base="local/debian:bookworm"
 base="${BASE_IMAGE:-$default_base}"
 cache=""
@@ -34,10 +38,11 @@ while (( $# )); do
     --from-cache) mode=cache ;;
     --full) mode=full ;;
     --tag) tag="$2"; shift ;;
+    --content-tag) content_tag=1 ;;
     --if-missing) if_missing=1 ;;
     --base) base="$2"; shift ;;
     --cache) cache="$2"; shift ;;
-    *) echo "usage: $0 [--from-cache|--full] [--tag TAG] [--if-missing] [--base IMAGE] [--cache DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--from-cache|--full] [--tag TAG | --content-tag] [--if-missing] [--base IMAGE] [--cache DIR]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -78,6 +83,18 @@ PY
 
 common=(--network host --build-arg BASE_IMAGE="$base" --build-arg N8N_VERSION="$N8N_VERSION"
         --build-arg NODE_VERSION="$NODE_VERSION")
+if (( content_tag )); then
+  # only the full build installs from lanes/lock/: the fast path copies this host's toolchain
+  [[ "$mode" == full ]] || die "--content-tag needs --full (the fast path does not build from lanes/lock/)"
+  ctag="$("$py" "$HERE/image_tag.py" --build-arg BASE_IMAGE="$base" --build-arg N8N_VERSION="$N8N_VERSION" \
+          --build-arg NODE_VERSION="$NODE_VERSION")" || die "no content tag (see above)"
+  tag="${tag%:*}:$ctag"
+  if (( if_missing )) && docker image inspect "$tag" >/dev/null 2>&1; then
+    log "$tag exists (inputs unchanged), skipped"
+    echo "$tag"
+    exit 0
+  fi
+fi
 t0=$SECONDS
 if [[ "$mode" == full ]]; then
   log "full build of $tag: n8n $N8N_VERSION + Node $NODE_VERSION from the npm registry"

@@ -24,8 +24,8 @@ if [ ${#tier[@]} -eq 0 ]; then
   fi
 fi
 # the gates first: lint and types (seconds), then the tests
-.venv/bin/ruff check orchestrator tests bench
-.venv/bin/mypy orchestrator
+.venv/bin/ruff check orchestrator tests bench lanes
+.venv/bin/mypy orchestrator lanes/image_tag.py
 set +e
 .venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider "$@"
 rc=$?

@@ -406,6 +406,26 @@ def test_cronjob_runs_the_nightly_sweep_from_values() -> None:
     assert len(nightly["metadata"]["name"]) <= 52  # CronJob names are limited to 52 characters
 
 
+def test_a_replaced_nightly_pod_resumes_its_run_from_the_results_volume() -> None:
+    """With the run state on durable storage (results.persistence), the nightly run's id is its Job's
+    name (the downward API's job-name label: the same for a replacement pod) and ``--resume-existing``
+    resumes it; with an emptyDir (state gone with the pod) neither flag is passed."""
+    durable = render({"results": {"persistence": {"enabled": True}}})
+    nightly = container(cron(durable)["spec"]["jobTemplate"]["spec"]["template"])
+    assert nightly["args"][:4] == ["run", "--run-id", "$(ORCHESTRATOR_JOB_NAME)", "--resume-existing"]
+    env = {e["name"]: e for e in nightly["env"]}
+    assert env["ORCHESTRATOR_JOB_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.labels['batch.kubernetes.io/job-name']"
+    assert env["ORCHESTRATOR_STATE_DIR"]["value"] == "/results/.orchestrator"  # on the claim
+    template = cron(durable)["spec"]["jobTemplate"]["spec"]["template"]
+    assert {v["name"]: v for v in template["spec"]["volumes"]}["results"]["persistentVolumeClaim"]
+    # a later --run-id (run.extraArgs) wins: typer keeps the last value
+    ephemeral = container(cron(render({}))["spec"]["jobTemplate"]["spec"]["template"])["args"]
+    assert "--resume-existing" not in ephemeral and "--run-id" not in ephemeral
+    off = render({"results": {"persistence": {"enabled": True}}, "run": {"resumeOnReplacement": False}})
+    assert "--resume-existing" not in container(cron(off)["spec"]["jobTemplate"]["spec"]["template"])["args"]
+
+
 def test_ab_job_dispatches_both_arms(ab) -> None:
     job = one(ab, "Job")
     assert job["metadata"]["name"] == f"{RELEASE}-ab-1"
@@ -485,6 +505,7 @@ def test_metrics_service_and_monitors(defaults, ab) -> None:
         ("lanes:\n  pod:\n    nodeSelectr: {}\n", "'nodeSelectr' not allowed"),
         ("lanes:\n  egress:\n    allowCidrs: [anywhere]\n", "/lanes/egress/allowCidrs"),
         ("metrics:\n  host: all\n", "/metrics/host"),
+        ("laneImage:\n  repository: r\n  digest: sha256:abc\n", "/laneImage/digest"),
     ],
 )
 def test_bad_values_yaml_is_rejected_naming_the_field(values_yaml: str, field: str, tmp_path) -> None:
@@ -507,7 +528,9 @@ def test_schema_ships_with_the_chart() -> None:
 
 # ---- the values the GitHub workflows install the chart with ---------------------------------------
 
-WORKFLOW_ENV = {"REGISTRY": "registry.invalid/evals", "TAG": "0123abc", "RUNNER_TEMP": "/tmp", "NAMESPACE": NAMESPACE}
+LANE_DIGEST, ORCHESTRATOR_DIGEST = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+WORKFLOW_ENV = {"REGISTRY": "registry.invalid/evals", "TAG": "0123abc", "RUNNER_TEMP": "/tmp", "NAMESPACE": NAMESPACE,
+                "LANE_TAG": "2.41.1-0123456789abcdef", "LANE_DIGEST": LANE_DIGEST, "ORCHESTRATOR_DIGEST": ORCHESTRATOR_DIGEST}
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -606,8 +629,10 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
         assert args.count("--builder") == 1
     template = pod_specs(docs)[0]
     env = {e["name"]: e for e in container(template)["env"]}
-    assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == "registry.invalid/evals/n8n-eval-lane:0123abc"
-    assert container(template)["image"] == "registry.invalid/evals/n8n-eval-orchestrator:0123abc"
+    # both images by digest (cluster-run.yml hands Helm the digests it pushed or found)
+    assert env["ORCHESTRATOR_LANE_IMAGE"]["value"] == f"registry.invalid/evals/n8n-eval-lane@{LANE_DIGEST}"
+    assert container(template)["image"] == f"registry.invalid/evals/n8n-eval-orchestrator@{ORCHESTRATOR_DIGEST}"
+    assert env["ORCHESTRATOR_IMAGE"]["value"] == container(template)["image"]  # the lanes' sidecars too
     assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "n8n-eval-keys", "key": "OPENAI_API_KEY"}
     assert "persistentVolumeClaim" in {k for v in template["spec"]["volumes"] for k in v}
     # the pull Secret cluster-run.yml creates: on every pod of the chart and, through the orchestrator,

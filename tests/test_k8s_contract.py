@@ -52,7 +52,7 @@ def make_backend(server: RecordingApiServer, tmp_path: Path, *, environ: dict[st
                  run_id: str = RUN_ID, **options: object) -> KubernetesBackend:
     ledger = Ledger.for_run(run_id, tmp_path)
     options.setdefault("namespace", NS)
-    options.setdefault("url_template", server.url + "/lanes/{service}")
+    options.setdefault("url_template", server.url + "/lanes/{pod}")
     return KubernetesBackend(run_id, ledger, tmp_path, api_client=server.api_client(),
                              environ=IN_CLUSTER_ENV if environ is None else environ, **options)
 
@@ -103,8 +103,9 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
         ("POST", LEASES, {}),
         ("POST", f"{BASE}/secrets", {}),
         ("POST", NETPOL, {}),
-        ("POST", f"{BASE}/pods", {}),
+        # one headless Service per run (its lanes are <pod>.<service>): no Service per lane
         ("POST", f"{BASE}/services", {}),
+        ("POST", f"{BASE}/pods", {}),
         # readiness: the pod's state comes from the run's watch (below), then the lane's own endpoint
         ("GET", f"/lanes/{POD}/healthz/readiness", {}),
         # later health checks: the watch's view of the pod (no API call) and readiness again
@@ -113,8 +114,8 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
         ("GET", f"{BASE}/pods/{POD}/log", {"container": "n8n", "tailLines": "5"}),
         # every delete names the uid it created (DeleteOptions.preconditions): never someone else's object
         ("DELETE", f"{BASE}/pods/{POD}", {}),
-        ("DELETE", f"{BASE}/services/{POD}", {}),
-        # the last lane went: the run's NetworkPolicy, Secret and (last) its Lease go too
+        # the last lane went: the run's Service, NetworkPolicy, Secret and (last) its Lease go too
+        ("DELETE", f"{BASE}/services/n8n-lanes-20261202-contract", {}),
         ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract", {}),
         ("DELETE", f"{BASE}/secrets/n8n-lanes-20261202-contract-env", {}),
         ("DELETE", f"{LEASES}/n8n-lanes-20261202-contract", {}),
@@ -139,9 +140,9 @@ async def test_lifecycle_calls_in_order(server: RecordingApiServer, tmp_path: Pa
 
 async def test_bodies_are_valid_objects_with_labels_owner_and_no_secret_value(server, tmp_path) -> None:
     await run_full_lifecycle(server, tmp_path)
-    lease, secret, policy, pod, service = server.bodies()
-    assert [b["kind"] for b in (lease, secret, policy, pod, service)] == [
-        "Lease", "Secret", "NetworkPolicy", "Pod", "Service"]
+    lease, secret, policy, service, pod = server.bodies()
+    assert [b["kind"] for b in (lease, secret, policy, service, pod)] == [
+        "Lease", "Secret", "NetworkPolicy", "Service", "Pod"]
     assert lease["spec"]["leaseDurationSeconds"] == 60 and lease["spec"]["holderIdentity"].startswith("orchestrator-7d9f-")
     for body in (lease, secret, policy, pod, service):
         assert body["metadata"]["annotations"]["n8n-eval/creator"] == lease["spec"]["holderIdentity"]
@@ -160,6 +161,8 @@ async def test_bodies_are_valid_objects_with_labels_owner_and_no_secret_value(se
     assert env["ANTHROPIC_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "n8n-lanes-20261202-contract-env"
     assert pod["metadata"]["labels"]["n8n-eval/lane-index"] == "0"
     assert policy["spec"]["podSelector"]["matchLabels"]["n8n-eval/run-id"] == RUN_ID
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == (POD, service["metadata"]["name"])
 
 
 async def test_ledger_records_before_create_and_closes_everything(server, tmp_path) -> None:
@@ -167,7 +170,8 @@ async def test_ledger_records_before_create_and_closes_everything(server, tmp_pa
     lane = await backend.start_lane(0, lane_spec())
     kinds = {(e.kind, e.id) for e in backend.ledger.open_entries()}
     assert kinds == {("secret", "n8n-lanes-20261202-contract-env"), ("networkpolicy", "n8n-lanes-20261202-contract"),
-                     ("lease", "n8n-lanes-20261202-contract"), ("lane", POD), ("service", POD)}
+                     ("lease", "n8n-lanes-20261202-contract"), ("lane", POD),
+                     ("service", "n8n-lanes-20261202-contract")}
     (entry,) = backend.ledger.open_entries("lane")
     assert entry.meta["pod"] == POD and entry.meta["namespace"] == NS and entry.meta["base_url"] == lane.base_url
     assert SECRET_VALUE not in backend.ledger.path.read_text()
@@ -185,13 +189,13 @@ async def test_out_of_cluster_no_owner_and_existing_secret(server, tmp_path) -> 
     # no Secret created, deleted or swept: the lanes reference the one named in the options (and
     # the Helm chart then grants no RBAC on secrets at all)
     assert [c[:2] for c in server.calls() if not is_run_watch(c)] == [
-        ("POST", LEASES), ("POST", NETPOL), ("POST", f"{BASE}/pods"), ("POST", f"{BASE}/services"),
-        ("DELETE", f"{BASE}/pods/{POD}"), ("DELETE", f"{BASE}/services/{POD}"),
+        ("POST", LEASES), ("POST", NETPOL), ("POST", f"{BASE}/services"), ("POST", f"{BASE}/pods"),
+        ("DELETE", f"{BASE}/pods/{POD}"), ("DELETE", f"{BASE}/services/n8n-lanes-20261202-contract"),
         ("DELETE", f"{NETPOL}/n8n-lanes-20261202-contract"), ("DELETE", f"{LEASES}/n8n-lanes-20261202-contract"),
         ("GET", f"{BASE}/pods"), ("GET", f"{BASE}/services"), ("GET", NETPOL), ("GET", LEASES),
     ]
-    lease, policy, pod, service = server.bodies()
-    for body in (lease, policy, pod, service):
+    lease, policy, service, pod = server.bodies()
+    for body in (lease, policy, service, pod):
         assert "ownerReferences" not in body["metadata"]
     ref = pod["spec"]["containers"][0]["env"][-1]
     assert ref == {"name": "ANTHROPIC_API_KEY",
@@ -358,7 +362,7 @@ async def test_sweep_of_every_run_touches_nothing_and_one_known_run_is_swept(ser
     removed = await sweeper.sweep("crashed-run")
     assert sorted(removed) == sorted([
         f"pod/{NS}/n8n-lane-crashed-run-0-0", f"pod/{NS}/n8n-lane-crashed-run-1-0",
-        f"service/{NS}/n8n-lane-crashed-run-0-0", f"service/{NS}/n8n-lane-crashed-run-1-0",
+        f"service/{NS}/n8n-lanes-crashed-run",
         f"networkpolicy/{NS}/n8n-lanes-crashed-run", f"lease/{NS}/n8n-lanes-crashed-run",
         f"secret/{NS}/n8n-lanes-crashed-run-env",
     ])
@@ -508,15 +512,15 @@ async def test_creates_are_bounded(server, tmp_path) -> None:
 
 
 async def test_every_api_attempt_is_rate_limited(server, tmp_path) -> None:
-    """qps 20 / burst 5: 12 lanes (29 requests, two of them retries of a 503) take at least
-    (29 - 5) / 20 s; the retries took tokens too."""
+    """qps 20 / burst 5: 12 lanes (18 requests, two of them retries of a 503) take at least
+    (18 - 5) / 20 s; the retries took tokens too."""
     backend = make_backend(server, tmp_path, qps=20, burst=5)
     server.fail_next(2, 503)  # the Lease create: retried twice
     t0 = time.monotonic()
     lanes = await asyncio.gather(*(backend.start_lane(i, lane_spec()) for i in range(12)))
     elapsed = time.monotonic() - t0
     api = [r for r in server.api_calls() if not r.is_watch and "labelSelector" not in r.query]
-    assert len(api) == 3 + 1 + 1 + 12 * 2  # Lease ×3, Secret, NetworkPolicy, 12 × (Pod, Service)
+    assert len(api) == 3 + 1 + 1 + 1 + 12  # Lease ×3, Secret, NetworkPolicy, the run's Service, 12 Pods
     assert elapsed >= (len(api) - 5) / 20 * 0.95 and backend.limiter.waited_s > 0
     for lane in lanes:
         await backend.teardown(lane)

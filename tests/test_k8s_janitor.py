@@ -59,10 +59,10 @@ def run_objects(server: FakeApiServer, run: str) -> set[str]:
 async def test_oom_killed_orchestrator_its_lanes_go_a_live_runs_stay(server, tmp_path) -> None:
     await two_runs(server, tmp_path)
     live_before = run_objects(server, "run-live")
-    assert len(live_before) == 2 * 2 + 3  # 2 pods + 2 services + policy + secret + lease
+    assert len(live_before) == 2 + 4  # 2 pods + the run's Service, policy, secret, lease
     server.set_pod("orch-dead", "OOMKilled")  # phase Failed; the pod object stays (restartPolicy Never)
     # the cluster's GC does nothing for an ended owner
-    assert len(run_objects(server, "run-dead")) == 7
+    assert len(run_objects(server, "run-dead")) == 6
 
     report = Janitor(server.api_client(), NS, grace_s=300, now=lambda: NOW).run()
     verdicts = {v.run: v for v in report.verdicts}
@@ -72,7 +72,7 @@ async def test_oom_killed_orchestrator_its_lanes_go_a_live_runs_stay(server, tmp
     assert run_objects(server, "run-live") == live_before
     assert sorted(report.removed) == sorted([
         f"pod/{NS}/n8n-lane-run-dead-0-0", f"pod/{NS}/n8n-lane-run-dead-1-0",
-        f"service/{NS}/n8n-lane-run-dead-0-0", f"service/{NS}/n8n-lane-run-dead-1-0",
+        f"service/{NS}/n8n-lanes-run-dead",
         f"networkpolicy/{NS}/n8n-lanes-run-dead", f"lease/{NS}/n8n-lanes-run-dead", f"secret/{NS}/n8n-lanes-run-dead-env"])
     assert report.failures == []
     # the orchestrator pods themselves are not the janitor's business
@@ -207,6 +207,5 @@ async def test_the_pass_survives_5xx_and_a_failed_delete(server, tmp_path) -> No
     janitor = Janitor(server.api_client(), NS, now=lambda: NOW, retry_budget_s=10)
     report = janitor.run()
     assert server.state.errors_sent == 3 and janitor.registry.get_sample_value("n8n_eval_janitor_retries_total") >= 3
-    assert {f.split(":")[0] for f in report.failures} == {
-        f"delete service {NS}/n8n-lane-run-dead-0-0", f"delete service {NS}/n8n-lane-run-dead-1-0"}
-    assert run_objects(server, "run-dead") == {"services/n8n-lane-run-dead-0-0", "services/n8n-lane-run-dead-1-0"}
+    assert {f.split(":")[0] for f in report.failures} == {f"delete service {NS}/n8n-lanes-run-dead"}
+    assert run_objects(server, "run-dead") == {"services/n8n-lanes-run-dead"}

@@ -88,13 +88,13 @@ def backend(server: FakeApiServer, tmp_path: Path, **options: object) -> Kuberne
 
 
 async def test_remote_builder_lanes_carry_a_reachable_runner(server: FakeApiServer, tmp_path: Path) -> None:
-    """``--builder remote`` passes ``build_runner=True``: each pod runs the runner, its Service and the
-    run's ingress policy expose 8790, and the lane knows the runner's URL."""
+    """``--builder remote`` passes ``build_runner=True``: each pod runs the runner, the run's Service
+    and ingress policy expose 8790, and the lane knows the runner's URL."""
     b = backend(server, tmp_path, build_runner=True)
     try:
         lane = await b.start_lane(0, lane_spec())
         again = await b.start_lane(1, lane_spec())
-        lease, policy, pod, service, _, _ = server.bodies()
+        lease, policy, service, pod, _ = server.bodies()
         for body in (lease, policy, pod, service):
             for version in VERSIONS:
                 kubernetes_validate.validate(body, version, strict=True)
@@ -105,8 +105,9 @@ async def test_remote_builder_lanes_carry_a_reachable_runner(server: FakeApiServ
         assert policy["spec"]["ingress"][0]["from"] == [
             {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "n8n-eval-orchestrator"}}}]
         name = pod["metadata"]["name"]
-        assert lane.base_url == f"http://{name}.{NS}.svc.cluster.local.:5678"
-        assert lane.endpoints == {ENDPOINT: f"http://{name}.{NS}.svc.cluster.local.:8790"}
+        svc = service["metadata"]["name"]
+        assert lane.base_url == f"http://{name}.{svc}.{NS}.svc.cluster.local.:5678"
+        assert lane.endpoints == {ENDPOINT: f"http://{name}.{svc}.{NS}.svc.cluster.local.:8790"}
         assert again.endpoints[ENDPOINT].endswith(".svc.cluster.local.:8790") and again.endpoints != lane.endpoints
         # the runner's keys come from the lane Secret by reference; no value in any body
         runner = pod["spec"]["containers"][1]
@@ -124,7 +125,7 @@ async def test_without_the_remote_builder_no_runner_and_port_forward_urls(server
     b = backend(server, tmp_path, url_template="http://127.0.0.1:{local_port}")
     try:
         lane = await b.start_lane(0, lane_spec())
-        _, _, pod, service = server.bodies()
+        _, _, service, pod = server.bodies()
         assert [c["name"] for c in pod["spec"]["containers"]] == ["n8n"] and len(service["spec"]["ports"]) == 1
         assert lane.endpoints == {}
         await b.teardown(lane)

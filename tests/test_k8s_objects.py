@@ -48,8 +48,7 @@ def all_objects(owner: k8s.OwnerRef | None = None, run_id: str = "20261202-night
         k8s.network_policy_object(run_id, "evals", owner),
         k8s.pod_object(run_id, 0, "evals", s, secret=k8s.secret_name(run_id), owner=owner),
         k8s.pod_object(run_id, 3, "evals", s, secret=k8s.secret_name(run_id), attempt=2, owner=owner),
-        k8s.service_object(run_id, 0, "evals", owner=owner),
-        k8s.service_object(run_id, 3, "evals", attempt=2, owner=owner),
+        k8s.service_object(run_id, "evals", owner=owner),
     ]
 
 
@@ -136,7 +135,7 @@ def test_job_owner_from_downward_api_labels() -> None:
     job = k8s.owner_from_env(IN_CLUSTER_ENV, "job")
     assert job is not None and (job.kind, job.api_version, job.name) == ("Job", "batch/v1", "nightly-1")
     assert k8s.owner_from_env(IN_CLUSTER_ENV, "none") is None
-    validate(k8s.service_object("r1", 0, "evals", owner=job))
+    validate(k8s.service_object("r1", "evals", owner=job))
 
 
 def test_no_secret_value_anywhere_in_the_pod() -> None:
@@ -195,16 +194,22 @@ def test_network_policy_selects_run_lanes_and_admits_only_the_orchestrator() -> 
     assert rule["ports"] == [{"protocol": "TCP", "port": 5678}]
 
 
-def test_service_selects_exactly_its_pod() -> None:
+def test_one_headless_service_names_every_lane_of_its_run() -> None:
+    """One Service per run (not per lane): headless, selecting every lane pod of the run (a
+    replacement too) and nothing of another run; each pod is addressed by hostname.subdomain."""
     pod = k8s.pod_object("run-a", 2, "evals", spec(), secret="s", attempt=1)
-    svc = k8s.service_object("run-a", 2, "evals", attempt=1)
     replacement = k8s.pod_object("run-a", 2, "evals", spec(), secret="s", attempt=2)
+    other_run = k8s.pod_object("run-b", 2, "evals", spec(), secret="s", attempt=1)
+    svc = k8s.service_object("run-a", "evals")
     sel = svc["spec"]["selector"]
-    assert svc["metadata"]["name"] == pod["metadata"]["name"]
+    assert svc["metadata"]["name"] == "n8n-lanes-run-a" == pod["spec"]["subdomain"] == replacement["spec"]["subdomain"]
+    assert pod["spec"]["hostname"] == pod["metadata"]["name"]
     assert sel.items() <= pod["metadata"]["labels"].items()
-    assert not sel.items() <= replacement["metadata"]["labels"].items()
-    assert svc["spec"]["type"] == "ClusterIP"
+    assert sel.items() <= replacement["metadata"]["labels"].items()
+    assert not sel.items() <= other_run["metadata"]["labels"].items()
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["ports"] == [{"name": "http", "port": 5678, "targetPort": "http", "protocol": "TCP"}]
+    assert set(k8s.sweep_selector("run-a").split(",")) <= {f"{k}={v}" for k, v in svc["metadata"]["labels"].items()}
 
 
 @pytest.mark.parametrize("run_id", ["Run_2026/12/02 nightly", "x" * 120, "UPPER", "a--b-", "20261202t0930-3f2a"])
@@ -214,7 +219,9 @@ def test_run_label_is_a_valid_label_and_dns_fragment(run_id: str) -> None:
     assert label == k8s.run_label(run_id)
     name = k8s.pod_name(run_id, 12, 3)
     assert len(name) <= 63
-    validate(k8s.service_object(run_id, 12, "evals", attempt=3))  # Service names are the strictest (DNS-1035)
+    pod = k8s.pod_object(run_id, 12, "evals", spec(), secret="s", attempt=3)
+    validate(pod)  # hostname and subdomain are DNS labels
+    validate(k8s.service_object(run_id, "evals"))  # Service names are the strictest (DNS-1035)
 
 
 def test_run_labels_of_distinct_ids_differ() -> None:
@@ -223,10 +230,11 @@ def test_run_labels_of_distinct_ids_differ() -> None:
 
 
 def test_lane_url_templates() -> None:
-    kw = dict(service="n8n-lane-r-0-0", namespace="evals", index=2, base_port=5700)
-    assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == "http://n8n-lane-r-0-0.evals.svc.cluster.local.:5678"
+    kw = dict(pod="n8n-lane-r-0-0", service="n8n-lanes-r", namespace="evals", index=2, base_port=5700)
+    assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == (
+        "http://n8n-lane-r-0-0.n8n-lanes-r.evals.svc.cluster.local.:5678")  # the pod's name under the run's Service
     assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, cluster_domain="corp.k8s", **kw) == (
-        "http://n8n-lane-r-0-0.evals.svc.corp.k8s.:5678")  # fully qualified: no search-domain fan-out
+        "http://n8n-lane-r-0-0.n8n-lanes-r.evals.svc.corp.k8s.:5678")  # fully qualified: no search-domain fan-out
     assert k8s.lane_url("http://127.0.0.1:{local_port}/", **kw) == "http://127.0.0.1:5702"
     with pytest.raises(ValueError, match="url_template"):
         k8s.lane_url("http://{nope}:1", **kw)
@@ -347,7 +355,7 @@ def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
         assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"]
     policy = k8s.network_policy_object("r1", "evals", build_runner=True)
     assert {"protocol": "TCP", "port": 8790} in policy["spec"]["ingress"][0]["ports"]
-    svc = k8s.service_object("r1", 0, "evals", build_runner=True)
+    svc = k8s.service_object("r1", "evals", build_runner=True)
     validate(svc)
     assert [p["targetPort"] for p in svc["spec"]["ports"]] == ["http", "build-runner"]
     bare = k8s.pod_object("r1", 0, "evals", spec(), secret="s")

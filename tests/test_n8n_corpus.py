@@ -121,9 +121,19 @@ async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_pa
         for files in by_folder.values():
             if files and len(sample) < size:
                 sample.append(files.pop(0))
+    # n8n loads each folder as its own tier, so a slug may repeat across folders; one run needs unique
+    # slugs: a repeated file name is staged as <folder>--<name> (symlinks in tmp_path, never copies)
+    stems = Counter(p.stem for p in sample)
+    staged = tmp_path / "cases"
+    staged.mkdir()
+    cases = []
+    for p in sample:
+        link = staged / (f"{p.parent.name}--{p.name}" if stems[p.stem] > 1 else p.name)
+        link.symlink_to(p)
+        cases.append(link)
     run_id = f"n8n-corpus-{int(time.time()) % 100000}"
     state, out = tmp_path / "state", tmp_path / "out"
-    cfg = RunConfig(cases_paths=sample, backend="process", lanes=2, builder="instance-ai", model_server="scripted",
+    cfg = RunConfig(cases_paths=cases, backend="process", lanes=2, builder="instance-ai", model_server="scripted",
                     state_dir=state, output_dir=out, run_id=run_id)
     t0 = time.monotonic()
     outcome = await run(cfg)
@@ -137,5 +147,10 @@ async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_pa
     outcomes = {u.case: unit_outcome(u) for u in units}
     print(f"{len(units)} units in {elapsed:.0f} s ({len(units) / elapsed * 60:.1f} units/min): "
           + ", ".join(f"{c}={o.value}" for c, o in sorted(outcomes.items())))
-    assert sorted(outcomes) == sorted(p.stem for p in sample)
-    assert {c: o.value for c, o in outcomes.items() if o not in scored} == {}
+    assert sorted(outcomes) == sorted(p.stem for p in cases)
+    unscored = {u.case: [r.reason for r in [*u.scenarios, *u.expectations]][:2] for u in units
+                if outcomes[u.case] not in scored}
+    not_run = {u.case: (u.build.error or "")[:160] for u in units if outcomes[u.case] == UnitOutcome.build_failed}
+    print(f"outcomes: {dict(Counter(o.value for o in outcomes.values()))}; unscored: {unscored}; "
+          f"build failures: {not_run}")
+    assert unscored == {}

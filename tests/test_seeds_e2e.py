@@ -248,3 +248,61 @@ def test_an_outage_retry_restores_the_seed_afresh_without_a_second_copy(seed_lan
     assert result.status == BuildStatus.ok and result.attempts == 2, result.error
     assert len(seen["workflows"]) == 1 and seen["folders"] == [FOLDER], seen
     assert seen["failures"] == [] and seen["after"] == []
+
+
+def test_a_session_boundary_seed_is_an_earlier_thread_and_the_live_turn_opens_a_new_one(
+        seed_lane, model, tmp_path: Path) -> None:
+    """n8n CONTEXT-EVALS (``seed.sessionBoundary``, as ``harness/conversation-seed.ts`` restores it):
+    the seeded history goes into a thread of its own — an earlier session — and the graded turn opens
+    a fresh thread, so the agent's live request carries the turn but none of the seeded history;
+    both threads are gone after the build."""
+    lane, ledger, _ = seed_lane
+    preference = "House rule: every workflow name starts with ZEBRA-OPS-."
+    case = EvalCase.model_validate({
+        "conversation": [{"role": "user", "text": 'Build a workflow that sets status to the string "ok".'}],
+        "complexity": "simple", "tags": ["memory"], "outcomeExpectations": ["The workflow sets status to ok."],
+        "seed": {"mode": "inline", "sessionBoundary": True,
+                 "messages": [{"role": "user", "text": preference},
+                              {"role": "assistant", "text": "Understood: every workflow gets the ZEBRA-OPS- prefix."}]},
+    })
+    GATE.reset()
+    GATE.storm.clear()
+    requests_before = len(GATE.agent_requests)
+
+    async def scenario() -> dict[str, Any]:
+        ctx = await BuildLane.open(lane, ledger)
+        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+                                   claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
+                                   base_url=model.base_url, max_retries=0)
+        user = await ctx.users.acquire([], mcp_key=False)
+        seen: dict[str, Any] = {}
+        try:
+            build = asyncio.create_task(get_builder("instance-ai")(settings, None).build(
+                BuildRequest(case, 0, 0, 240_000, tmp_path / "s.jsonl"), ctx, user))
+            for _ in range(1200):
+                if GATE.reached.is_set() or build.done():
+                    break
+                await asyncio.sleep(0.1)
+            try:
+                chat = InstanceAiChat(ctx.owner)
+                threads = [e.id for e in ledger.open_entries("thread") if e.meta.get("user") == user.user_id]
+                seen["threads"] = {t: json.dumps(await chat.messages(t)) for t in threads}
+            finally:
+                GATE.release.set()
+            seen["result"] = await build
+        finally:
+            seen["failures"] = await ctx.users.release(user)
+            seen["failures"] += await ctx.close()
+        seen["open"] = [e.id for e in ledger.open_entries("thread")]
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen["result"].status == BuildStatus.ok, seen["result"].error
+    assert len(seen["threads"]) == 2, seen["threads"].keys()
+    with_history = [t for t, text in seen["threads"].items() if "ZEBRA-OPS-" in text]
+    assert len(with_history) == 1  # the earlier session holds the history, the live thread does not
+    live = GATE.agent_requests[requests_before]
+    assert "sets status to the string" in ia.user_texts(live)[-1][1]
+    assert "ZEBRA-OPS-" not in json.dumps(live["messages"])
+    assert [e["role"] for e in read_transcript(tmp_path / "s.jsonl") if e["kind"] == "seeded"] == ["user", "assistant"]
+    assert seen["failures"] == [] and seen["open"] == []

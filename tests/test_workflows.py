@@ -24,7 +24,7 @@ _RUN_FLAGS = {
     "--tier", "--iterations", "--concurrency", "--per-lane-builds", "--timeout-ms", "--build-timeout-ms",
     "--build-max-attempts", "--build-mcp-timeout-ms", "--mcp-server", "--build-cwd", "--output-dir",
     "--keep-workflows", "--experiment-name", "--dataset", "--baseline", "--baseline-prefix", "--max-cost-usd",
-    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--run-id", "--builder",
+    "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--resume-existing", "--run-id", "--builder",
 }
 PLANNED_SURFACE: dict[str, set[str]] = {
     "lanes install": set(),
@@ -161,7 +161,7 @@ def test_the_workflows_run_what_they_promise() -> None:
     assert any("GITHUB_STEP_SUMMARY" in r for r in run_blocks(load(WORKFLOWS / "ab-experiment.yml")))
     cluster = "\n".join(run_blocks(load(WORKFLOWS / "cluster-run.yml")))
     assert "helm upgrade --install" in cluster and "docker push" in cluster and "GITHUB_STEP_SUMMARY" in cluster
-    assert cluster.count("docker build") == 2
+    assert cluster.count("docker build ") == 2
 
 
 def referenced_paths(path: Path) -> set[str]:

@@ -65,7 +65,8 @@ SCOUT_SPREAD = 2.0
 #: free slot before any lane gets another build (see :meth:`Scheduler._slot_order`) ...
 SHARE_RATIO = 0.9
 
-#: ... and so does any lane idle for this many median units, whatever its speed: it is measured again.
+#: ... and so does a lane idle for this many median units, whatever its speed, while it has finished
+#: fewer than EXPLORE_UNITS units: its first measure is taken again.
 REMEASURE_UNITS = 2.0
 
 ExpectedSource = Mapping[str, float] | Callable[[WorkUnit], float | None] | None
@@ -127,9 +128,10 @@ class Start:
 
 class Scheduler:
     def __init__(self, lanes: Sequence[str], *, per_lane_cap: int, global_cap: int | None, seed: int,
-                 steal: bool, now: float = 0.0) -> None:
+                 steal: bool, co_located: bool = False, now: float = 0.0) -> None:
         self.per_lane_cap = per_lane_cap
         self.steal = steal
+        self.co_located = co_located
         self._fixed_global_cap = global_cap
         self._rng = random.Random(seed)
         self.lanes: dict[str, Lane] = {}
@@ -466,7 +468,7 @@ class Scheduler:
             key: Callable[[Lane], tuple[Any, ...]]
             endgame = False
             if self.prioritized:  # fastest lanes first: under a global cap they should do the most
-                self.speeds.refresh(self._lane_views(), now, self.global_cap)
+                self.speeds.refresh(self._lane_views, now, self.global_cap)
                 self._probe_first = (
                     self.global_cap < self.accepting * cap
                     and self.queued_expected >= PROBE_FIRST_SLACK * self._max_expected * self.global_cap
@@ -490,7 +492,7 @@ class Scheduler:
                     stolen = self._steal_for(lane)
                     if stolen is not None:
                         entry, victim = stolen
-                if entry is not None and endgame and self._leave_to_faster(lane, entry):
+                if entry is not None and endgame and not self.co_located and self._leave_to_faster(lane, entry):
                     self.enqueue(victim or lane, entry, front=not probe)  # back where it was
                     continue  # a faster lane may come later in the order
                 if entry is not None:
@@ -510,22 +512,34 @@ class Scheduler:
             for lane in self.lanes.values()
         ]
 
-    def _slot_order(self, now: float) -> Callable[[Lane], tuple[bool, float, int, int]]:
-        """The order free slots are offered in. First the idle lanes that should be measured: one
-        whose optimistic speed is at least ``SHARE_RATIO`` of the fastest lane's estimate (a lane not
-        confidently slower never waits for a slot while another runs several), or that has been idle for
-        ``REMEASURE_UNITS`` median units (a slow first measure is retried, never final). Then the
-        rest by what one more build adds: optimistic speed times marginal throughput at its load."""
+    def _slot_order(self, now: float) -> Callable[[Lane], tuple[Any, ...]]:
+        """The order free slots are offered in.
+
+        Co-located lanes (one machine) differ only by when they were measured, and every extra
+        build on a lane slows its others: least loaded first, the faster of equally loaded lanes
+        first -- every idle lane gets the next slot.
+
+        Otherwise, first the idle lanes that should be measured: one whose optimistic speed is at
+        least ``SHARE_RATIO`` of the fastest lane's pessimistic one (a lane not confidently slower
+        never waits for a slot while another runs several), or one measured on fewer than
+        ``EXPLORE_UNITS`` units and idle for ``REMEASURE_UNITS`` median units (a slow first measure
+        is retried, never final; on separate machines, a speed measured on more units is the
+        lane's own). Then the rest by what one more build adds: optimistic speed times marginal
+        throughput at its load."""
         speeds = self.speeds
-        # optimistic against plain: only a lane confidently slower than the fastest waits its turn
-        floor = SHARE_RATIO * max((speeds.low(lane.lane_id) for lane in self.lanes.values() if lane.accepting),
-                                  default=0.0)
-        stale = now - REMEASURE_UNITS * speeds.prior_s / SPEED_PRIOR_UNITS
+        if self.co_located:
+            return lambda lane: (len(lane.running), -speeds.rank(lane.lane_id), lane.index)
+        floor = SHARE_RATIO * speeds.floor_low
+        stale_s = REMEASURE_UNITS * speeds.prior_s / SPEED_PRIOR_UNITS
 
         def key(lane: Lane) -> tuple[bool, float, int, int]:
             builds = len(lane.running)
             rank = speeds.rank(lane.lane_id)
-            due = not builds and (rank >= floor or (lane.idle_since is not None and lane.idle_since <= stale))
+            due = not builds and (
+                rank >= floor
+                or (lane.idle_since is not None and now - lane.idle_since >= stale_s
+                    and speeds.timed(lane.lane_id) < EXPLORE_UNITS)
+            )
             return (not due, -rank * speeds.marginal(builds), builds, lane.index)
 
         return key

@@ -15,15 +15,21 @@ was booting looks slow. So:
   ``SPEED_PRIOR_UNITS`` median units at speed 1.0 (decaying the same way). A first measure taken
   under contention is outweighed by the next ones -- and the scheduler keeps measuring every open
   lane (it never leaves one without a build while it could run one).
-* **Slots.** Free slots go by an optimistic rank (``SPEED_SIGMA``: an unlucky first measure is not
-  final) times what one more build adds there: ``(k + 1) / f(k + 1) - k / f(k)`` with
-  ``f(k) = 1 + alpha (k - 1)``; with no slowdown that is the plain fastest-lane-first order.
+* **Slots.** Free slots go by an optimistic rank (an unlucky first measure is not final) times
+  what one more build adds there: ``(k + 1) / f(k + 1) - k / f(k)`` with ``f(k) = 1 + alpha (k -
+  1)``; with no slowdown that is the plain fastest-lane-first order.
+* **Noise.** How far one unit's time strays from what its lane's speed predicts is learned too:
+  the pool's spread of log(predicted / normalized actual) over every sample, drawn towards
+  ``SPEED_SIGMA`` while there are few (``SIGMA_PRIOR_SAMPLES``). On lanes of one machine that
+  spread is large (a unit's time depends on everything else the host runs), so the bands are wide
+  and no lane looks confidently slower than another; on lanes that really differ it is history's
+  own error, and the bands narrow as samples come.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 #: A lane's speed starts as if it had finished this many median units at speed 1.0.
@@ -33,6 +39,9 @@ SPEED_PRIOR_UNITS = 2.0
 #: free slots go to lanes by speed x exp(SPEED_SIGMA / sqrt(median units measured)), an optimistic
 #: estimate, so a fast lane that was unlucky in its first units is tried again.
 SPEED_SIGMA = 0.3
+
+#: Samples :data:`SPEED_SIGMA` counts as when the pool's own spread is learned (``sigma``).
+SIGMA_PRIOR_SAMPLES = 8.0
 
 #: Weight of a lane's older samples (and of its prior) each time it finishes another unit.
 SAMPLE_DECAY = 0.97
@@ -87,6 +96,9 @@ class SpeedModel:
         self.alpha = 0.0  # slowdown per extra concurrent build on a lane
         self._last_join = float("-inf")  # when the last lane joined a pool that had lanes already
         self._fit = [0.0] * 5  # n, sum x, sum y, sum xx, sum xy of (k - 1, actual / predicted - 1)
+        self._residuals = [0.0, 0.0, 0.0]  # n, sum, sum of squares of log(predicted / actual) per sample
+        self.sigma = SPEED_SIGMA  # spread of one unit's log time around its lane's prediction
+        self.floor_low = 0.0  # the fastest accepting lane's pessimistic speed, as of the last refresh
 
     def set_prior(self, median_expected: float) -> None:
         if not self.prior_s:
@@ -140,6 +152,13 @@ class SpeedModel:
             for i, value in enumerate((1.0, x, y, x * x, x * y)):
                 self._fit[i] += value
             self._fit_alpha()
+        if sample.expected > 0 and alone > 0:
+            residual = math.log(sample.expected / (alone * lane.speed))
+            n, total, squares = self._residuals
+            n, total, squares = n + 1, total + residual, squares + residual * residual
+            self._residuals = [n, total, squares]
+            var = max(squares / n - (total / n) ** 2, 0.0) * n / max(n - 1, 1.0)
+            self.sigma = math.sqrt((SIGMA_PRIOR_SAMPLES * SPEED_SIGMA**2 + n * var) / (SIGMA_PRIOR_SAMPLES + n))
         weight = JOIN_DISCOUNT if sample.at - sample.seconds < self._last_join else 1.0
         lane.expected_done = lane.expected_done * SAMPLE_DECAY + weight * sample.expected
         lane.actual_done = lane.actual_done * SAMPLE_DECAY + weight * alone
@@ -154,12 +173,13 @@ class SpeedModel:
             return
         self.alpha = min(max((sxy - sx * sy / n) / var, 0.0), 1.0)
 
-    def refresh(self, lanes: Sequence[LaneView], now: float, global_cap: int) -> None:
+    def refresh(self, views: Callable[[], Sequence[LaneView]], now: float, global_cap: int) -> None:
         """Re-estimate every lane's speed; at most every 1/20 of a median unit (a cheap, slightly
-        stale view) unless the pool changed."""
+        stale view) unless the pool changed. ``views`` is called only when it does."""
         if now - self._at < self.prior_s / (20 * SPEED_PRIOR_UNITS):
             return
         self._at = now
+        lanes = views()
         prior = self.prior_s
         median = prior / SPEED_PRIOR_UNITS
         for lane_id, running, _accepting in lanes:
@@ -173,13 +193,14 @@ class SpeedModel:
                     expected += unit_expected
                     actual += elapsed
             lane.speed = expected / actual
-            spread = math.exp(SPEED_SIGMA * math.sqrt(median / expected))
+            spread = math.exp(self.sigma * math.sqrt(median / expected))
             lane.rank, lane.low = lane.speed * spread, lane.speed / spread
         ranked = sorted((self._lanes[lane_id] for lane_id, _r, accepting in lanes if accepting),
                         key=lambda lane: -lane.speed)
         ids = {id(self._lanes[lane_id]): lane_id for lane_id, _r, _a in lanes}
         self._summary = None
         self._faster = {}
+        self.floor_low = max((lane.low for lane in ranked), default=0.0)
         if ranked:
             cap = self.per_lane_cap
             self._summary = (sum(lane.speed for lane in ranked) * cap, ranked[0].speed, ranked[-1].speed)

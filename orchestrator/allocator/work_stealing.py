@@ -71,9 +71,12 @@ class Allocator:
         on_event: EventHook | None = None,
         on_result: ResultHook | None = None,
         steal: bool = True,
+        co_located: bool = False,
     ) -> None:
         """``global_cap=None`` means 2 x the lanes not drained (recomputed as lanes come and go).
-        ``steal=False`` gives static sharding (each lane runs only its own queue), for comparison."""
+        ``steal=False`` gives static sharding (each lane runs only its own queue), for comparison.
+        ``co_located``: the lanes share one machine (process and Docker lanes), so they differ in
+        speed only by when they were measured: builds are spread evenly, every idle lane first."""
         _require(per_lane_cap >= 1, f"per_lane_cap must be >= 1, got {per_lane_cap}")
         _require(global_cap is None or global_cap >= 1, f"global_cap must be >= 1, got {global_cap}")
         _require(quarantine_after >= 1, f"quarantine_after must be >= 1, got {quarantine_after}")
@@ -91,7 +94,7 @@ class Allocator:
         self._on_event = on_event
         self._on_result = on_result
         self._sched = Scheduler(lanes, per_lane_cap=per_lane_cap, global_cap=global_cap, seed=seed, steal=steal,
-                                now=_now())
+                                co_located=co_located, now=_now())
         self._health = LaneHealth(self._sched, self, quarantine_after=quarantine_after,
                                   reprobe_interval_s=reprobe_interval_s,
                                   abort_after_all_quarantined_s=abort_after_all_quarantined_s, probe=probe)

@@ -25,6 +25,7 @@ from pydantic import (
 
 from orchestrator.cases.base import CaseModel, OpenModel
 from orchestrator.cases.credentials import CredentialSpec
+from orchestrator.cases.intent import INTENT_EXAM_DATASET, with_intent_preamble
 from orchestrator.cases.issues import Violation, raise_violations
 from orchestrator.cases.rules import director_notes
 from orchestrator.cases.seed import InlineSeed, ReplaySeed, Seed
@@ -263,14 +264,23 @@ class EvalCase(CaseModel):
         return self.conversation[0].attach if self.conversation else None
 
     def opening_prompt(self) -> str:
-        """The text of turn 0, sent to the builder verbatim.
+        """The text of turn 0, sent to the builder verbatim — after the intent-classification
+        preamble for an agents-exam case (:attr:`is_intent_exam`), as n8n loads that tier.
 
         Raises ``ValueError`` for a replay-seeded case without a conversation: its live turn
         comes from the trace, not the case.
         """
         if not self.conversation:
             raise ValueError("this case has no conversation: its live turn comes from a replay seed")
-        return self.conversation[0].text
+        text = self.conversation[0].text
+        return with_intent_preamble(text) if self.is_intent_exam and self.conversation[0].role == "user" else text
+
+    @property
+    def is_intent_exam(self) -> bool:
+        """An agents-exam case: its opening turn carries the intent-classification preamble and its
+        ``intentExpectation`` is graded on the reply's fenced ``intent`` block
+        (:mod:`orchestrator.cases.intent`)."""
+        return self.intent_expectation is not None and INTENT_EXAM_DATASET in self.datasets
 
     def to_json(self) -> dict[str, Any]:
         """The case body as camelCase JSON (retired keys never appear)."""

@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
     def run_command(
         cfg: RunConfig,
         resume: Optional[str] = typer.Option(None, help="Re-run only the unfinished units of this run id."),
+        resume_existing: bool = typer.Option(
+            False, "--resume-existing",
+            help="With --run-id: resume that run if the state dir holds it (a replaced orchestrator pod), else start it."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Log build/execute/verify timing and events; two lines per unit."),
         prebuilt_workflows: Optional[Path] = typer.Option(
@@ -60,6 +63,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.cli.main import configure_logging
 
         cfg.resume = resume
+        cfg.resume_existing = resume_existing
         cfg.verbose = verbose
         cfg.prebuilt_workflows = prebuilt_workflows
         cfg.delete_prebuilt_workflows = delete_prebuilt_workflows

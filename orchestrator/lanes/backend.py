@@ -52,6 +52,12 @@ class LaneBackend(abc.ABC):
     hosts_sandbox: ClassVar[bool] = False
     #: ``build_runner=True`` runs a build runner next to each lane (builders with ``needs_build_runner``)
     runs_build_runner: ClassVar[bool] = False
+    #: every lane runs on this one machine (they share its cores): the allocator spreads builds
+    #: evenly instead of ranking lanes by measured speed (issue 25)
+    co_located: ClassVar[bool] = False
+    #: ``takeover=True`` (``--resume``): the run's objects a replaced orchestrator left (same run id,
+    #: another process) are taken over — once that process is proven dead — instead of a collision
+    takes_over_resumed_runs: ClassVar[bool] = False
 
     #: the backend's typed options (pydantic); ``None``: the backend reads its own (kubernetes: with env fallbacks)
     options_model: ClassVar[type[BackendOptions] | None] = None

@@ -180,6 +180,7 @@ class DockerOptions(BackendOptions):
 class DockerBackend(LaneBackend):
     name = "docker"
     options_model = DockerOptions
+    co_located = True  # one local dockerd, host networking
     supports_sandbox = True  # on the host, reached over host networking (see the module docstring)
 
     @classmethod

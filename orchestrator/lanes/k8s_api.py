@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import logging
 import random
 import threading
@@ -28,6 +29,8 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from orchestrator.errors import ConfigError
+from orchestrator.lanes.backend import LaneError
+from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -265,3 +268,13 @@ def finished_at(pod: Mapping[str, Any]) -> float | None:
     if known:
         return max(known)
     return parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def api_error(what: str, exc: ApiException) -> LaneError:
+    """An API error as one redacted line: ``kubernetes: <what> failed: HTTP <status> <message>``."""
+    detail = exc.reason or ""
+    try:
+        detail = json.loads(exc.body or "{}").get("message") or detail
+    except (ValueError, AttributeError):
+        pass
+    return LaneError(redact(f"kubernetes: {what} failed: HTTP {exc.status} {detail}".strip()))

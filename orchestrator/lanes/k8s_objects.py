@@ -1,8 +1,10 @@
 """The Kubernetes objects of a ``kubernetes`` lane pool, built as plain dicts (no API calls here).
 
-Per run: one NetworkPolicy (only the orchestrator reaches the run's lanes) and, unless an existing
-Secret is named, one Secret holding the lanes' secret env. Per lane: a Pod running the n8n lane
-image and a ClusterIP Service in front of it.
+Per run: one NetworkPolicy (only the orchestrator reaches the run's lanes), one headless Service
+selecting the run's lane pods (it gives each pod a DNS name, ``<pod>.<service>.<ns>.svc.<domain>``:
+no ClusterIP, no per-lane Service) and, unless an existing Secret is named, one Secret holding the
+lanes' secret env. Per lane: one Pod running the n8n lane image, its ``hostname`` its own name and
+its ``subdomain`` the run's Service.
 
 Every object carries the same labels, which are the only index ``sweep`` needs::
 
@@ -10,8 +12,8 @@ Every object carries the same labels, which are the only index ``sweep`` needs::
     app.kubernetes.io/managed-by=n8n-eval-orchestrator
     app.kubernetes.io/instance=<run label>
     n8n-eval/run-id=<run label>
-    n8n-eval/lane-index=<index>          (pods and services only)
-    n8n-eval/lane=<pod name>             (pods and services only; what a Service selects)
+    n8n-eval/lane-index=<index>          (pods only)
+    n8n-eval/lane=<pod name>             (pods only)
 
 ``<run label>`` is the run id made fit for a label value (see :func:`run_label`); the raw run id is
 kept in the ``n8n-eval/run-id`` annotation.
@@ -30,7 +32,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -72,7 +74,7 @@ ENV_JOB_UID = "JOB_UID"
 USER_FOLDER = "/var/lib/n8n-lane"
 #: Fully qualified (trailing dot): the resolver asks for exactly this name, not once per search domain
 #: of the pod's resolv.conf (ndots:5 would otherwise turn each lookup into up to 4 misses first).
-DEFAULT_URL_TEMPLATE = "http://{service}.{namespace}.svc.{cluster_domain}.:{port}"
+DEFAULT_URL_TEMPLATE = "http://{pod}.{service}.{namespace}.svc.{cluster_domain}.:{port}"
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 BUILD_RUNNER_PORT = 8790
 SANDBOX_PORT = 8791
@@ -136,11 +138,24 @@ def run_label(run_id: str) -> str:
 
 
 def pod_name(run_id: str, index: int, attempt: int = 0) -> str:
-    """Pod (and Service) name of lane ``index``; a replacement lane gets a new ``attempt``."""
+    """Pod name (and DNS hostname) of lane ``index``; a replacement lane gets a new ``attempt``."""
     return f"n8n-lane-{run_label(run_id)}-{index}-{attempt}"
 
 
+def lane_attempts(pod_names: Iterable[str]) -> Iterator[tuple[int, int]]:
+    """(index, attempt) of each lane pod name ``n8n-lane-<run>-<index>-<attempt>``."""
+    for name in pod_names:
+        m = re.search(r"-(\d+)-(\d+)$", name)
+        if name.startswith("n8n-lane-") and m:
+            yield int(m.group(1)), int(m.group(2))
+
+
 def network_policy_name(run_id: str) -> str:
+    return f"n8n-lanes-{run_label(run_id)}"
+
+
+def run_service_name(run_id: str) -> str:
+    """The run's headless Service (a DNS-1035 label: starts with a letter, ≤ 63 characters)."""
     return f"n8n-lanes-{run_label(run_id)}"
 
 
@@ -198,9 +213,9 @@ def lane_labels(run_id: str, index: int, attempt: int = 0) -> dict[str, str]:
     return {**run_labels(run_id, "lane"), LABEL_LANE_INDEX: str(index), LABEL_LANE: pod_name(run_id, index, attempt)}
 
 
-def lane_selector(run_id: str, index: int, attempt: int = 0) -> dict[str, str]:
-    """What a lane's Service selects: exactly its own pod (a replacement has another attempt)."""
-    return {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id), LABEL_LANE: pod_name(run_id, index, attempt)}
+def run_selector(run_id: str) -> dict[str, str]:
+    """What the run's headless Service selects: every lane pod of the run (and nothing of another run)."""
+    return {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id), LABEL_COMPONENT: "lane"}
 
 
 def sweep_selector(run_id: str | None = None) -> str:
@@ -359,6 +374,9 @@ def pod_object(
         "kind": "Pod",
         "metadata": _metadata(pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt), run_id, owner),
         "spec": {
+            # DNS name <pod>.<run's headless Service>.<ns>.svc.<cluster domain>: no Service per lane
+            "hostname": pod_name(run_id, index, attempt),
+            "subdomain": run_service_name(run_id),
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
             # Service links would inject e.g. N8N_PORT=tcp://… for a Service named n8n.
@@ -504,9 +522,14 @@ def lane_resources(spec: LaneSpec, pod: LanePod) -> dict[str, dict[str, str]]:
     return _guaranteed_memory(resources, pod.ephemeral_storage)
 
 
-def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0, owner: OwnerRef | None = None,
+def service_object(run_id: str, namespace: str, *, owner: OwnerRef | None = None,
                    build_runner: bool = False) -> dict[str, Any]:
-    """ClusterIP Service of one lane, named like its pod (plus the build runner's port when it runs)."""
+    """The run's headless Service: no ClusterIP, no proxying; it only gives every lane pod of the run
+    (``hostname`` = its name, ``subdomain`` = this Service) the DNS name
+    ``<pod>.<service>.<namespace>.svc.<cluster domain>``. ``publishNotReadyAddresses``: the record
+    exists as soon as the pod has an IP, so the orchestrator's first lookup (after the watch saw the
+    pod Ready) never meets a not-yet-published name (and a negatively cached NXDOMAIN); readiness is
+    the orchestrator's own check, not DNS's."""
     ports = [{"name": "http", "port": N8N_PORT, "targetPort": "http", "protocol": "TCP"}]
     if build_runner:
         ports.append({"name": BUILD_RUNNER_CONTAINER, "port": BUILD_RUNNER_PORT, "targetPort": BUILD_RUNNER_CONTAINER,
@@ -514,12 +537,11 @@ def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0,
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(
-            pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt), run_id, owner
-        ),
+        "metadata": _metadata(run_service_name(run_id), namespace, run_labels(run_id, "dns"), run_id, owner),
         "spec": {
-            "type": "ClusterIP",
-            "selector": lane_selector(run_id, index, attempt),
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": run_selector(run_id),
             "ports": ports,
         },
     }
@@ -529,10 +551,11 @@ def service_object(run_id: str, index: int, namespace: str, *, attempt: int = 0,
 RUNNER_LOCAL_PORT_OFFSET = 100
 
 
-def lane_url(template: str, *, service: str, namespace: str, index: int, base_port: int,
+def lane_url(template: str, *, pod: str, service: str, namespace: str, index: int, base_port: int,
              cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, port: int = N8N_PORT) -> str:
-    """Render ``url_template``: fields ``{service} {pod} {namespace} {index} {port} {local_port}
-    {cluster_domain}``.
+    """Render ``url_template``: fields ``{pod} {service} {namespace} {index} {port} {local_port}
+    {cluster_domain}`` (``{pod}``: the lane pod's name and hostname; ``{service}``: the run's
+    headless Service).
 
     ``{local_port}`` is ``base_port + index``, the port a ``kubectl port-forward`` per lane would use;
     for the build runner (``port=8790``) it is that plus :data:`RUNNER_LOCAL_PORT_OFFSET`.
@@ -540,7 +563,7 @@ def lane_url(template: str, *, service: str, namespace: str, index: int, base_po
     local_port = base_port + index + (RUNNER_LOCAL_PORT_OFFSET if port == BUILD_RUNNER_PORT else 0)
     try:
         url = template.format(
-            service=service, pod=service, namespace=namespace, index=index, port=port, local_port=local_port,
+            service=service, pod=pod, namespace=namespace, index=index, port=port, local_port=local_port,
             cluster_domain=cluster_domain,
         )
     except (KeyError, IndexError, ValueError) as exc:

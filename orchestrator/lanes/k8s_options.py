@@ -1,6 +1,30 @@
 """The ``kubernetes`` backend's options: keyword options, each also read from its environment
-variable (the table in :mod:`orchestrator.lanes.kubernetes_lanes`), validated into
-:class:`KubernetesOptions`; a bad value is one ``ConfigError`` line naming the option and its env var."""
+variable, validated into :class:`KubernetesOptions`; a bad value is one ``ConfigError`` line naming
+the option and its env var.
+
+Options (keyword options of the backend, each also read from the environment):
+
+=====================  ==================================  ================================
+option                 env                                 default
+=====================  ==================================  ================================
+namespace              ORCHESTRATOR_K8S_NAMESPACE          POD_NAMESPACE, kubeconfig, default
+url_template           ORCHESTRATOR_K8S_URL_TEMPLATE       in-cluster DNS name of the pod
+cluster_domain         ORCHESTRATOR_K8S_CLUSTER_DOMAIN     cluster.local
+existing_secret        ORCHESTRATOR_K8S_LANE_SECRET        a per-run Secret
+image                  ORCHESTRATOR_LANE_IMAGE             ``LaneSpec.image``
+image_pull_policy      ORCHESTRATOR_K8S_IMAGE_PULL_POLICY  IfNotPresent
+owner_kind             ORCHESTRATOR_K8S_OWNER_KIND         pod (``pod`` | ``job`` | ``none``)
+context                ORCHESTRATOR_K8S_CONTEXT            the kubeconfig's current context
+run_as_user            ORCHESTRATOR_K8S_RUN_AS_USER        1000
+pod                    ORCHESTRATOR_K8S_LANE_POD (JSON)    ``LanePod()``: scheduling, sizing
+egress                 ORCHESTRATOR_K8S_LANE_EGRESS (JSON) ``LaneEgress()``: default-deny
+build_runner           (set by ``--builder remote``)       ``pod.buildRunner.enabled``
+sandbox                (set by ``--builder instance-ai``)  ``pod.sandbox.enabled``
+sandbox_url            (``--sandbox-url``)                 the sandbox container
+=====================  ==================================  ================================
+
+The rest (rate limits, timeouts, ``takeover``) are fields of :class:`KubernetesOptions`.
+"""
 
 from __future__ import annotations
 
@@ -61,6 +85,9 @@ class KubernetesOptions(BaseModel):
     sandbox: bool = False
     #: An external n8n-sandbox service for every lane instead of the container.
     sandbox_url: str | None = None
+    #: ``--resume`` of a run whose orchestrator was replaced: the old process's Lease is waited out
+    #: (a live holder renews it: then a run-id collision), then its objects are removed.
+    takeover: bool = False
     #: How long ``health`` waits for the run's pod watch to list the pods once.
     health_watch_s: float = Field(5.0, gt=0)
     request_timeout_s: float = Field(30.0, gt=0)
@@ -73,7 +100,7 @@ class KubernetesOptions(BaseModel):
     #: Client-side rate limit on API requests (every attempt counts): sustained per second, and at once.
     qps: float = Field(25.0, gt=0)
     burst: int = Field(50, ge=1)
-    #: Lane creates (Pod + Service) in flight at once; the rest queue.
+    #: Lane (Pod) creates in flight at once; the rest queue.
     max_concurrent_creates: int = Field(16, ge=1)
     #: Worker threads for the (blocking) client's calls, and its connections to the API server.
     api_workers: int = Field(32, ge=1)

@@ -1,4 +1,4 @@
-"""The ``kubernetes`` backend: one n8n Pod + ClusterIP Service per lane, in one namespace.
+"""The ``kubernetes`` backend: one n8n Pod per lane behind one headless Service per run, in one namespace.
 
 Connection: the in-cluster service account when there is one, else the kubeconfig (``KUBECONFIG``
 or ``~/.kube/config``, context from the ``context`` option); tests inject an ``ApiClient``.
@@ -11,7 +11,9 @@ What a run creates, in order (each recorded in the ledger *before* it is created
 2. one NetworkPolicy ``n8n-lanes-<run>``: the run's lane pods admit ingress only from pods labelled
    ``app.kubernetes.io/name=n8n-eval-orchestrator`` on port 5678, and reach only DNS and TCP 443
    outside the cluster (no metadata endpoint, no pod or Service range; see ``LaneEgress``);
-3. per lane, a Pod and a Service ``n8n-lane-<run>-<index>-<attempt>``.
+3. one headless Service ``n8n-lanes-<run>`` selecting the run's lane pods (DNS names only);
+4. per lane, one Pod ``n8n-lane-<run>-<index>-<attempt>`` whose ``hostname`` is that name and whose
+   ``subdomain`` is the run's Service: it answers at ``<pod>.n8n-lanes-<run>.<ns>.svc.<domain>.``.
 
 Readiness and health: **one** label-selector watch per run (a background thread: list, then a
 long-poll ``watch`` from the list's ``resourceVersion``, re-listing on ``410 Gone``) keeps every
@@ -21,9 +23,10 @@ fast, as a lane failure that says why: an ended pod (OOMKilled, Evicted, …) or
 at once; an image pull that keeps failing (``ErrImagePull``/``ImagePullBackOff``) after
 ``lanes.pod.pullGraceSeconds`` (30 s), naming the image; a pod the scheduler cannot place after
 ``lanes.pod.unschedulableGraceSeconds`` (180 s: time for a node scale-up), with the scheduler's
-message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is ``http://<service>.<namespace>.svc.<cluster_domain>:5678``
-or, outside the cluster, the ``url_template`` option (e.g. ``http://127.0.0.1:{local_port}`` behind
-one ``kubectl port-forward svc/<service> <local_port>:5678`` per lane).
+message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is
+``http://<pod>.<run service>.<namespace>.svc.<cluster_domain>.:5678`` (fully qualified, trailing dot:
+no search-domain fan-out) or, outside the cluster, the ``url_template`` option (e.g.
+``http://127.0.0.1:{local_port}`` behind one ``kubectl port-forward pod/<pod> <local_port>:5678`` per lane).
 
 Every API call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``).
 
@@ -39,34 +42,18 @@ creator annotation (a create that succeeded although its answer was lost, then r
 another orchestrator uses the same run id, and the run stops with one ``ConfigError`` line — before
 anything of the other run is touched.
 
-Teardown deletes the lane's Pod and Service (404 = already gone) and, with the run's last lane, the
-NetworkPolicy and Secret. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
+Teardown deletes the lane's Pod (404 = already gone) and, with the run's last lane, the Service,
+NetworkPolicy, Secret and Lease. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
 this machine's ledger knows as a kubernetes run; ``sweep(None)`` (what plain ``orchestrator
 cleanup`` calls) touches nothing: every-run cleanup is the janitor's job
 (``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.k8s_janitor`), which never deletes
 a live run's objects.
 
-Options (keyword options of the backend, each also read from the environment;
-:mod:`orchestrator.lanes.k8s_options` parses them, :mod:`orchestrator.lanes.k8s_watch` is the pod watch):
+Options: the table in :mod:`orchestrator.lanes.k8s_options` (:mod:`orchestrator.lanes.k8s_watch` is the pod watch).
 
-=====================  ==================================  ================================
-option                 env                                 default
-=====================  ==================================  ================================
-namespace              ORCHESTRATOR_K8S_NAMESPACE          POD_NAMESPACE, kubeconfig, default
-url_template           ORCHESTRATOR_K8S_URL_TEMPLATE       in-cluster DNS name of the Service
-cluster_domain         ORCHESTRATOR_K8S_CLUSTER_DOMAIN     cluster.local
-existing_secret        ORCHESTRATOR_K8S_LANE_SECRET        a per-run Secret
-image                  ORCHESTRATOR_LANE_IMAGE             ``LaneSpec.image``
-image_pull_policy      ORCHESTRATOR_K8S_IMAGE_PULL_POLICY  IfNotPresent
-owner_kind             ORCHESTRATOR_K8S_OWNER_KIND         pod (``pod`` | ``job`` | ``none``)
-context                ORCHESTRATOR_K8S_CONTEXT            the kubeconfig's current context
-run_as_user            ORCHESTRATOR_K8S_RUN_AS_USER        1000
-pod                    ORCHESTRATOR_K8S_LANE_POD (JSON)    ``LanePod()``: scheduling, sizing
-egress                 ORCHESTRATOR_K8S_LANE_EGRESS (JSON) ``LaneEgress()``: default-deny
-build_runner           (set by ``--builder remote``)       ``pod.buildRunner.enabled``
-sandbox                (set by ``--builder instance-ai``)  ``pod.sandbox.enabled``
-sandbox_url            (``--sandbox-url``)                 the sandbox container
-=====================  ==================================  ================================
+``--resume`` (option ``takeover``) of a run whose orchestrator was replaced (same run id, another
+process): the old holder's Lease is waited out (renewed meanwhile: a collision, as above), then the
+old process's objects are removed (uid preconditions) and new lanes get new attempt numbers.
 
 With a build runner in the lane pods, each lane's ``endpoints["build-runner"]`` is the same URL
 template rendered with port 8790 (``{local_port}``: the lane's plus 100).
@@ -100,14 +87,10 @@ from kubernetes.client.exceptions import ApiException
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
-from orchestrator.lanes.backend import (
-    LaneBackend,
-    LaneError,
-    answers_ready,
-    register_backend,
-)
+from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.k8s_api import (
     RateLimiter,
+    api_error,
     call_with_retry,
     is_ready,
     kubeconfig_namespace,
@@ -120,6 +103,7 @@ from orchestrator.lanes.k8s_options import parse_options
 from orchestrator.lanes.k8s_watch import RunPodWatch
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
+from orchestrator.n8n.health import shared_tls
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.service import lane_env as sandbox_lane_env
 
@@ -135,6 +119,7 @@ class KubernetesBackend(LaneBackend):
     supports_sandbox = True
     hosts_sandbox = True  # the sandbox container in each lane pod (``pod.sandbox``)
     runs_build_runner = True  # the build-runner container in each lane pod (``pod.buildRunner``)
+    takes_over_resumed_runs = True  # ``takeover``: a replaced orchestrator's lanes are removed once its Lease ran out
 
     def __init__(
         self,
@@ -168,7 +153,7 @@ class KubernetesBackend(LaneBackend):
         self._executor = ThreadPoolExecutor(max_workers=self.opts.api_workers, thread_name_prefix="k8s-api")
         # Lanes are cluster-internal (or port-forwarded to loopback): never through an env proxy.
         # Health checks of every lane at once: keep a connection per lane (no reconnect per check).
-        self._http = httpx.AsyncClient(timeout=5.0, trust_env=False, limits=httpx.Limits(
+        self._http = httpx.AsyncClient(timeout=5.0, trust_env=False, verify=shared_tls(), limits=httpx.Limits(
             max_connections=None, max_keepalive_connections=1024, keepalive_expiry=60.0))
         if self.opts.sandbox and not self.opts.sandbox_url and not self.opts.pod.sandbox.enabled:
             sandbox = self.opts.pod.sandbox.model_copy(update={"enabled": True})
@@ -178,7 +163,7 @@ class KubernetesBackend(LaneBackend):
             self.opts.pod = self.opts.pod.model_copy(update={"build_runner": runner})
         self.url_template = self.opts.url_template or objects.DEFAULT_URL_TEMPLATE
         try:
-            objects.lane_url(self.url_template, service="probe", namespace="probe", index=0, base_port=0)
+            objects.lane_url(self.url_template, pod="probe", service="probe", namespace="probe", index=0, base_port=0)
         except ValueError as exc:
             raise ConfigError(f"kubernetes backend: option 'url_template' (env ORCHESTRATOR_K8S_URL_TEMPLATE): {exc}") from None
 
@@ -302,8 +287,18 @@ class KubernetesBackend(LaneBackend):
         lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
         name = lease["metadata"]["name"]
         self.ledger.created("lease", name, backend=self.name, namespace=ns)
-        await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
-                           self.coordination.read_namespaced_lease, lease)
+        try:
+            await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
+                               self.coordination.read_namespaced_lease, lease)
+        except ConfigError:
+            if not self.opts.takeover:
+                raise
+            await self._take_over(name, ns)  # a replaced orchestrator's run: its Lease ran out, its objects gone
+            self._collision = None
+            lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
+            self.ledger.created("lease", name, backend=self.name, namespace=ns)
+            await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
+                               self.coordination.read_namespaced_lease, lease)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.create_task(self._renew_lease(name, ns), name=f"lease-{name}")
         if spec.secret_env and not self.opts.existing_secret:
@@ -320,7 +315,44 @@ class KubernetesBackend(LaneBackend):
         self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
         await self._create("NetworkPolicy", name, ns, self.networking.create_namespaced_network_policy,
                            self.networking.read_namespaced_network_policy, policy)
+        service = objects.service_object(self.run_id, ns, owner=self.owner,
+                                         build_runner=self.opts.pod.build_runner.enabled)
+        name = service["metadata"]["name"]
+        self.ledger.created("service", name, backend=self.name, namespace=ns)
+        await self._create("Service", name, ns, self.core.create_namespaced_service,
+                           self.core.read_namespaced_service, service)
         self._run_objects_ready = True
+
+    async def _take_over(self, name: str, ns: str) -> None:
+        """``--resume`` by a new process (a replaced orchestrator pod): wait until the old holder's Lease
+        runs out (renewed meanwhile: it is alive, a run-id collision that touches nothing), then remove
+        the old process's objects (by label, each by uid); new lanes are numbered after the old ones."""
+        seen, creator = None, "unknown"
+        while True:
+            try:
+                resp: Any = await self._call(self.coordination.read_namespaced_lease, name, ns, _preload_content=False)
+            except ApiException as exc:
+                if exc.status == 404:
+                    break  # gone meanwhile (the janitor removed the dead run)
+                raise self._api_error(f"read Lease {ns}/{name}", exc) from None
+            lease = dict(json.loads(resp.data))
+            spec = lease.get("spec") or {}
+            creator = (lease["metadata"].get("annotations") or {}).get(objects.ANNOTATION_CREATOR) or creator
+            renewed = str(spec.get("renewTime") or spec.get("acquireTime"))
+            if seen is not None and renewed != seen:
+                raise self._collides("Lease", name, ns, f"{creator}, which still renews its Lease") from None
+            seen = renewed
+            expires = objects.lease_expires_at(lease)
+            left = (expires - time.time()) if expires is not None else 0.0
+            if left <= 0:
+                break
+            ttl = float(spec.get("leaseDurationSeconds") or self.opts.lease_ttl_s)
+            log.info("kubernetes: run %s is %s's; taking it over once its Lease runs out (%.0f s)", self.run_id, creator, left)
+            await asyncio.sleep(min(left + 0.1, max(ttl / 4, 0.1)))  # a live holder renews within ttl/3
+        removed = await self._remove_run(self.run_id, ns)
+        for index, attempt in objects.lane_attempts(r.split("/")[-1] for r in removed if r.startswith("pod/")):
+            self._attempts[index] = max(self._attempts.get(index, -1), attempt)  # new lanes: new names
+        log.warning("kubernetes: took over run %s from %s (Lease ran out): removed %d object(s)", self.run_id, creator, len(removed))
 
     async def _renew_lease(self, name: str, ns: str) -> None:
         """Renew the run's Lease every third of its TTL, from the event loop: a hung loop stops renewing,
@@ -339,6 +371,7 @@ class KubernetesBackend(LaneBackend):
             self._renewer.cancel()
             self._renewer = None
         for kind, api_kind, delete in (
+            ("service", "Service", self.core.delete_namespaced_service),
             ("networkpolicy", "NetworkPolicy", self.networking.delete_namespaced_network_policy),
             ("secret", "Secret", self.core.delete_namespaced_secret),
             ("lease", "Lease", self.coordination.delete_namespaced_lease),  # last: the run is alive until here
@@ -377,14 +410,7 @@ class KubernetesBackend(LaneBackend):
         if record:
             self.ledger.deleted(kind, name, lane=lane)
 
-    @staticmethod
-    def _api_error(what: str, exc: ApiException) -> LaneError:
-        detail = exc.reason or ""
-        try:
-            detail = json.loads(exc.body or "{}").get("message") or detail
-        except (ValueError, AttributeError):
-            pass
-        return LaneError(redact(f"kubernetes: {what} failed: HTTP {exc.status} {detail}".strip()))
+    _api_error = staticmethod(api_error)
 
     # ---- the run's pod watch -------------------------------------------------------------------
 
@@ -408,6 +434,8 @@ class KubernetesBackend(LaneBackend):
     # ---- lanes ---------------------------------------------------------------------------------
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        async with self._lock:  # first: a takeover (``--resume``) numbers new lanes after the old ones
+            await self._ensure_run_objects(spec)
         attempt = self._attempts.get(index, -1) + 1
         self._attempts[index] = attempt
         ns = self.namespace
@@ -421,27 +449,22 @@ class KubernetesBackend(LaneBackend):
             image_pull_policy=self.opts.image_pull_policy, run_as_user=self.opts.run_as_user, owner=self.owner,
             pod=self.opts.pod, sidecar_image=self.opts.sidecar_image,
         )
-        service = objects.service_object(self.run_id, index, ns, attempt=attempt, owner=self.owner,
-                                         build_runner=self.opts.pod.build_runner.enabled)
         name = pod["metadata"]["name"]
-        base_url = objects.lane_url(self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
-                                    cluster_domain=self.opts.cluster_domain)
+        service = objects.run_service_name(self.run_id)
+        base_url = objects.lane_url(self.url_template, pod=name, service=service, namespace=ns, index=index,
+                                    base_port=spec.base_port, cluster_domain=self.opts.cluster_domain)
         lane = Lane(lane_id=name, index=index, base_url=base_url, backend=self.name, run_id=self.run_id,
                     state=LaneState.starting, handle=name)
         if self.opts.pod.build_runner.enabled:  # where the `remote` builder sends this lane's builds
             lane.endpoints[objects.BUILD_RUNNER_CONTAINER] = objects.lane_url(
-                self.url_template, service=name, namespace=ns, index=index, base_port=spec.base_port,
+                self.url_template, pod=name, service=service, namespace=ns, index=index, base_port=spec.base_port,
                 cluster_domain=self.opts.cluster_domain, port=objects.BUILD_RUNNER_PORT)
         async with self._lock:
-            await self._ensure_run_objects(spec)
-            self.ledger.created("lane", name, lane=name, backend=self.name, index=index, pod=name, service=name,
+            self.ledger.created("lane", name, lane=name, backend=self.name, index=index, pod=name, service=service,
                                 namespace=ns, base_url=base_url)
-            self.ledger.created("service", name, lane=name, backend=self.name, namespace=ns)
         try:
             async with self._creates:  # bounded: 500 lanes do not open 500 creates at once
                 await self._create("Pod", name, ns, self.core.create_namespaced_pod, self.core.read_namespaced_pod, pod)
-                await self._create("Service", name, ns, self.core.create_namespaced_service,
-                                   self.core.read_namespaced_service, service)
         except (LaneError, ConfigError):
             try:  # leave nothing behind for a lane the caller never got
                 await self.teardown(lane)
@@ -572,13 +595,12 @@ class KubernetesBackend(LaneBackend):
         return redact(text)
 
     async def teardown(self, lane: Lane) -> None:
-        """Delete the lane's Pod then its Service (404 = gone); with the run's last lane, the run objects."""
+        """Delete the lane's Pod (404 = gone); with the run's last lane, the run objects (Service,
+        NetworkPolicy, Secret, Lease)."""
         ns = self._lane_namespace(lane)
         name = lane.handle or lane.lane_id
         await self._delete("pod", name, ns, self.core.delete_namespaced_pod, api_kind="Pod", grace_period_seconds=5,
                            record=False)  # the ledger's "lane" entry is the pod's
-        await self._delete("service", name, ns, self.core.delete_namespaced_service, lane=lane.lane_id,
-                           api_kind="Service")
         lane.state = LaneState.stopped
         async with self._lock:
             self.ledger.deleted("lane", lane.lane_id, lane=lane.lane_id)
@@ -604,7 +626,14 @@ class KubernetesBackend(LaneBackend):
         if not self._knows_run(run_id):
             log.debug("kubernetes: run %s has no kubernetes objects in this machine's ledger: not swept", run_id)
             return []
-        ns = self.namespace
+        removed = await self._remove_run(run_id, self.namespace)
+        if run_id == self.run_id:
+            self._run_objects_ready = False
+        return removed
+
+    async def _remove_run(self, run_id: str, ns: str) -> list[str]:
+        """Delete every object of ``run_id`` by label (list, then delete each by its uid; secrets by
+        deletecollection) and close their ledger entries."""
         selector = objects.sweep_selector(run_id)
         removed: list[str] = []
         for kind, lister, deleter in (
@@ -641,8 +670,6 @@ class KubernetesBackend(LaneBackend):
                 meta = item.get("metadata") or {}
                 removed.append(f"secret/{ns}/{meta.get('name')}")
                 self._forget("secret", meta)
-        if run_id == self.run_id:
-            self._run_objects_ready = False
         return removed
 
     def _forget(self, kind: str, meta: Mapping[str, Any]) -> None:
@@ -656,8 +683,6 @@ class KubernetesBackend(LaneBackend):
         name = meta.get("name", "")
         if kind == "pod":
             ledger.deleted("lane", name, lane=name)
-        elif kind == "service":
-            ledger.deleted("service", name, lane=name)
         else:
             ledger.deleted(kind, name)
 

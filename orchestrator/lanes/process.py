@@ -148,6 +148,7 @@ class ProcessBackend(LaneBackend):
     name = "process"
     needs_local_n8n = True
     supports_sandbox = True
+    co_located = True
 
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)

@@ -94,7 +94,7 @@ from orchestrator.n8n.errors import (
     error_message,
     http_error,
 )
-from orchestrator.n8n.health import answers_ready
+from orchestrator.n8n.health import answers_ready, shared_tls
 from orchestrator.n8n.invitations import INVITE_BATCH_SIZE, INVITE_RATE_WINDOW_S, Invitation, invitations_from
 from orchestrator.n8n.mock_execution import MockExecutionResult, mock_execution_body
 from orchestrator.n8n.owner import OwnerCredentials
@@ -218,6 +218,7 @@ class N8nClient:
             timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
             cookies=no_cookies,
             follow_redirects=False,
+            verify=shared_tls(),  # one CA bundle load per process, not per lane client
         )
         self._owner: OwnerCredentials | None = None
         self._owner_session: N8nSession | None = None

@@ -110,6 +110,8 @@ class RunConfig(BaseModel):
     metrics_host: str | None = None
     pushgateway: str | None = None
     resume: str | None = None
+    #: With ``--run-id``: resume that run when the state dir holds it (a replaced orchestrator pod), else start it.
+    resume_existing: bool = False
     run_id: str | None = None
     state_dir: Path = Path(".orchestrator")
     seed: int = 0

@@ -179,7 +179,10 @@ class Run:
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
-        backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **stack.backend_options)
+        backend_options = dict(stack.backend_options)
+        if cfg.resume and backend_cls.takes_over_resumed_runs:  # the lanes a replaced orchestrator left
+            backend_options["takeover"] = True
+        backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **backend_options)
         spec = lane_spec(cfg, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model

@@ -1,6 +1,8 @@
 """Plan stage: which run this is, which cases and units it has, where its results go.
 
-``--resume ID`` restores the stored selection of that run and leaves out the units that finished.
+``--resume ID`` restores the stored selection of that run and leaves out the units that finished;
+``--run-id ID --resume-existing`` does so when the state dir holds run ID (what a replaced
+orchestrator pod of the same Job finds on the durable results volume), else starts run ID.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResu
 
 
 async def make_plan(cfg: RunConfig) -> Plan:
+    if cfg.resume_existing and not cfg.resume:
+        if not cfg.run_id:
+            raise ConfigError("--resume-existing: needs --run-id (the run to resume when its state exists)")
+        if (run_dir(cfg, cfg.run_id) / "run.json").is_file():  # a replaced orchestrator pod: its state survived
+            cfg.resume = cfg.run_id
     if cfg.resume:
         resume_config(cfg)
     run_id = cfg.run_id = cfg.run_id or new_run_id()

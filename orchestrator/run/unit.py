@@ -270,8 +270,10 @@ class UnitRunner:
             result.status, result.error = BuildStatus.timeout, result.budget_timeout
         if result.leaked_workflows and result.status != BuildStatus.timeout:  # a timeout still wins
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
-        # ok without a workflow: a build-only case graded on its expectations (instance-ai builder)
-        if result.status == BuildStatus.ok and (result.workflow_id is not None or case.is_build_only):
+        # ok without a workflow: a build-only case, or a build whose artifact is an Agent, graded on
+        # its expectations (instance-ai builder)
+        built_agent = any(getattr(ref, "type", None) == "agent" for ref in result.artifact_refs)
+        if result.status == BuildStatus.ok and (result.workflow_id is not None or case.is_build_only or built_agent):
             if result.workflow_id is not None:
                 ctx.ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
             t0 = time.monotonic()

@@ -19,6 +19,8 @@ Three callers share a lane's model route (seen on n8n 2.41.1):
   evaluation on it (:func:`config_eval_action`: ``credentials list``, ``data-tables create`` and
   ``insert-rows``, ``eval-config create``; the tool is there when the lane runs with
   ``N8N_CONFIG_EVALS_ENABLED=true``).
+  An opening turn that asks for an intent classification ending in a fenced ``intent`` block
+  (the agents-exam preamble) is answered with one, nothing built (:mod:`orchestrator.scripted.intent`).
   Seeded cases (:func:`seeded_action`): a turn naming a folder lists it (``workflows {action: list,
   folderPath}``); an attached workflow (the ``<thread-artifacts>`` block n8n adds) is run when the
   user asks for a run (``executions {action: run}``, which asks for confirmation), greeted with a
@@ -47,6 +49,7 @@ import json
 import re
 from typing import Any
 
+from orchestrator.scripted.intent import asks_for_intent_block, intent_answer
 from orchestrator.scripted.replies import (
     Action,
     Reply,
@@ -216,6 +219,8 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         pending = [c for c, r in this_turn if r is None]
         if pending:  # a call without its result (should not happen): wait for it by saying so
             return text_reply("Waiting for the previous tool call to finish.")
+        if len(texts) == 1 and asks_for_intent_block(texts[0][1]):
+            return text_reply(intent_answer(texts[0][1]))
         seeded = seeded_action(request, turn_text, this_turn, offered)
         if seeded is not None:
             return seeded

@@ -29,6 +29,7 @@ from typing import Any
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.results.model import ExpectationResult, Verdict
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
+from orchestrator.verify.intent import agent_reply_text, grade_intent
 from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM, Judge, build_expectations_prompt
 
 NO_AGENT_OUTPUT = "not judged: the build produced no agent output, so there was nothing to grade"
@@ -116,11 +117,25 @@ async def judge_build_expectations(case: EvalCase, judge: Judge, *, transcript_p
                                    workflow: dict[str, Any] | None, build_succeeded: bool,
                                    scope: JudgeScope = JudgeScope(), artifact_context: str | None = None,
                                    ground_truth: str | None = None) -> list[ExpectationResult]:
-    """The case's process and outcome expectations, selected and judged as n8n does (module doc)."""
+    """The case's process and outcome expectations, selected and judged as n8n does (module doc),
+    then an agents-exam case's ``intentExpectation`` units, graded without a judge on the agent's
+    fenced ``intent`` block (:mod:`orchestrator.verify.intent`)."""
+    entries = read_transcript(transcript_path) if transcript_path is not None and transcript_path.is_file() else []
+    judged_rows = await _judge_author_expectations(case, judge, entries, workflow=workflow,
+                                                   build_succeeded=build_succeeded, scope=scope,
+                                                   artifact_context=artifact_context, ground_truth=ground_truth)
+    if case.intent_expectation is None:
+        return judged_rows
+    return judged_rows + grade_intent(case.intent_expectation, agent_reply_text(entries))
+
+
+async def _judge_author_expectations(case: EvalCase, judge: Judge, entries: list[dict[str, Any]], *,
+                                     workflow: dict[str, Any] | None, build_succeeded: bool, scope: JudgeScope,
+                                     artifact_context: str | None,
+                                     ground_truth: str | None) -> list[ExpectationResult]:
     process, outcome = list(case.process_expectations), list(case.outcome_expectations)
     if not process and not outcome:
         return []
-    entries = read_transcript(transcript_path) if transcript_path is not None and transcript_path.is_file() else []
     has_output = gradable(entries)
     if not has_output and not build_succeeded:
         return _rows("process", process, Verdict.incomplete, NO_AGENT_OUTPUT) + \

@@ -28,6 +28,7 @@ from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.artifacts import ArtifactRef, artifact_context
 from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
+from orchestrator.verify.intent import intent_not_graded
 from orchestrator.verify.judge import (
     PROCESS_SYSTEM,
     SCENARIO_SYSTEM,
@@ -42,6 +43,9 @@ from orchestrator.verify.workflow_checks import (
     run_workflow_checks,
 )
 
+AGENT_SCENARIO_NOT_RUN = ("not run: the build's artifact is an Agent, not a workflow; n8n runs an Agent's scenarios "
+                          "through its agent-execution eval path (harness/agent-execution.ts), which this orchestrator "
+                          "does not drive, so the Agent is graded on its expectations only")
 PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, and this unit has none"
 PROCESS_NO_OUTPUT = "not judged: the build transcript holds no agent output to grade"
 
@@ -96,6 +100,7 @@ def not_built(case: EvalCase, *, reason: str, attribution: Attribution, category
     v.expectations = [ExpectationResult(kind="outcome", text=t, verdict=verdict, attribution=attribution, reason=reason)
                       for t in case.outcome_expectations]
     v.expectations += _process_incomplete(case)
+    v.expectations += intent_not_graded(case.intent_expectation, Verdict.incomplete, reason)
     return v
 
 
@@ -110,6 +115,9 @@ def harness_fault(case: EvalCase, *, reason: str) -> Verification:
                                         reason=reason) for t in case.outcome_expectations]
     v.expectations += [ExpectationResult(kind="process", text=t, verdict=Verdict.failed, attribution=attribution,
                                          reason=reason) for t in case.process_expectations]
+    v.expectations += intent_not_graded(case.intent_expectation, Verdict.failed, reason)
+    for row in v.expectations:
+        row.attribution = attribution
     return v
 
 
@@ -118,7 +126,8 @@ def expectations_not_judged(case: EvalCase, reason: str) -> list[ExpectationResu
     outcome = [ExpectationResult(kind="outcome", text=t, verdict=Verdict.incomplete, reason=reason)
                for t in case.outcome_expectations]
     return outcome + [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=reason)
-                      for t in case.process_expectations]
+                      for t in case.process_expectations] + intent_not_graded(case.intent_expectation,
+                                                                              Verdict.incomplete, reason)
 
 
 def scenario_evidence(result: Any) -> dict[str, Any]:
@@ -213,10 +222,13 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
             return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
         v.workflow = workflow
 
+    built_agent = any(ref.type == "agent" for ref in artifact_refs or [])
+
     async def one_scenario(scenario: Any) -> ScenarioResult:
         if workflow is None or workflow_id is None:
+            reason = AGENT_SCENARIO_NOT_RUN if built_agent else "no workflow was built to execute"
             return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
-                                  attribution=Attribution.verification_gap, reason="no workflow was built to execute")
+                                  attribution=Attribution.verification_gap, reason=reason)
         return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms, scenario_tables)
 
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.

@@ -38,12 +38,22 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* An image reference: repository@digest when a digest is given (what nodes pull is then fixed,
+whatever the tag later points at), else repository:tag. */}}
+{{- define "eval.imageRef" -}}
+{{- if .img.digest -}}
+{{- printf "%s@%s" .img.repository .img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .img.repository (default .appVersion .img.tag) -}}
+{{- end -}}
+{{- end }}
+
 {{- define "eval.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- include "eval.imageRef" (dict "img" .Values.image "appVersion" .Chart.AppVersion) -}}
 {{- end }}
 
 {{- define "eval.laneImage" -}}
-{{- printf "%s:%s" .Values.laneImage.repository (default .Chart.AppVersion .Values.laneImage.tag) -}}
+{{- include "eval.imageRef" (dict "img" .Values.laneImage "appVersion" .Chart.AppVersion) -}}
 {{- end }}
 
 {{/* `orchestrator run` options shared by the nightly CronJob and the A/B Job (a YAML list). */}}
@@ -220,6 +230,11 @@ spec:
             fieldRef:
               fieldPath: metadata.labels['batch.kubernetes.io/controller-uid']
         {{- end }}
+        # the Job's name: the same for a replacement pod (the nightly run's id, for --resume-existing)
+        - name: ORCHESTRATOR_JOB_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.labels['batch.kubernetes.io/job-name']
         - name: ORCHESTRATOR_K8S_OWNER_KIND
           value: {{ $v.lanes.ownerKind | quote }}
         - name: ORCHESTRATOR_LANE_IMAGE
