@@ -271,7 +271,7 @@ def test_a_session_boundary_seed_is_an_earlier_thread_and_the_live_turn_opens_a_
 
     async def scenario() -> dict[str, Any]:
         ctx = await BuildLane.open(lane, ledger)
-        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+        settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
                                    base_url=model.base_url, max_retries=0)
         user = await ctx.users.acquire([], mcp_key=False)
