@@ -23,11 +23,11 @@ from __future__ import annotations
 import inspect
 import logging
 import re
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-import anthropic
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -135,6 +135,9 @@ def classify_result_event(event: dict[str, Any] | None) -> OutageInfo | None:
 
 def classify_exception(exc: BaseException) -> OutageInfo | None:
     """Classify an ``anthropic`` SDK exception; non-outage errors (400, 401, …) give None."""
+    anthropic = sys.modules.get("anthropic")  # an SDK exception means the SDK is loaded: never load it here
+    if anthropic is None:
+        return None
     if isinstance(exc, anthropic.APIConnectionError):  # APITimeoutError is a subclass
         return OutageInfo("connection", None, _short(f"{type(exc).__name__}: {exc}"), "sdk")
     if isinstance(exc, anthropic.APIStatusError):

@@ -3,6 +3,10 @@
 ``process_lane(extra_env)`` gives one unseeded lane for the ``with`` block; ``seeded_lane()`` also
 resets it with an owner, enables MCP and rotates an owner MCP key. Both tear the lane down (and
 sweep its run label) however the block ends.
+
+A lane start costs 15–20 s: a test that needs a default lane (no extra env) and resets it itself
+takes the session's ``shared_plain_lane`` (conftest) instead, and :func:`seed` it for an owner and
+an MCP key.
 """
 
 from __future__ import annotations
@@ -142,8 +146,14 @@ def _seed(base_url: str) -> tuple[str, str, str, str]:
     return email, password, cookie, key
 
 
+def seed(started: StartedLane) -> SeededLane:
+    """Reset a running lane (``/rest/e2e/reset``: whatever an earlier user left is gone) and seed it
+    as :func:`seeded_lane` does: how a module seeds the session's ``shared_plain_lane``."""
+    email, password, cookie, key = _seed(started.base_url)
+    return SeededLane(started.base_url, email, password, cookie, key, started)
+
+
 @contextmanager
 def seeded_lane(extra_env: dict[str, str] | None = None) -> Iterator[SeededLane]:
     with process_lane(extra_env) as started:
-        email, password, cookie, key = _seed(started.base_url)
-        yield SeededLane(started.base_url, email, password, cookie, key, started)
+        yield seed(started)

@@ -11,16 +11,26 @@ it afterwards. :func:`started_static_lane` does that once::
             yield lane
 
 Leaving the block tears the lane down and asserts that nothing of it is left on the host.
+
+A lane start costs 15–30 s, so the modules whose tests build on a sandbox lane with the scripted
+model (``test_fidelity_e2e``, ``test_instance_ai_e2e``, ``test_scenario_tables_e2e``,
+``test_seeds_e2e``, ``test_user_proxy_e2e``) share one: the session fixture ``shared_sandbox_lane``
+(conftest) starts it once, and each module takes a :func:`lane_turn` on it with its own script on
+the session's model server — as a run's builds take turns on a pool lane. A turn sees only its own
+model requests and ledger records, and must leave nothing open on the lane.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from _model_switch import ModelLease, SharedModel
 from _process_lanes import leftovers
 from _tools import require
 
@@ -30,6 +40,7 @@ from orchestrator.lanes.pool import make_spec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.owner import OwnerCredentials
+from orchestrator.scripted.replies import Script
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
 #: The lane's own model key for the scripted server (not a secret: the server accepts any key).
@@ -42,10 +53,16 @@ class StaticLane:
     owner: OwnerCredentials
     ledger: Ledger
     state: Path
+    run_id: str = ""
+    lane_env: dict[str, str] = field(default_factory=dict)  # the lane's spec env (a builder's ``lane_env``)
 
     @property
     def base_url(self) -> str:
         return self.lane.base_url
+
+    def ledger_records(self) -> list[dict[str, Any]]:
+        path = self.state / "runs" / self.run_id / "ledger.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @contextmanager
@@ -76,9 +93,48 @@ def started_static_lane(run_id: str, state: Path, model_url: str, *, sandbox: bo
 
     lane = asyncio.run(up())
     try:
-        yield StaticLane(lane, owner, ledger, state)
+        yield StaticLane(lane, owner, ledger, state, run_id, dict(spec.env))
     finally:
         failures = asyncio.run(down(lane))
     assert failures == [], failures
     left = leftovers(run_id, state)  # (a helper module: pytest does not rewrite these asserts, so say what)
     assert left == [], f"left on the host after the lane's teardown: {left}"
+
+
+#: What a live lane keeps open in its ledger between builds (everything else a build opens, it closes).
+LANE_KINDS = ("lane", "sandbox", "process")
+
+
+@dataclass(frozen=True)
+class LaneTurn:
+    """A module's turn on the shared lane: the lane, the module's lease of the model server, and
+    the ledger records written since the turn began."""
+
+    shared: StaticLane
+    model: ModelLease
+    first_record: int
+
+    @property
+    def lane(self) -> Lane:
+        return self.shared.lane
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.shared.ledger
+
+    @property
+    def run_id(self) -> str:
+        return self.shared.run_id
+
+    def records(self) -> list[dict[str, Any]]:
+        return self.shared.ledger_records()[self.first_record:]
+
+
+@contextmanager
+def lane_turn(shared: StaticLane, model: SharedModel, script: Script) -> Iterator[LaneTurn]:
+    """The module's turn on ``shared`` with ``script`` answering its model calls; when the turn ends
+    nothing the module's builds opened may be left open on the lane."""
+    with model.lease(script) as lease:
+        yield LaneTurn(shared, lease, len(shared.ledger_records()))
+    left = [(e.kind, e.id) for e in shared.ledger.open_entries() if e.kind not in LANE_KINDS]
+    assert left == [], f"left open on the shared lane by the module: {left}"

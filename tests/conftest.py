@@ -1,13 +1,18 @@
-"""pytest hooks and fixtures shared by the whole suite (the helpers themselves are in ``_tools``)."""
+"""pytest hooks and fixtures shared by the whole suite (the helpers themselves are in ``_tools``,
+``_static_lane`` and ``_model_switch``)."""
 
 from __future__ import annotations
 
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import _tools
 import pytest
+from _lanes import StartedLane, process_lane
+from _model_switch import SharedModel
+from _static_lane import StaticLane, started_static_lane
 
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
@@ -33,3 +38,33 @@ def claude_bin() -> Path:
     tc = Toolchain(default_cache_dir())
     _tools.require("claude", tc.claude_ready, "run `orchestrator lanes install`")
     return tc.claude_bin
+
+
+@pytest.fixture(scope="session")
+def shared_model() -> Iterator[SharedModel]:
+    """The session's scripted model server, leased by the modules sharing a lane (``lane_turn``)."""
+    shared = SharedModel()
+    shared.server.start()
+    yield shared
+    shared.server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_sandbox_lane(shared_model: SharedModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StaticLane]:
+    """One seeded process lane with the embedded sandbox for the whole session, its Instance AI model
+    route ``/route/lane-a`` on :func:`shared_model` (see ``_static_lane``). The run id is unique: a
+    concurrent pytest session sweeps only its own."""
+    run_id = f"shared-sandbox-{secrets.token_hex(3)}"
+    state = tmp_path_factory.mktemp("shared-sandbox-state")
+    with started_static_lane(run_id, state, f"{shared_model.server.base_url}/route/lane-a", sandbox=True) as lane:
+        yield lane
+    sandboxes = state / "runs" / run_id / "sandboxes"
+    assert not (sandboxes.exists() and list(sandboxes.glob("*/*"))), "a sandbox of the shared lane was left behind"
+
+
+@pytest.fixture(scope="session")
+def shared_plain_lane() -> Iterator[StartedLane]:
+    """One default process lane (no extra env, unseeded) for the whole session; each user resets it
+    (``/rest/e2e/reset``, or ``_lanes.seed``) before it looks at it."""
+    with process_lane() as lane:
+        yield lane

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _process_lanes import run_and_sweep
 from langsmith_fake import API_KEY, FakeLangSmith, serve
 
-from orchestrator.lanes.process import labelled_processes
-
-REPO = Path(__file__).resolve().parents[1]
 FLAG = "118_instance_ai_setup_overhaul"
 #: The real entry point (``main()``: one-line errors), with ``ab`` mounted if the CLI does not yet.
 ENTRY = ("from orchestrator.cli import ab_cmd, main as m; "
@@ -42,7 +39,7 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
         "--run-id", ab_id, "--experiment-name", "e2e", "--state-dir", str(state), "--output-dir", str(out),
     ]
     try:
-        done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        done, found = run_and_sweep(args, run_ids, env=env, timeout=600)
         assert done.returncode == 0, done.stderr[-4000:]
 
         results = {arm: json.loads((out / arm / "eval-results.json").read_text())["orchestrator"] for arm in ("control", "variant")}
@@ -75,11 +72,4 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
-        leftovers = {rid: labelled_processes(rid) for rid in run_ids}
-        for pids in leftovers.values():  # never leave a lane behind, even when an assertion failed
-            for pid in pids:
-                try:
-                    os.kill(pid, 9)
-                except ProcessLookupError:
-                    pass
-    assert leftovers == {rid: [] for rid in run_ids}
+    assert found == {rid: [] for rid in run_ids}

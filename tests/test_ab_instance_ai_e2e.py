@@ -13,21 +13,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from _process_lanes import leftovers
+from _process_lanes import leftovers, offline_env, run_and_sweep
 from _tools import need, require
 
-from orchestrator.lanes.process import labelled_processes
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
-REPO = Path(__file__).resolve().parents[1]
 CASES = "smoke-manual-set-static-fields,smoke-manual-filter-adults"
 VARIANT_MODEL = "scripted-variant-1"
 
@@ -40,7 +37,6 @@ def test_ab_anthropic_arm_vs_custom_arm_each_on_its_own_route(tmp_path: Path) ->
     state, out = tmp_path / "state", tmp_path / "out"
     ab_id = "ab-ia-" + os.urandom(3).hex()
     run_ids = [f"{ab_id}-control", f"{ab_id}-variant"]
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "ANTHROPIC_BASE_URL"}
     t0 = time.monotonic()
     with ScriptedModelServer(demo_script()) as variant_server:
         variant_url = f"{variant_server.base_url}/route/variant"
@@ -51,19 +47,10 @@ def test_ab_anthropic_arm_vs_custom_arm_each_on_its_own_route(tmp_path: Path) ->
             "--model-server", "scripted", "--lanes", "2", "--filter", CASES,
             "--run-id", ab_id, "--experiment-name", "e2e", "--state-dir", str(state), "--output-dir", str(out),
         ]
-        try:
-            done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-            assert done.returncode == 0, done.stderr[-4000:]
-            variant_routes = variant_server.models_by_route()
-            assert not variant_server.script_errors, variant_server.script_errors
-        finally:
-            found = {rid: labelled_processes(rid) for rid in run_ids}
-            for pids in found.values():  # never leave a lane behind, even when an assertion failed
-                for pid in pids:
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
+        done, found = run_and_sweep(args, run_ids, env=offline_env(), timeout=900)
+        assert done.returncode == 0, done.stderr[-4000:]
+        variant_routes = variant_server.models_by_route()
+        assert not variant_server.script_errors, variant_server.script_errors
     print(f"ab instance-ai e2e: {time.monotonic() - t0:.1f} s")
     assert found == {rid: [] for rid in run_ids}
     assert all(leftovers(rid, state) == [] for rid in run_ids)

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -25,17 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _process_lanes import leftovers
+from _process_lanes import leftovers, offline_env, run_and_sweep
 from _tools import need, require
 
-from orchestrator.lanes.process import labelled_processes
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, Script, text_reply
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
-REPO = Path(__file__).resolve().parents[1]
 CASES = "smoke-manual-set-static-fields,smoke-manual-filter-adults"
 ITERATIONS = 10
 FAIL_SHARE = 0.75
@@ -68,7 +65,6 @@ def test_sequential_ab_stops_early_for_a_variant_that_fails_most_builds(tmp_path
     state, out = tmp_path / "state", tmp_path / "out"
     ab_id = "ab-seq-" + os.urandom(3).hex()
     run_ids = [f"{ab_id}-control", f"{ab_id}-variant"]
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "ANTHROPIC_BASE_URL"}
     t0 = time.monotonic()
     with ScriptedModelServer(demo_script(agent=refusing_agent(FAIL_SHARE))) as variant_server:
         args = [
@@ -79,17 +75,8 @@ def test_sequential_ab_stops_early_for_a_variant_that_fails_most_builds(tmp_path
             "--build-max-attempts", "1",
             "--run-id", ab_id, "--experiment-name", "e2e", "--state-dir", str(state), "--output-dir", str(out),
         ]
-        try:
-            done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
-            assert done.returncode == 0, done.stderr[-4000:]
-        finally:
-            found = {rid: labelled_processes(rid) for rid in run_ids}
-            for pids in found.values():  # never leave a lane behind, even when an assertion failed
-                for pid in pids:
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
+        done, found = run_and_sweep(args, run_ids, env=offline_env(), timeout=1500)
+        assert done.returncode == 0, done.stderr[-4000:]
     wall = time.monotonic() - t0
     assert found == {rid: [] for rid in run_ids}
     assert all(leftovers(rid, state) == [] for rid in run_ids)

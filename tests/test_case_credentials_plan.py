@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _lanes import process_lane
+from _lanes import StartedLane
 
 from orchestrator.builders.compaction import NOT_CHECKABLE, CompactionCheck
 from orchestrator.builders.credentials import (
@@ -71,7 +71,8 @@ def test_description_longer_than_n8n_allows_is_refused_at_load() -> None:
 
 
 @pytest.mark.n8n
-async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(tmp_path: Path) -> None:
+async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(shared_plain_lane: StartedLane,
+                                                                           tmp_path: Path) -> None:
     owner = OwnerCredentials("owner@plan-test.invalid", "Own3r-" + secrets.token_urlsafe(12))
     others = {
         "admin": OwnerCredentials("admin@plan-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
@@ -79,37 +80,37 @@ async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(tmp_
     }
     declared = [spec(type="slackApi", description="Team workspace, posts to #ops"),
                 spec(type="slackApi", valid=False), spec(type="githubApi", name="Work GitHub")]
-    with process_lane() as started:
-        async with N8nClient(started.base_url) as client:
-            await client.e2e_reset(owner, **others)
-            admin = await client.login(owner.email, owner.password)
-            lane = Lane("plan-0", 0, started.base_url, "process", "plan-test")
-            pool = BuildUserPool(lane, admin, client, Ledger(tmp_path))
-            user = await pool.acquire(declared, mcp_key=False)
-            try:
-                listed = {c["id"]: c for c in await user.session.list_credentials()}
-                assert set(listed) == set(user.credential_ids)
-                rows = [listed[cid] for cid in user.credential_ids]
-                assert [(r["type"], r["name"]) for r in rows] == [
-                    ("slackApi", "[eval] Slack"), ("slackApi", "[eval] Slack #2"), ("githubApi", "Work GitHub")]
-                assert [r.get("description") for r in rows] == ["Team workspace, posts to #ops", None, None]
-                stored = await user.session.get(f"/rest/credentials/{rows[0]['id']}", params={"includeData": "true"})
-                assert "description" not in stored["data"] and stored["description"] == "Team workspace, posts to #ops"
-                # the valid: false one is pinned but not bypassed; 2.41.1 accepts the field
-                assert user.credential_test_bypass == [user.credential_ids[0], user.credential_ids[2]]
-                chat = InstanceAiChat(admin)
-                thread_id = str(uuid.uuid4())
-                await chat.create_thread(user.project_id, thread_id)
-                await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
-                # requiresMemoryCompaction on 2.41.1: no memory route, so no override and no premise
-                check = CompactionCheck()
-                await check.prepare(chat, thread_id)
-                assert check.supported is False and chat.request_options == {}
-                assert await check.check(chat, thread_id) == (NOT_CHECKABLE, None)
-                await chat.delete_thread(thread_id)
-            finally:
-                assert await pool.release(user) == []
-            assert [c for c in await admin.list_credentials() if c["id"] in set(user.credential_ids)] == []
+    started = shared_plain_lane  # reset below: the lane is the session's
+    async with N8nClient(started.base_url) as client:
+        await client.e2e_reset(owner, **others)
+        admin = await client.login(owner.email, owner.password)
+        lane = Lane("plan-0", 0, started.base_url, "process", "plan-test")
+        pool = BuildUserPool(lane, admin, client, Ledger(tmp_path))
+        user = await pool.acquire(declared, mcp_key=False)
+        try:
+            listed = {c["id"]: c for c in await user.session.list_credentials()}
+            assert set(listed) == set(user.credential_ids)
+            rows = [listed[cid] for cid in user.credential_ids]
+            assert [(r["type"], r["name"]) for r in rows] == [
+                ("slackApi", "[eval] Slack"), ("slackApi", "[eval] Slack #2"), ("githubApi", "Work GitHub")]
+            assert [r.get("description") for r in rows] == ["Team workspace, posts to #ops", None, None]
+            stored = await user.session.get(f"/rest/credentials/{rows[0]['id']}", params={"includeData": "true"})
+            assert "description" not in stored["data"] and stored["description"] == "Team workspace, posts to #ops"
+            # the valid: false one is pinned but not bypassed; 2.41.1 accepts the field
+            assert user.credential_test_bypass == [user.credential_ids[0], user.credential_ids[2]]
+            chat = InstanceAiChat(admin)
+            thread_id = str(uuid.uuid4())
+            await chat.create_thread(user.project_id, thread_id)
+            await chat.pin_credentials(thread_id, user.credential_ids, user.credential_test_bypass)
+            # requiresMemoryCompaction on 2.41.1: no memory route, so no override and no premise
+            check = CompactionCheck()
+            await check.prepare(chat, thread_id)
+            assert check.supported is False and chat.request_options == {}
+            assert await check.check(chat, thread_id) == (NOT_CHECKABLE, None)
+            await chat.delete_thread(thread_id)
+        finally:
+            assert await pool.release(user) == []
+        assert [c for c in await admin.list_credentials() if c["id"] in set(user.credential_ids)] == []
 
 
 # ----------------------------------------------------------------- types the lane defines

@@ -9,13 +9,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _lanes import SeededLane, seeded_lane
+from _lanes import SeededLane, StartedLane, seed
 
 from orchestrator.builders.claude_runner import (
     AttemptResult,
@@ -282,9 +282,8 @@ def _pids_mentioning(fragment: str) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def lane() -> Iterator[SeededLane]:
-    with seeded_lane() as started:
-        yield started
+def lane(shared_plain_lane: StartedLane) -> SeededLane:
+    return seed(shared_plain_lane)  # reset and seeded for this module
 
 
 def config(claude_bin: Path, srv: ScriptedModelServer, tmp_path: Path, **kw: Any) -> ClaudeConfig:

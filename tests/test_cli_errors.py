@@ -135,15 +135,22 @@ def test_click_usage_errors_are_one_line(tmp_path: Path, args: tuple[str, ...], 
 
 
 HEAVY = ("anthropic", "scipy", "kubernetes", "docker", "langsmith", "rich.progress", "orchestrator.run.pipeline")
+#: What a flag error of ``run`` must not wait for: seconds of imports each (the console's progress bar is not).
+SLOW = tuple(m for m in HEAVY if m != "rich.progress")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["cases", "validate", str(REPO / "cases")]], ids=["help", "validate"])
-def test_startup_commands_import_nothing_heavy(args: list[str]) -> None:
+@pytest.mark.parametrize("args,heavy", [
+    (["--help"], HEAVY), (["cases", "validate", str(REPO / "cases")], HEAVY),
+    (["run", str(REPO / "cases"), "--model-server", "scripted", "--lanes", "0"], SLOW),
+], ids=["help", "validate", "run-flag-error"])
+def test_startup_commands_import_nothing_heavy(args: list[str], heavy: tuple[str, ...]) -> None:
+    """Start-up and flag checking stay light: a user error answers in about a second (no SDK, no
+    scipy), and this suite's many CLI error cases do not pay seconds of imports each."""
     probe = ("import sys\nfrom orchestrator.cli.main import main\n"
              f"sys.argv = ['orchestrator', *{args!r}]\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {[h.split('.')[0] for h in HEAVY]!r} "
-             f"and any(m == h or m.startswith(h + '.') for h in {HEAVY!r})))")
+             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {[h.split('.')[0] for h in heavy]!r} "
+             f"and any(m == h or m.startswith(h + '.') for h in {heavy!r})))")
     done = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", probe], capture_output=True, text=True,
                           timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr

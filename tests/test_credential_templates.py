@@ -6,7 +6,7 @@ import secrets
 from typing import Any
 
 import pytest
-from _lanes import process_lane
+from _lanes import StartedLane
 
 from orchestrator.builders.credentials import (
     PLACEHOLDER,
@@ -78,38 +78,38 @@ def _properties(types: dict[str, dict[str, Any]], name: str) -> dict[str, dict[s
 
 
 @pytest.mark.n8n
-async def test_every_template_is_accepted_by_real_n8n() -> None:
+async def test_every_template_is_accepted_by_real_n8n(shared_plain_lane: StartedLane) -> None:
     owner = OwnerCredentials("owner@cred-test.invalid", "Own3r-" + secrets.token_urlsafe(12))
     others = {
         "admin": OwnerCredentials("admin@cred-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
         "chat": OwnerCredentials("chat@cred-test.invalid", "Ch4t-" + secrets.token_urlsafe(12)),
     }
-    with process_lane() as lane:
-        async with N8nClient(lane.base_url) as client:
-            await client.e2e_reset(owner, **others)
-            admin = await client.login(owner.email, owner.password)
-            [invite] = await admin.invite(["builder@cred-test.invalid"])
-            member = await client.accept_invitation(invite.token, "Eval", "Builder", "B1lder-" + secrets.token_urlsafe(9))
-            project = await member.personal_project()
-            types = {t["name"]: t for t in (await member.call("GET", "/types/credentials.json")).json()}
+    lane = shared_plain_lane  # reset below: the lane is the session's
+    async with N8nClient(lane.base_url) as client:
+        await client.e2e_reset(owner, **others)
+        admin = await client.login(owner.email, owner.password)
+        [invite] = await admin.invite(["builder@cred-test.invalid"])
+        member = await client.accept_invitation(invite.token, "Eval", "Builder", "B1lder-" + secrets.token_urlsafe(9))
+        project = await member.personal_project()
+        types = {t["name"]: t for t in (await member.call("GET", "/types/credentials.json")).json()}
 
-            bodies = credential_bodies([(t, None) for t in sorted(CLOSED_SET)], env={})
-            for body in bodies:
-                props = _properties(types, body.type)
-                unknown = set(body.data) - set(props) - {"oauthTokenData"}
-                assert not unknown, f"{body.type}: fields n8n does not define: {unknown}"
-                own_required = {p["name"] for p in types[body.type].get("properties", []) if p.get("required")}
-                assert own_required <= set(body.data), f"{body.type}: missing {own_required - set(body.data)}"
+        bodies = credential_bodies([(t, None) for t in sorted(CLOSED_SET)], env={})
+        for body in bodies:
+            props = _properties(types, body.type)
+            unknown = set(body.data) - set(props) - {"oauthTokenData"}
+            assert not unknown, f"{body.type}: fields n8n does not define: {unknown}"
+            own_required = {p["name"] for p in types[body.type].get("properties", []) if p.get("required")}
+            assert own_required <= set(body.data), f"{body.type}: missing {own_required - set(body.data)}"
 
-                cid = await member.create_credential(body.name, body.type, body.data, project_id=project)
-                stored = await member.get(f"/rest/credentials/{cid}", params={"includeData": "true"})
-                assert stored["type"] == body.type and stored["name"] == TEMPLATES[body.type].default_name
-                assert set(body.data) <= set(stored["data"]), f"{body.type}: n8n dropped {set(body.data) - set(stored['data'])}"
+            cid = await member.create_credential(body.name, body.type, body.data, project_id=project)
+            stored = await member.get(f"/rest/credentials/{cid}", params={"includeData": "true"})
+            assert stored["type"] == body.type and stored["name"] == TEMPLATES[body.type].default_name
+            assert set(body.data) <= set(stored["data"]), f"{body.type}: n8n dropped {set(body.data) - set(stored['data'])}"
 
-            listed = await member.list_credentials()
-            assert {c["type"] for c in listed} == CLOSED_SET
-            assert {c["homeProject"]["id"] for c in listed} == {project}
-            for c in listed:
-                assert await member.delete_credential(c["id"])
-            assert await member.list_credentials() == []
-            await admin.delete_user(member.user_id)
+        listed = await member.list_credentials()
+        assert {c["type"] for c in listed} == CLOSED_SET
+        assert {c["homeProject"]["id"] for c in listed} == {project}
+        for c in listed:
+            assert await member.delete_credential(c["id"])
+        assert await member.list_credentials() == []
+        await admin.delete_user(member.user_id)

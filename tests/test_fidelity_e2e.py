@@ -17,65 +17,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _model_switch import Switch
-from _process_lanes import leftovers
-from _tools import require
+from _model_switch import SharedModel, Switch
+from _static_lane import StaticLane, lane_turn
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, get_builder
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.results.model import BuildStatus, Verdict
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted import user_proxy as sp
 from orchestrator.scripted.replies import Action, Hang
 from orchestrator.scripted.scripts import demo_script
-from orchestrator.scripted.server import ScriptedModelServer
-from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import verify_workflow
 
 pytestmark = [pytest.mark.n8n]
 CASES = Path(__file__).resolve().parents[1] / "cases"
-RUN_ID = "fidelity-e2e-lane"
 KEY = "scripted-fidelity-key-0000"
 SWITCH = Switch(demo_script())
 
 
 @pytest.fixture(scope="module")
-def lane_and_model(tmp_path_factory: pytest.TempPathFactory):
-    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
-    model = ScriptedModelServer(SWITCH).start()
-    state = tmp_path_factory.mktemp("fidelity-lane-state")
-    ledger = Ledger.for_run(RUN_ID, state)
-    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}/route/lane-f",
-                              "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
-
-    async def up():
-        backend = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
-        try:
-            return (await bring_up(backend, 1, spec, make_owner(RUN_ID))).lanes[0]
-        finally:
-            await backend.close()
-
-    async def down(lane):
-        backend = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
-        try:
-            return await teardown_pool(backend, [lane])
-        finally:
-            await backend.close()
-
-    try:
-        lane = asyncio.run(up())
-        yield lane, ledger, model, dict(spec.env)
-        assert asyncio.run(down(lane)) == []
-        assert leftovers(RUN_ID, state) == []
-    finally:
-        model.stop()
+def lane_and_model(shared_sandbox_lane: StaticLane, shared_model: SharedModel):
+    """The session's sandbox lane (``_static_lane``), its model calls answered by this module's script."""
+    with lane_turn(shared_sandbox_lane, shared_model, SWITCH) as turn:
+        yield turn.lane, turn.ledger, turn.model, shared_sandbox_lane.lane_env
 
 
 @pytest.fixture
@@ -90,11 +58,11 @@ def _corpus(slug: str) -> EvalCase:
     return next(c for c in loaded if c.slug == slug).case
 
 
-async def _build(lane, ledger: Ledger, model: ScriptedModelServer, lane_env: dict[str, str], tmp: Path,
+async def _build(lane, ledger: Ledger, model, lane_env: dict[str, str], tmp: Path,
                  case: EvalCase, name: str, *, timeout_ms: int = 240_000, judge: bool = False) -> dict[str, Any]:
     """Build (and verify, with ``judge``) one case; what the lane held is read before the member goes."""
     ctx = await BuildLane.open(lane, ledger)
-    settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="claude-sonnet-4-6", outage_waits_s=(0.1,),
+    settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-sonnet-4-6", outage_waits_s=(0.1,),
                                api_key=KEY, base_url=model.base_url, max_retries=0, lane_env=lane_env)
     builder = get_builder("instance-ai")(settings)
     await builder.prepare_lane(ctx)

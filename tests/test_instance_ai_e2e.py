@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _model_switch import Switch
+from _model_switch import SharedModel, Switch
 from _process_lanes import leftovers
-from _static_lane import started_static_lane
+from _static_lane import LaneTurn, StaticLane, lane_turn, started_static_lane
 from _tools import require
 
 from orchestrator.builders.builder import (
@@ -42,7 +42,6 @@ from orchestrator.run.pipeline import run
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, Hang, HttpError, Reply, Script, ToolUseBlock, text_reply
 from orchestrator.scripted.scripts import demo_script
-from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 from orchestrator.verify.expectations import JudgeScope
@@ -51,7 +50,6 @@ from orchestrator.verify.verifier import verify_workflow
 
 pytestmark = [pytest.mark.n8n]
 CASES = Path(__file__).resolve().parents[1] / "cases"
-RUN_ID = "ia-e2e-lane"
 FAKE_KEY = "sk-ant-ia-e2e-fake-key-0123456789"
 SERVER_URL = [""]
 
@@ -60,10 +58,17 @@ SWITCH = Switch(demo_script())
 
 
 @pytest.fixture(scope="module")
-def model() -> ScriptedModelServer:
-    server = ScriptedModelServer(SWITCH).start()
-    yield server
-    server.stop()
+def shared_turn(shared_sandbox_lane: StaticLane, shared_model: SharedModel):
+    """The session's sandbox lane (``_static_lane``: route ``/route/lane-a``), its model calls
+    answered by this module's switch."""
+    with lane_turn(shared_sandbox_lane, shared_model, SWITCH) as turn:
+        SERVER_URL[0] = turn.model.base_url
+        yield turn
+
+
+@pytest.fixture(scope="module")
+def model(shared_turn: LaneTurn):
+    return shared_turn.model
 
 
 @pytest.fixture
@@ -73,13 +78,8 @@ def script_override():
 
 
 @pytest.fixture(scope="module")
-def sandbox_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
-    state = tmp_path_factory.mktemp("ia-lane-state")
-    with started_static_lane(RUN_ID, state, f"{model.base_url}/route/lane-a", sandbox=True) as lane:
-        SERVER_URL[0] = model.base_url
-        yield lane.lane, lane.ledger, state
-    sandboxes = state / "runs" / RUN_ID / "sandboxes"
-    assert not (sandboxes.exists() and list(sandboxes.glob("*/*"))), "a sandbox of the lane was left behind"
+def sandbox_lane(shared_turn: LaneTurn):
+    return shared_turn.lane, shared_turn.ledger, shared_turn
 
 
 def _case(slug: str):
@@ -93,7 +93,7 @@ async def _build(lane, ledger: Ledger, tmp: Path, slug: str | EvalCase, *, build
                  judge_mcp_process: bool = False):
     (tmp / "builds").mkdir(exist_ok=True)
     ctx = await BuildLane.open(lane, ledger)
-    settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="claude-opus-4-8", outage_waits_s=(0.1, 0.1),
+    settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-opus-4-8", outage_waits_s=(0.1, 0.1),
                                claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key=FAKE_KEY,
                                base_url=SERVER_URL[0], max_retries=0)
     builder = get_builder(builder_name)(settings, events)
@@ -126,8 +126,8 @@ class Built:
     verification: Any
 
 
-def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model: ScriptedModelServer, tmp_path: Path) -> None:
-    lane, ledger, state = sandbox_lane
+def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model, tmp_path: Path) -> None:
+    lane, ledger, turn = sandbox_lane
     built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields"))
     result, workflow, threads, failures, transcript = built.result, built.workflow, built.threads, built.failures, built.transcript
     assert failures == []
@@ -156,7 +156,7 @@ def test_smoke_case_builds_through_chat_and_leaves_nothing(sandbox_lane, model: 
     # the lane's build calls came through its route, asking for the lane's model
     assert model.models_by_route().get("/route/lane-a") == {"claude-sonnet-4-6"}
     # ledger: thread created and deleted; the built workflow recorded (the pool deleted it with the member)
-    records = [json.loads(line) for line in (state / "runs" / RUN_ID / "ledger.jsonl").read_text().splitlines()]
+    records = turn.records()  # the module's own (the lane is the session's)
     thread_ops = [r["op"] for r in records if r["kind"] == "thread"]
     assert thread_ops == ["create", "delete"]
     assert any(r["op"] == "create" and r["kind"] == "workflow" and r["id"] == result.workflow_id for r in records)
@@ -302,7 +302,7 @@ def test_reading_a_workflow_the_build_did_not_create_or_seed_is_a_leak(
 
     async def go() -> tuple[Any, str, list]:
         ctx = await BuildLane.open(lane, ledger)
-        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,))
+        settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,))
         builder = get_builder("instance-ai")(settings)
         user = await ctx.users.acquire([], mcp_key=False)
         try:  # a workflow in the build's project that the case never seeded: isolation broken on purpose
@@ -321,7 +321,7 @@ def test_reading_a_workflow_the_build_did_not_create_or_seed_is_a_leak(
 
 def test_a_provider_outage_is_retried_on_a_fresh_thread_then_reported(sandbox_lane, model, tmp_path: Path,
                                                                       script_override: Switch) -> None:
-    lane, ledger, state = sandbox_lane
+    lane, ledger, turn = sandbox_lane
     released = threading.Event()
     agent = ia.instance_ai_agent()
 
@@ -346,7 +346,7 @@ def test_a_provider_outage_is_retried_on_a_fresh_thread_then_reported(sandbox_la
     assert built.result.status == BuildStatus.provider_outage and built.result.attempts == 3
     assert built.result.root_cause.startswith(PROVIDER_OUTAGE_ROOT_CAUSE) and built.failures == []
     del agent
-    records = [json.loads(line) for line in (state / "runs" / RUN_ID / "ledger.jsonl").read_text().splitlines()]
+    records = turn.records()
     open_threads = {r["id"] for r in records if r["kind"] == "thread" and r["op"] == "create"} - \
         {r["id"] for r in records if r["kind"] == "thread" and r["op"] == "delete"}
     assert open_threads == set()
@@ -409,7 +409,7 @@ async def test_orchestrator_run_with_the_instance_ai_builder(sandbox_lane, model
 
 
 @pytest.fixture
-def crash_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
+def crash_lane(model, tmp_path_factory: pytest.TempPathFactory):
     """A lane of its own: the crash test kills its sandbox service."""
     run_id = "ia-e2e-crash"
     SERVER_URL[0] = model.base_url

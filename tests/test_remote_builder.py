@@ -24,8 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
-from _model_switch import Switch
-from _tools import free_port, require
+from _model_switch import SharedModel, Switch
+from _static_lane import StaticLane, lane_turn
+from _tools import free_port
 
 from orchestrator.builders.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
@@ -33,22 +34,18 @@ from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.remote_builder import ENDPOINT, RemoteBuilder
 from orchestrator.cases import load_disk
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import Lane
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nTransportError
 from orchestrator.results.model import BuildStatus
 from orchestrator.run.config import RunConfig
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang
+from orchestrator.scripted.scripts import demo_script
 from orchestrator.scripted.server import ScriptedModelServer
-from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
-RUN_ID = "remote-builder-e2e"
 FAKE_KEY = "sk-ant-remote-builder-fake-0123456789"
 TOKEN = "runner-token-remote-e2e-4567"
 SLUG = "smoke-manual-set-static-fields"
@@ -81,30 +78,14 @@ def script_override() -> Iterator[Switch]:
 
 
 @pytest.fixture(scope="module")
-def lane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lane, Ledger]]:
-    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
-    state = tmp_path_factory.mktemp("remote-lane-state")
-    ledger = Ledger.for_run(RUN_ID, state)
-    backend = ProcessBackend(RUN_ID, ledger, state)
-
-    async def up() -> Lane:
+def lane(shared_sandbox_lane: StaticLane, shared_model: SharedModel) -> Iterator[tuple[Lane, Ledger]]:
+    """The session's seeded lane (``_static_lane``); the runner's claude talks to this module's own
+    model server, so the lane's route keeps the demo script. Its build-runner endpoint is this module's."""
+    with lane_turn(shared_sandbox_lane, shared_model, demo_script()) as turn:
         try:
-            return (await bring_up(backend, 1, make_spec("eval", []), make_owner(RUN_ID))).lanes[0]
+            yield turn.lane, turn.ledger
         finally:
-            await backend.close()
-
-    async def down(lane: Lane) -> list[Any]:
-        again = ProcessBackend(RUN_ID, ledger, state)
-        try:
-            return list(await teardown_pool(again, [lane]))
-        finally:
-            await again.close()
-
-    lane = asyncio.run(up())
-    try:
-        yield lane, ledger
-    finally:
-        assert asyncio.run(down(lane)) == []
+            turn.lane.endpoints.pop(ENDPOINT, None)
 
 
 class RunnerProcess:
@@ -192,7 +173,7 @@ async def _build(lane: Lane, ledger: Ledger, runner_url: str, tmp: Path, *, buil
     os.environ["N8N_EVAL_RUNNER_TOKEN"] = TOKEN
     try:
         # claude_bin deliberately absent: the orchestrator side never starts claude
-        builder = RemoteBuilder(BuilderSettings(run_id=RUN_ID, run_dir=tmp, model="claude-opus-4-8",
+        builder = RemoteBuilder(BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-opus-4-8",
                                                 outage_waits_s=(0.1,), build_timeout_ms=build_timeout_ms,
                                                 max_retries=0))
     finally:

@@ -22,8 +22,9 @@ from typing import Any
 import jsonschema
 import pytest
 from _chromium import dark_pixels, need_chromium, open_tab
+from _model_switch import SharedModel
 from _process_lanes import leftovers
-from _static_lane import started_static_lane
+from _static_lane import LaneTurn, StaticLane, lane_turn
 from _tools import require
 
 from orchestrator.ledger import Ledger
@@ -31,7 +32,6 @@ from orchestrator.results.contract import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted.scripts import demo_script, judge, last_user_text, verdict_list
-from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude, pytest.mark.chromium, pytest.mark.slow]
@@ -89,16 +89,21 @@ def reference_baseline(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def model() -> ScriptedModelServer:
-    server = ScriptedModelServer(demo_script(judge_script=judge(_grade))).start()
-    yield server
-    server.stop()
+def shared_turn(shared_sandbox_lane: StaticLane, shared_model: SharedModel):
+    """The session's seeded lane (``_static_lane``), used as a static lane; its model calls (and
+    this module's claude and judge) answered by this module's script on the session's server."""
+    with lane_turn(shared_sandbox_lane, shared_model, demo_script(judge_script=judge(_grade))) as turn:
+        yield turn
 
 
 @pytest.fixture(scope="module")
-def static_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
-    with started_static_lane("report-lane", tmp_path_factory.mktemp("lane-state"), model.base_url) as lane:
-        yield lane
+def model(shared_turn: LaneTurn):
+    return shared_turn.model
+
+
+@pytest.fixture(scope="module")
+def static_lane(shared_turn: LaneTurn):
+    return shared_turn.shared
 
 
 async def test_a_real_runs_failing_unit_is_one_click_from_the_top(static_lane, model, tmp_path: Path,

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from _model_switch import SharedModel
 from _process_lanes import leftovers
-from _static_lane import started_static_lane
+from _static_lane import LaneTurn, StaticLane, lane_turn
 
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
@@ -22,7 +23,6 @@ from orchestrator.results.contract import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted.scripts import demo_script
-from orchestrator.scripted.server import ScriptedModelServer
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude]
 CASES = Path(__file__).resolve().parents[1] / "cases"
@@ -30,16 +30,21 @@ FAKE_KEY = "sk-ant-e2e-fake-key-0123456789"
 
 
 @pytest.fixture(scope="module")
-def model() -> ScriptedModelServer:
-    server = ScriptedModelServer(demo_script()).start()
-    yield server
-    server.stop()
+def shared_turn(shared_sandbox_lane: StaticLane, shared_model: SharedModel):
+    """The session's seeded lane (``_static_lane``), used as a static lane; its model calls (and
+    this module's claude and judge) answered by this module's script on the session's server."""
+    with lane_turn(shared_sandbox_lane, shared_model, demo_script()) as turn:
+        yield turn
 
 
 @pytest.fixture(scope="module")
-def static_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
-    with started_static_lane("e2e-lane", tmp_path_factory.mktemp("lane-state"), model.base_url) as lane:
-        yield lane.lane, lane.owner
+def model(shared_turn: LaneTurn):
+    return shared_turn.model
+
+
+@pytest.fixture(scope="module")
+def static_lane(shared_turn: LaneTurn):
+    return shared_turn.shared.lane, shared_turn.shared.owner
 
 
 async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list]:

@@ -11,29 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _process_lanes import leftovers
-from _tools import require
+from _model_switch import SharedModel
+from _static_lane import LaneTurn, StaticLane, lane_turn
 
 from orchestrator.builders import seeds
 from orchestrator.builders.builder import BuilderSettings, BuildEvents, BuildRequest, get_builder
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase
-from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
-from orchestrator.ledger import Ledger
 from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.results.model import BuildStatus
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, HttpError
 from orchestrator.scripted.scripts import demo_script
-from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
 from orchestrator.transcript import read_transcript
 
 pytestmark = [pytest.mark.n8n]
 CASES = Path(__file__).resolve().parents[1] / "cases"
-RUN_ID = "seeds-e2e-lane"
 FOLDER = "Seeds E2E Folder"
 
 
@@ -66,39 +60,23 @@ GATE = Gate()
 
 
 @pytest.fixture(scope="module")
-def model():
-    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
-    server = ScriptedModelServer(GATE).start()
-    yield server
-    GATE.release.set()
-    server.stop()
+def shared_turn(shared_sandbox_lane: StaticLane, shared_model: SharedModel):
+    """The session's sandbox lane (``_static_lane``), its model calls answered through the gate."""
+    try:
+        with lane_turn(shared_sandbox_lane, shared_model, GATE) as turn:
+            yield turn
+    finally:
+        GATE.release.set()
 
 
 @pytest.fixture(scope="module")
-def seed_lane(model: ScriptedModelServer, tmp_path_factory: pytest.TempPathFactory):
-    state = tmp_path_factory.mktemp("seeds-lane-state")
-    ledger = Ledger.for_run(RUN_ID, state)
-    backend = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
-    spec = make_spec("eval", [f"N8N_INSTANCE_AI_MODEL_URL={model.base_url}/route/lane-a",
-                              "N8N_INSTANCE_AI_MODEL_API_KEY=scripted-key-000"])
+def model(shared_turn: LaneTurn):
+    return shared_turn.model
 
-    async def up():
-        try:
-            return (await bring_up(backend, 1, spec, make_owner(RUN_ID))).lanes[0]
-        finally:
-            await backend.close()
 
-    async def down(lane):
-        again = ProcessBackend(RUN_ID, ledger, state, sandbox=True)
-        try:
-            return await teardown_pool(again, [lane])
-        finally:
-            await again.close()
-
-    lane = asyncio.run(up())
-    yield lane, ledger, state
-    assert asyncio.run(down(lane)) == []
-    assert leftovers(RUN_ID, state) == []
+@pytest.fixture(scope="module")
+def seed_lane(shared_turn: LaneTurn):
+    return shared_turn.lane, shared_turn.ledger, shared_turn.shared.state
 
 
 def _case() -> EvalCase:
@@ -123,7 +101,7 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
 
     async def scenario() -> dict[str, Any]:
         ctx = await BuildLane.open(lane, ledger)
-        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+        settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
                                    base_url=model.base_url, max_retries=0)
         builder = get_builder("instance-ai")(settings, None)
@@ -211,7 +189,7 @@ def test_a_seed_this_n8n_cannot_restore_fails_the_build_as_the_harness_s_fault(s
 
     async def scenario():
         ctx = await BuildLane.open(lane, ledger)
-        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+        settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
                                    base_url=model.base_url, max_retries=0)
         user = await ctx.users.acquire([], mcp_key=False)
@@ -240,7 +218,7 @@ def test_an_outage_retry_restores_the_seed_afresh_without_a_second_copy(seed_lan
 
     async def scenario() -> dict[str, Any]:
         ctx = await BuildLane.open(lane, ledger)
-        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+        settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
                                    base_url=model.base_url, max_retries=0)
         builder = get_builder("instance-ai")(settings, BuildEvents(on_outage_retry=GATE.storm.clear))
@@ -293,7 +271,7 @@ def test_a_session_boundary_seed_is_an_earlier_thread_and_the_live_turn_opens_a_
 
     async def scenario() -> dict[str, Any]:
         ctx = await BuildLane.open(lane, ledger)
-        settings = BuilderSettings(run_id=RUN_ID, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
+        settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
                                    base_url=model.base_url, max_retries=0)
         user = await ctx.users.acquire([], mcp_key=False)

@@ -142,12 +142,13 @@ def test_aggregation_and_feedback_keys() -> None:
 
 @pytest.mark.n8n
 @pytest.mark.slow
-def test_samples_saved_on_a_real_lane_get_the_expected_outcomes() -> None:
+def test_samples_saved_on_a_real_lane_get_the_expected_outcomes(shared_plain_lane) -> None:
     """Save each sample through n8n's REST API, read back what n8n stored, check that JSON (and
     refresh the captured fixtures when ``CAPTURE_WORKFLOWS=1``)."""
-    from _lanes import seeded_lane
+    from _lanes import seed
 
-    with seeded_lane() as lane, lane.owner_client() as http:
+    lane = seed(shared_plain_lane)  # reset and seeded for this test
+    with lane.owner_client() as http:
         for name, (body, prompt, expected) in SAMPLES.items():
             created = http.post("/rest/workflows", json=body)
             assert created.status_code == 200, created.text

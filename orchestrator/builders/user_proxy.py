@@ -46,9 +46,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import anthropic
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.builders.proxy_decision import (
     PROXY_MARKER,
@@ -67,6 +65,9 @@ from orchestrator.transcript import Transcript
 
 __all__ = ["PROXY_MARKER", "AutoApprove", "ConversationDriver", "ProxyConfig", "ProxyDecision", "UserProxy",
            "conversation_driver", "fallback_answer", "parse_decision", "questions_body"]
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +276,8 @@ class UserProxy:
 
     def _client_or_new(self) -> anthropic.AsyncAnthropic:
         if self._client is None:
+            import anthropic  # seconds to import: loaded by the first proxy call, not by every CLI start
+
             self._client = anthropic.AsyncAnthropic(api_key=self.config.api_key or "unset", base_url=self.config.base_url,
                                                     max_retries=0, timeout=self.config.attempt_timeout_s)
         return self._client
@@ -523,6 +526,8 @@ class UserProxy:
                 "Answer with the one JSON object described in your instructions.")
 
     async def _decide(self, situation: Situation, details: dict[str, Any]) -> ProxyDecision:
+        import anthropic  # (for its errors) loaded by the client
+
         prompt = self._prompt(situation, details)
         last_error = ""
         for attempt in range(max(1, self.config.attempts)):

@@ -61,9 +61,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build every selected case on the lanes with claude via MCP, verify it there, write results, tear down."""
         from orchestrator.cli.main import configure_logging
-        from orchestrator.experiments.langsmith_sync import default_hooks
-        from orchestrator.results.console import summary_lines, unit_line
-        from orchestrator.run.pipeline import Run, RunHooks
 
         cfg.resume = resume
         cfg.resume_existing = resume_existing
@@ -74,6 +71,10 @@ def register(app: typer.Typer) -> None:
             configure_logging(True)
         cfg.validate()
         run_async(check_case_selection(cfg))
+        # only now (seconds of imports): a flag error above answers at once
+        from orchestrator.experiments.langsmith_sync import default_hooks
+        from orchestrator.results.console import summary_lines, unit_line
+        from orchestrator.run.pipeline import Run, RunHooks
 
         class ConsoleLines(RunHooks):
             async def on_unit(self, unit: UnitResult) -> None:

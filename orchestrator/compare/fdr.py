@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scipy.stats import false_discovery_control
-
 
 def bh_q_values(p_values: Sequence[float]) -> list[float]:
     """BH-adjusted q-values, in the order of ``p_values`` (empty in, empty out)."""
     if not p_values:
         return []
+    from scipy.stats import false_discovery_control  # seconds to import: not on the CLI's start-up path
+
     return [min(1.0, float(q)) for q in false_discovery_control(list(p_values), method="bh")]

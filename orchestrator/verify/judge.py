@@ -20,9 +20,8 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 from pydantic import BaseModel, Field, StrictBool, StrictInt, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
@@ -31,6 +30,9 @@ from orchestrator.errors import ConfigError
 from orchestrator.outage import classify_exception
 from orchestrator.redact import redact, register_secret
 from orchestrator.results.usage import record_model_call
+
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +89,10 @@ class Judgement:
 
 class Judge:
     def __init__(self, config: JudgeConfig) -> None:
+        import anthropic  # seconds to import: loaded by the first judge, not by every CLI start (JudgeConfig)
+
         self.config = config
-        self._client = anthropic.AsyncAnthropic(
+        self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
             api_key=config.api_key or "unset", base_url=config.base_url, max_retries=0,
             timeout=config.attempt_timeout_s,
         )
@@ -127,6 +131,8 @@ class Judge:
         provider error, a timeout, or a reply that is not the verdict list asked for. After the
         last try: an outage or timeout leaves the items ``incomplete`` (not judged); an unusable
         reply fails them as a ``verification_gap``."""
+        import anthropic  # loaded by __init__
+
         outage = False
         last_error = ""
 
@@ -179,6 +185,8 @@ class Judge:
         of range are ignored); an expectation the usable reply leaves out is ``incomplete`` ("no
         verdict returned"), not a fail; when no attempt gives a usable reply every expectation is
         ``incomplete`` ("judge produced no result"): a dead judge is no verdict. Never raises."""
+        import anthropic  # loaded by __init__
+
         last_error = ""
         for attempt in range(1, EXPECTATION_ATTEMPTS + 1):
             try:
