@@ -108,7 +108,7 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
     runner.persist = persist
 
     allocator = Allocator(
-        list(pool.contexts),  # the lanes that joined so far; later ones join with add_lane
+        list(pool.joined),  # the lanes that joined so far; later ones join with add_lane
         per_lane_cap=cfg.per_lane_builds, global_cap=cfg.global_cap, seed=cfg.seed,
         reprobe_interval_s=cfg.reprobe_interval_s, abort_after_all_quarantined_s=cfg.abort_after_all_quarantined_s,
         max_retries_elsewhere=cfg.build_max_attempts - 1, probe=probe, co_located=backend.co_located,

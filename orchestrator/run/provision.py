@@ -51,7 +51,10 @@ class Pool:
     """The lanes of a run and, once opened, what builds see of each."""
 
     lanes: dict[str, Lane] = field(default_factory=dict)
-    contexts: dict[str, BuildLane] = field(default_factory=dict)
+    contexts: dict[str, BuildLane] = field(default_factory=dict)  # opened (teardown closes them), maybe not yet joined
+    #: lanes ready for units (opened and prepared), in the order they joined: the allocator starts
+    #: with these and every later one joins it with ``add_lane``
+    joined: list[str] = field(default_factory=list)
 
 
 MODEL_KEY_ENV = "N8N_INSTANCE_AI_MODEL_API_KEY"
@@ -160,6 +163,9 @@ class Provisioner:
         self.observer.on_lanes(self.pool.lanes)
         if self.first_ready_s is None:
             self.first_ready_s = time.monotonic() - self.started_at
+        # joined only now, after the awaits above: an allocator made meanwhile (from ``pool.joined``)
+        # must not count it twice, nor start units on a lane whose builder is still preparing it
+        self.pool.joined.append(lane.lane_id)
         if self.allocator is not None:
             self.allocator.add_lane(lane.lane_id)
         self._first.set()
