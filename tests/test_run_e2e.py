@@ -8,6 +8,7 @@ so the test can look inside it afterwards: the run must leave no workflow, user 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.contract import published_schema
 from orchestrator.run.config import RunConfig
-from orchestrator.run.pipeline import run
+from orchestrator.run.pipeline import Run, run
 from orchestrator.scripted.scripts import demo_script
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude]
@@ -163,3 +164,46 @@ async def test_spend_cap_stops_new_builds_then_resume_finishes_only_the_rest(
     assert [u["build"]["status"] for u in final["units"]].count("ok") == 3
     assert built_first <= {u["build"]["workflow_id"] for u in final["units"]}
     assert Ledger.for_run("capped", tmp_path / "state").open_entries() == []
+
+
+async def test_a_lane_still_preparing_when_units_start_joins_the_allocator_once(
+        static_lane, model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two static lanes (the same n8n by two names), the default builder. The second is still in its builder's
+    ``prepare_lane`` when the first has joined and units start: it joins the allocator after its
+    preparation, once, and runs units. (It used to be counted by the allocator made meanwhile, so
+    its own ``add_lane`` failed with "already in the pool" and the lane was removed; found by
+    ``bench/real_lanes.py``.)"""
+    from orchestrator.builders.mcp_builder import McpBuilder
+
+    lane, owner = static_lane
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    port = lane.base_url.rsplit(":", 1)[1].rstrip("/")
+    second = f"http://localhost:{port}"
+
+    cfg = RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-code-greetings", iterations=4, backend="static",
+        base_url=f"{lane.base_url},{second}", lanes=2, per_lane_builds=1, email=owner.email,
+        password=owner.password, model_server="real", state_dir=tmp_path / "state", output_dir=tmp_path / "out",
+        run_id="two-names-one-lane",
+    ).validate()
+    runner = Run(cfg)
+    prepare = McpBuilder.prepare_lane
+    waited: list[bool] = []
+
+    async def slow_prepare(self: McpBuilder, ctx) -> None:  # type: ignore[no-untyped-def]
+        if ctx.lane.base_url.startswith(second):  # hold the second lane until units run on the first
+            for _ in range(400):
+                if runner.allocator is not None and runner.allocator.stats().active:
+                    break
+                await asyncio.sleep(0.05)
+            waited.append(runner.allocator is not None)
+        await prepare(self, ctx)
+
+    monkeypatch.setattr(McpBuilder, "prepare_lane", slow_prepare)
+    outcome = await runner.execute()
+    assert waited == [True]
+    assert outcome.ok, outcome.errors
+    assert runner.provisioner is not None and runner.provisioner.failures == []
+    assert sorted(u.build.status.value for u in outcome.results.units) == ["ok"] * 4
+    assert len({u.lane for u in outcome.results.units}) == 2  # the late lane ran units too
