@@ -13,8 +13,9 @@ was booting looks slow. So:
   finished now (a slow lane shows before its first unit ends); what was measured before or while
   another lane joined (it was booting: ``JOIN_DISCOUNT``) counts less. It starts from
   ``SPEED_PRIOR_UNITS`` median units at speed 1.0 (decaying the same way). A first measure taken
-  under contention is outweighed by the next ones -- and the scheduler keeps measuring every open
-  lane (it never leaves one without a build while it could run one).
+  under contention is outweighed by the next ones -- and the scheduler keeps measuring: a lane not
+  confidently slower, or measured on few units, is never left idle for long (and lanes of one
+  machine, ``co_located``, are not ranked by speed at all: see the scheduler).
 * **Slots.** Free slots go by an optimistic rank (an unlucky first measure is not final) times
   what one more build adds there: ``(k + 1) / f(k + 1) - k / f(k)`` with ``f(k) = 1 + alpha (k -
   1)``; with no slowdown that is the plain fastest-lane-first order.
