@@ -30,6 +30,22 @@ def now() -> float:
     return asyncio.get_running_loop().time()
 
 
+def unit_spans(events: list[AllocatorEvent]) -> tuple[dict[str, list[tuple[float, float]]], dict[WorkUnit, float]]:
+    """From the allocator's events: per lane, the (start, end) of every unit it finished, and each
+    unit's duration."""
+    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    durations: dict[WorkUnit, float] = {}
+    opened: dict[WorkUnit, tuple[str, float]] = {}
+    for e in events:
+        if e.kind is EventKind.started and e.unit is not None and e.lane is not None:
+            opened[e.unit] = (e.lane, e.time)
+        elif e.kind is EventKind.finished and e.unit is not None and e.unit in opened:
+            lane, start = opened.pop(e.unit)
+            busy[lane].append((start, e.time))
+            durations[e.unit] = e.time - start
+    return busy, durations
+
+
 def issue_workload(seed: int) -> tuple[list[WorkUnit], dict[WorkUnit, float]]:
     """38 cases x 3 iterations = 114 units (the issue's corpus size), log-normal work, median 10 s."""
     rng = random.Random(seed)
@@ -62,16 +78,7 @@ def run_issue_scenario(work: dict[WorkUnit, float], expected: dict[str, float]) 
         return {"end": max(r.finished_at for r in results)}
 
     out = run_virtual(main())
-    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    durations: dict[WorkUnit, float] = {}
-    opened: dict[WorkUnit, tuple[str, float]] = {}
-    for e in events:
-        if e.kind is EventKind.started and e.unit is not None and e.lane is not None:
-            opened[e.unit] = (e.lane, e.time)
-        elif e.kind is EventKind.finished and e.unit is not None and e.unit in opened:
-            lane, start = opened.pop(e.unit)
-            busy[lane].append((start, e.time))
-            durations[e.unit] = e.time - start
+    busy, durations = unit_spans(events)
     last_start = max(start for lane in busy.values() for start, _ in lane)
     # b joins while a holds the whole cap: it waits for the first free slot (nothing is preempted)
     first_free = min(end for _start, end in busy["a"] if end >= BOOT_S)
@@ -164,14 +171,7 @@ def run_bench_scenario(seed: int, history_error: float, *, co_located: bool = Tr
         return max(r.finished_at for r in results)
 
     end = run_virtual(main())
-    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    opened: dict[WorkUnit, tuple[str, float]] = {}
-    for e in events:
-        if e.kind is EventKind.started and e.unit is not None and e.lane is not None:
-            opened[e.unit] = (e.lane, e.time)
-        elif e.kind is EventKind.finished and e.unit is not None and e.unit in opened:
-            lane, start = opened.pop(e.unit)
-            busy[lane].append((start, e.time))
+    busy, _durations = unit_spans(events)
     last_start = max(start for spans in busy.values() for start, _ in spans)
     windows = {lane: (min(start for start, _ in spans), end) for lane, spans in busy.items()}
     return {"busy": dict(busy), "idle": idle_while_waiting(busy, last_start=last_start, windows=windows)}
