@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.scripted.replies import Action, Script
 from orchestrator.scripted.scripts import demo_script
-from orchestrator.scripted.server import RecordedRequest, ScriptedModelServer
+from orchestrator.scripted.server import RecordedRequest, ScriptedModelServer, models_by_route
 
 
 class Switch:
@@ -53,11 +53,7 @@ class ModelLease:
         return [r for r in self.requests if r.is_model_call]
 
     def models_by_route(self, *, build_only: bool = True) -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {}
-        for r in self.model_requests:
-            if (not build_only or r.is_build_call) and r.model:
-                out.setdefault(r.route, set()).add(r.model)
-        return out
+        return models_by_route(self.requests, build_only=build_only)
 
     @property
     def request_count(self) -> int:

@@ -24,6 +24,7 @@ import ipaddress
 import json
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -294,6 +295,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
 
+def models_by_route(requests: Iterable[RecordedRequest], *, build_only: bool = True) -> dict[str, set[str]]:
+    """Route tag → the models the (build) model calls among ``requests`` asked for."""
+    out: dict[str, set[str]] = {}
+    for r in requests:
+        if r.is_model_call and (not build_only or r.is_build_call) and r.model:
+            out.setdefault(r.route, set()).add(r.model)
+    return out
+
+
 class _LoopbackHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -373,11 +383,7 @@ class ScriptedModelServer:
 
     def models_by_route(self, *, build_only: bool = True) -> dict[str, set[str]]:
         """Route tag → the models its (build) requests asked for: which arm's lanes asked for what."""
-        out: dict[str, set[str]] = {}
-        for r in self.model_requests:
-            if (not build_only or r.is_build_call) and r.model:
-                out.setdefault(r.route, set()).add(r.model)
-        return out
+        return models_by_route(self.requests, build_only=build_only)
 
     @property
     def request_count(self) -> int:
