@@ -1,7 +1,7 @@
 """Bench: the allocator on real process lanes (issue 25), beside the simulation of bench/allocator.py.
 
 ``orchestrator run`` in-process, ``--builder instance-ai`` on ``--lanes`` (4) process lanes, the
-bundled corpus x ``--iterations`` (22 x 3 = 66 units), against the embedded scripted model whose
+bundled corpus x ``--iterations`` (34 x 2 = 68 units), against the embedded scripted model whose
 Instance AI agent answers each call after a per-case delay: log-normal (median ``--median-s``,
 sigma ``--sigma``), drawn once per case from ``--seed`` and the case's prompt, so a case's builds
 take about the same time on every lane and in every run. The same state dir serves all runs, in
@@ -13,15 +13,25 @@ this order:
   dir: the two above), longest first, the speed model.
 
 Per policy: the makespan (the pool starting to the last unit finished: the first lane's ready
-time plus first unit started to last finished), a lower bound = the first lane's
-ready time + total unit work / usable concurrency (min(global cap, lanes x per-lane cap)), where a
-unit's work is the least wall time it took in any of the runs, the ratio, and the seconds any lane
-sat idle while a unit still waited (:mod:`orchestrator.results.idle`, from each lane's first unit
-on), and the slot use (how full the usable slots were, each unit counted at its own time in that
-run: the packing alone, where the ratio also carries how much the host's load stretched units).
+time plus first unit started to last finished), a lower bound, the ratio, the seconds any lane sat
+idle while a unit still waited (:mod:`orchestrator.results.idle`, from each lane's first unit on),
+and the slot use (how full the usable slots were, each unit counted at its own time in that run).
+
+The lower bound is the first lane's ready time + the units' work on the usable concurrency, and a
+unit needs two things that are both finite here:
+
+* slot time: its least wall time in any of the runs, on min(global cap, lanes x per-lane cap)
+  slots (``slot-only ratio``: the makespan against this alone);
+* CPU: process lanes share this machine's cores, and their builds (n8n, its agent, the sandbox's
+  ``npm install`` and ``tsx`` runs) keep them busy: the least CPU any policy's unit phase took
+  (:class:`HostCpu`), on the machine's cores.
+
+Whichever is larger binds: on 2 cores at the default model latency it is the CPU, and no schedule
+that keeps 8 builds running can bring units down to their least wall time (measured while the
+host was less loaded: a lane alone at the start, the tail of the static run).
 Last line: ``real lanes: R (idle while work waited: S s)`` for the default policy.
 
-    .venv/bin/python bench/real_lanes.py [--lanes 4] [--iterations 3]
+    .venv/bin/python bench/real_lanes.py [--lanes 4] [--iterations 2] [--policies steal,static,default]
 
 Needs the n8n toolchain (scripts/setup.sh); takes a few minutes. The machine's other load shows in
 the figures: run it on a quiet machine for numbers to compare.
@@ -37,6 +47,7 @@ import os
 import random
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -76,6 +87,49 @@ def delayed_script(seed: int, median_s: float, sigma: float) -> Any:
         return inner(request)
 
     return script
+
+
+class HostCpu:
+    """The machine's busy CPU seconds so far (``/proc/stat``: all but idle and iowait), sampled every
+    ``interval`` s on a thread as (wall time, seconds). The whole machine, not this process tree:
+    summed over the tree (own and reaped children's times), a run here showed about two thirds of
+    what the machine spent -- the sandboxes' jails (own pid namespace and cgroup, killed with it)
+    and the kernel's work for the lanes' loopback traffic are missing. On a quiet machine the
+    machine's CPU is the run's."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="host-cpu", daemon=True)
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> HostCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.time(), self.read()))
+            self._stop.wait(self.interval)
+
+    def read(self) -> float:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / self._tick
+
+    def at(self, when: float) -> float:
+        """The busy CPU seconds at wall time ``when`` (linear between samples)."""
+        before = [(t, c) for t, c in self.samples if t <= when]
+        after = [(t, c) for t, c in self.samples if t >= when]
+        if not before or not after:
+            return (before or after)[-1 if before else 0][1]
+        (t0, c0), (t1, c1) = before[-1], after[0]
+        return c0 if t1 == t0 else c0 + (c1 - c0) * (when - t0) / (t1 - t0)
 
 
 def policy_allocator(policy: str) -> type[Allocator]:
@@ -132,23 +186,33 @@ def slot_use(results: EvalResults, concurrency: int, span: float) -> float:
     return busy / (concurrency * span) if span > 0 else math.nan
 
 
+def unit_phase_cpu(results: EvalResults, cpu: HostCpu) -> float:
+    """Busy CPU seconds of the machine from the run's first unit started to its last finished."""
+    ran = [u for u in results.units if u.lane and u.finished_at >= u.started_at > 0]
+    if not ran:
+        return math.nan
+    return cpu.at(max(u.finished_at for u in ran)) - cpu.at(min(u.started_at for u in ran))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lanes", type=int, default=4)
-    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--median-s", type=float, default=1.5, help="median delay of one agent answer")
     parser.add_argument("--sigma", type=float, default=0.6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-lane-cap", type=int, default=4)
+    parser.add_argument("--policies", default="steal,static,default", help="comma-separated, run in this order")
     args = parser.parse_args()
 
     server = ScriptedModelServer(delayed_script(args.seed, args.median_s, args.sigma)).start()
     os.environ["ANTHROPIC_API_KEY"] = FAKE_KEY
     os.environ["ANTHROPIC_BASE_URL"] = server.base_url
-    policies = ("steal", "static", "default")
+    policies = tuple(args.policies.split(","))
     results: dict[str, EvalResults] = {}
+    cores = len(os.sched_getaffinity(0))
     try:
-        with tempfile.TemporaryDirectory(prefix="real-lanes-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="real-lanes-") as tmp, HostCpu() as cpu:
             for policy in policies:
                 t0 = time.monotonic()
                 results[policy] = asyncio.run(run_policy(policy, args, Path(tmp) / "state", Path(tmp) / "out"))
@@ -162,21 +226,39 @@ def main() -> None:
             if u.lane and u.finished_at >= u.started_at > 0:
                 key = (u.case, u.iteration)
                 work[key] = min(work.get(key, math.inf), u.finished_at - u.started_at)
+    phase_cpu = {policy: unit_phase_cpu(results[policy], cpu) for policy in policies}
+    host_work = min(phase_cpu.values())  # the least CPU any policy needed to run these units
     concurrency = min(args.lanes * 2, args.lanes * args.per_lane_cap)
+    slot_bound = sum(work.values()) / concurrency
+    host_bound = host_work / cores
     print(f"{len(work)} units ({args.iterations} x the bundled corpus), {args.lanes} process lanes, "
           f"--builder instance-ai, agent answers after log-normal delays (median {args.median_s:g} s, "
-          f"sigma {args.sigma:g}, seed {args.seed}); usable concurrency {concurrency}")
+          f"sigma {args.sigma:g}, seed {args.seed}); usable concurrency {concurrency} slots on {cores} cores")
+    print(f"unit work: {sum(work.values()):.0f} s of slot time ({slot_bound:.1f} s on {concurrency} slots), "
+          f"{host_work:.0f} CPU-s ({host_bound:.1f} s on {cores} cores): the {'host' if host_bound > slot_bound else 'slots'} "
+          f"bound the schedule")
     print(f"{'policy':>8} {'units':>5} {'makespan s':>10} {'lower bd s':>10} {'ratio':>6} {'idle while waiting s':>20} "
-          f"{'slot use':>8}")
+          f"{'slot use':>8} {'CPU-s':>6} {'slot-only ratio':>15}")
     figures: dict[str, tuple[float, float]] = {}
     for policy in policies:
         makespan, ready, count, idle = lane_figures(results[policy])
-        lower = ready + sum(work.values()) / concurrency
+        lower = ready + max(slot_bound, host_bound)
         figures[policy] = (makespan / lower, total_seconds(idle))
         print(f"{policy:>8} {count:>5} {makespan:>10.1f} {lower:>10.1f} {makespan / lower:>6.3f} "
-              f"{total_seconds(idle):>20.1f} {slot_use(results[policy], concurrency, makespan - ready):>8.3f}")
-    ratio, idle_s = figures["default"]
-    print(f"real lanes: {ratio:.3f} (idle while work waited: {idle_s:.1f} s)")
+              f"{total_seconds(idle):>20.1f} {slot_use(results[policy], concurrency, makespan - ready):>8.3f} "
+              f"{phase_cpu[policy]:>6.0f} {makespan / (ready + slot_bound):>15.3f}")
+    for policy in policies:
+        per_lane: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        ran = [u for u in results[policy].units if u.lane and u.finished_at >= u.started_at > 0]
+        t0 = min(u.started_at for u in ran)
+        for u in ran:
+            per_lane[u.lane or ""].append((u.started_at - t0, u.finished_at - t0))
+        print(f"{policy}: " + ", ".join(
+            f"{lane} {len(t)} units {sum(b - a for a, b in t):.0f} s from {min(a for a, _ in t):.0f} s"
+            for lane, t in sorted(per_lane.items())))
+    if "default" in figures:
+        ratio, idle_s = figures["default"]
+        print(f"real lanes: {ratio:.3f} (idle while work waited: {idle_s:.1f} s)")
 
 
 if __name__ == "__main__":
