@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import jsonschema
@@ -207,3 +208,38 @@ async def test_a_lane_still_preparing_when_units_start_joins_the_allocator_once(
     assert runner.provisioner is not None and runner.provisioner.failures == []
     assert sorted(u.build.status.value for u in outcome.results.units) == ["ok"] * 4
     assert len({u.lane for u in outcome.results.units}) == 2  # the late lane ran units too
+
+
+async def test_a_lane_starts_its_next_unit_while_the_last_units_user_is_cleaned_up(
+        static_lane, model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One lane, one build at a time, two units: the second starts once the first's record is
+    written, while the first's build user is still being deleted (issue 25: the slot used to be held
+    through the clean-up, a second or more on a loaded lane, counted as idle while work waited).
+    The run still ends only after every clean-up: nothing stays open in the ledger."""
+    from orchestrator.builders.users import BuildUserPool
+
+    lane, owner = static_lane
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", model.base_url)
+    release = BuildUserPool.release
+    cleanups: list[tuple[float, float]] = []
+
+    async def slow_release(self: BuildUserPool, user, *, keep: bool = False):  # type: ignore[no-untyped-def]
+        began = time.time()
+        await asyncio.sleep(1.5)
+        failures = await release(self, user, keep=keep)
+        cleanups.append((began, time.time()))
+        return failures
+
+    monkeypatch.setattr(BuildUserPool, "release", slow_release)
+    outcome = await run(RunConfig(
+        cases_paths=[CASES], filter="smoke-manual-set-static-fields", iterations=2, backend="static",
+        base_url=lane.base_url, lanes=1, per_lane_builds=1, email=owner.email, password=owner.password,
+        model_server="real", state_dir=tmp_path / "state", output_dir=tmp_path / "out", run_id="cleanup-overlap",
+    ))
+    assert outcome.ok, outcome.errors
+    first, second = sorted(outcome.results.units, key=lambda u: u.started_at)
+    assert [first.build.status.value, second.build.status.value] == ["ok", "ok"]
+    assert len(cleanups) == 2  # both users were deleted before the run returned
+    assert second.started_at < min(end for _, end in cleanups)  # ...the first one after the second unit began
+    assert Ledger.for_run("cleanup-overlap", tmp_path / "state").open_entries() == []

@@ -126,8 +126,12 @@ async def execute(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: A
     watch = asyncio.create_task(monitor(cfg, backend, pool, allocator, on_lost))
     try:
         await allocator.run(runner)
+    except BaseException:
+        runner.abandon_cleanups()  # interrupted: their users go with the lanes, as for a drained lane
+        raise
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
+        await runner.settle()  # the finished units' clean-ups, before results and teardown
         for failure in runner.cleanup_failures:  # retried at teardown; what stays open is reported there
             log.warning("during the run: %s", failure)

@@ -125,6 +125,8 @@ class UnitRunner:
         self.cleanup_failures: list[CleanupFailure] = []
         #: writes a finished unit's record (off the event loop) before the allocator hears of it
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
+        #: finished units' clean-ups, running after their lane's slot was given back (:meth:`settle`)
+        self._cleanups: set[asyncio.Task[None]] = set()
 
     def _scope(self) -> JudgeScope:
         return JudgeScope(process_gradable=self.builder.process_gradable,
@@ -229,18 +231,38 @@ class UnitRunner:
     async def _finish(self, ctx: BuildLane, user: BuildUser, record: UnitResult) -> None:
         """A finished unit stays finished when a drain (its lane died) cancels this task now:
         cancelled, it would run again elsewhere while its record was already written, and be in
-        the results twice. So the record is written to the end (durable before the lane's slot is
-        given to the next unit), and a cancelled clean-up leaves the user to go with the lane, as
-        for a drained lane."""
+        the results twice. So the record is written to the end, durable before the lane's slot is
+        given to the next unit.
+
+        The build user's clean-up (its workflows, threads, seeds, credentials, the user) then runs
+        on its own, after the slot is given back: the lane's next build starts while n8n deletes
+        what the last one left, instead of the lane running nothing for those requests (issue 25:
+        on a loaded lane they took about a second, counted as idle while work waited).
+        :meth:`settle` waits for every clean-up before the run ends."""
         if self.persist is not None:
             await run_to_end(self.persist(record))
+        task = asyncio.get_running_loop().create_task(self._cleanup(ctx, user), name=f"cleanup {record.case}")
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _cleanup(self, ctx: BuildLane, user: BuildUser) -> None:
         try:
             await self._release(ctx, user)
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if me is not None:
-                me.uncancel()
+        except asyncio.CancelledError:  # the run is ending: the user goes with the lane, as for a drained one
             await user.session.aclose()
+            raise
+        except Exception as exc:  # a bug here must not end the run: the ledger keeps what is still open
+            log.warning("%s: clean-up of %s failed: %s", ctx.lane.lane_id, user.email, redact(str(exc)))
+
+    def abandon_cleanups(self) -> None:
+        """Cancel the clean-ups still running (the run was interrupted)."""
+        for task in self._cleanups:
+            task.cancel()
+
+    async def settle(self) -> None:
+        """Wait for the clean-ups still running (the run's end, before results and teardown)."""
+        while self._cleanups:
+            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
 
     async def _release(self, ctx: BuildLane, user: BuildUser) -> None:
         if ctx.lane.state == LaneState.dead:
