@@ -158,3 +158,30 @@ async def test_a_unit_is_done_while_its_user_is_cleaned_up_and_an_interrupt_aban
     s.runner.abandon_cleanups()  # ...unless it was interrupted
     await asyncio.wait_for(settling, 10)
     await s.client.aclose()
+
+
+async def test_the_runs_end_cancels_the_clean_up_of_a_lane_that_died_meanwhile(tmp_path: Path) -> None:
+    """A lane that stopped answering would hold the run's end for its requests' timeouts: its
+    clean-up is cancelled and its user goes with the lane (as the drain cancelled it before)."""
+    from orchestrator.lanes.model import LaneState
+
+    s = _Setup(tmp_path)
+    s.write_done.set()
+    cleaning, never = asyncio.Event(), asyncio.Event()
+
+    async def hung_release(user: BuildUser, *, keep: bool = False) -> list[Any]:
+        cleaning.set()
+        await never.wait()
+        return []
+
+    s.users.release = hung_release  # type: ignore[method-assign]
+    task = s.start()
+    s.builder.go.set()
+    await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(cleaning.wait(), 10)
+    settling = asyncio.create_task(s.runner.settle())
+    await asyncio.sleep(1.5)
+    assert not settling.done()  # a live lane's clean-up is waited for
+    s.lane.state = LaneState.dead
+    await asyncio.wait_for(settling, 5)
+    await s.client.aclose()

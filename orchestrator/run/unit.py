@@ -125,8 +125,8 @@ class UnitRunner:
         self.cleanup_failures: list[CleanupFailure] = []
         #: writes a finished unit's record (off the event loop) before the allocator hears of it
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
-        #: finished units' clean-ups, running after their lane's slot was given back (:meth:`settle`)
-        self._cleanups: set[asyncio.Task[None]] = set()
+        #: finished units' clean-ups (and their lanes), running after the lane's slot was given back
+        self._cleanups: dict[asyncio.Task[None], BuildLane] = {}
 
     def _scope(self) -> JudgeScope:
         return JudgeScope(process_gradable=self.builder.process_gradable,
@@ -242,8 +242,11 @@ class UnitRunner:
         if self.persist is not None:
             await run_to_end(self.persist(record))
         task = asyncio.get_running_loop().create_task(self._cleanup(ctx, user), name=f"cleanup {record.case}")
-        self._cleanups.add(task)
-        task.add_done_callback(self._cleanups.discard)
+        self._cleanups[task] = ctx
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._cleanups.pop(task, None)
 
     async def _cleanup(self, ctx: BuildLane, user: BuildUser) -> None:
         try:
@@ -260,9 +263,14 @@ class UnitRunner:
             task.cancel()
 
     async def settle(self) -> None:
-        """Wait for the clean-ups still running (the run's end, before results and teardown)."""
+        """Wait for the clean-ups still running (the run's end, before results and teardown); one
+        on a lane that died meanwhile is cancelled, as a drain cancelled it before: its user goes
+        with the lane instead of waiting out the requests' timeouts."""
         while self._cleanups:
-            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+            for task, ctx in list(self._cleanups.items()):
+                if ctx.lane.state == LaneState.dead:
+                    task.cancel()
+            await asyncio.wait(list(self._cleanups), timeout=1.0)
 
     async def _release(self, ctx: BuildLane, user: BuildUser) -> None:
         if ctx.lane.state == LaneState.dead:
