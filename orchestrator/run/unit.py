@@ -268,7 +268,7 @@ class UnitRunner:
         with the lane instead of waiting out the requests' timeouts."""
         while self._cleanups:
             for task, ctx in list(self._cleanups.items()):
-                if ctx.lane.state == LaneState.dead:
+                if ctx.lane.state == LaneState.dead and not task.cancelling():  # once: its session still closes
                     task.cancel()
             await asyncio.wait(list(self._cleanups), timeout=1.0)
 
