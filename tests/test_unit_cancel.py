@@ -133,25 +133,32 @@ async def test_run_to_end_raises_only_its_own_cancellation() -> None:
     assert await task == "done" and task.cancelling() == 0
 
 
+async def _done_with_a_hung_clean_up(s: _Setup) -> tuple[Outcome, Any]:
+    """Run the unit to its end on a lane whose clean-up never ends (it stopped answering); return
+    the unit's answer once its clean-up has begun."""
+    s.write_done.set()
+    cleaning, never = asyncio.Event(), asyncio.Event()
+
+    async def hung_release(user: BuildUser, *, keep: bool = False) -> list[Any]:
+        cleaning.set()
+        await never.wait()
+        return []
+
+    s.users.release = hung_release  # type: ignore[method-assign]
+    task = s.start()
+    s.builder.go.set()
+    answer = await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(cleaning.wait(), 10)
+    return answer
+
+
 async def test_a_unit_is_done_while_its_user_is_cleaned_up_and_an_interrupt_abandons_the_clean_up(
         tmp_path: Path) -> None:
     """The lane's slot is given back once the record is written; the clean-up runs on its own
     (issue 25). An interrupted run abandons it: the user goes with the lane, as for a drained one."""
     s = _Setup(tmp_path)
-    s.write_done.set()
-    cleaning, never = asyncio.Event(), asyncio.Event()
-
-    async def slow_release(user: BuildUser, *, keep: bool = False) -> list[Any]:  # a lane that stopped answering
-        cleaning.set()
-        await never.wait()
-        return []
-
-    s.users.release = slow_release  # type: ignore[method-assign]
-    task = s.start()
-    s.builder.go.set()
-    outcome, record = await asyncio.wait_for(task, 10)  # done although the clean-up never ends
+    outcome, record = await _done_with_a_hung_clean_up(s)  # done although the clean-up never ends
     assert outcome is Outcome.done and s.written == [record]
-    await asyncio.wait_for(cleaning.wait(), 10)
     settling = asyncio.create_task(s.runner.settle())
     await asyncio.sleep(0.1)
     assert not settling.done()  # the run's end waits for clean-ups...
@@ -166,19 +173,7 @@ async def test_the_runs_end_cancels_the_clean_up_of_a_lane_that_died_meanwhile(t
     from orchestrator.lanes.model import LaneState
 
     s = _Setup(tmp_path)
-    s.write_done.set()
-    cleaning, never = asyncio.Event(), asyncio.Event()
-
-    async def hung_release(user: BuildUser, *, keep: bool = False) -> list[Any]:
-        cleaning.set()
-        await never.wait()
-        return []
-
-    s.users.release = hung_release  # type: ignore[method-assign]
-    task = s.start()
-    s.builder.go.set()
-    await asyncio.wait_for(task, 10)
-    await asyncio.wait_for(cleaning.wait(), 10)
+    await _done_with_a_hung_clean_up(s)
     settling = asyncio.create_task(s.runner.settle())
     await asyncio.sleep(1.5)
     assert not settling.done()  # a live lane's clean-up is waited for
