@@ -203,6 +203,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-lane-cap", type=int, default=4)
     parser.add_argument("--policies", default="steal,static,default", help="comma-separated, run in this order")
+    parser.add_argument("--keep", type=Path, default=None, help="keep each run's results and report here")
     args = parser.parse_args()
 
     server = ScriptedModelServer(delayed_script(args.seed, args.median_s, args.sigma)).start()
@@ -215,7 +216,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="real-lanes-") as tmp, HostCpu() as cpu:
             for policy in policies:
                 t0 = time.monotonic()
-                results[policy] = asyncio.run(run_policy(policy, args, Path(tmp) / "state", Path(tmp) / "out"))
+                out = args.keep or Path(tmp) / "out"
+                results[policy] = asyncio.run(run_policy(policy, args, Path(tmp) / "state", out))
                 print(f"{policy}: {len(results[policy].units)} units in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     finally:
         server.stop()

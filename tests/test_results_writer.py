@@ -12,15 +12,13 @@ from pathlib import Path
 import pytest
 from eval_results_factory import results, unit
 
-from orchestrator.allocator.durations import (
-    default_durations_source,
-    expected_seconds,
-    load_durations,
-)
+from orchestrator.allocator.durations import expected_seconds
 from orchestrator.results import writer as writer_module
 from orchestrator.results.contract import from_document
-from orchestrator.results.model import BuildStatus
+from orchestrator.results.history import default_durations_source, load_durations
+from orchestrator.results.model import BuildStatus, EvalResults
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
+from orchestrator.run.plan import expected_for_run
 
 
 def new_writer(tmp_path: Path) -> ResultsWriter:
@@ -83,17 +81,34 @@ def test_a_refused_write_reaches_on_error_and_the_unit_stays_in_memory(tmp_path:
 # --------------------------------------------------------------------------- durations history
 
 
-def test_load_durations_takes_the_median_wall_time_per_case_and_skips_units_that_never_ran(tmp_path: Path) -> None:
+def written(doc: EvalResults, out: Path) -> Path:
+    """``doc`` as a run writes it: the ``eval-results.json`` of ``out`` (units under ``orchestrator``)
+    and the run's ``units.jsonl`` beside it."""
+    (out / "run").mkdir(parents=True)
+    writer = ResultsWriter(doc.model_copy(update={"units": []}), out, out / "run")
+    for u in doc.units:
+        asyncio.run(writer.add_async(u))
+    writer.flush()
+    return writer.results_path
+
+
+def test_load_durations_takes_the_median_wall_time_per_case_from_the_file_a_run_writes(tmp_path: Path) -> None:
     doc = results("old", [
         unit("slow", 0, duration=300.0), unit("slow", 1, duration=500.0), unit("slow", 2, duration=400.0),
         unit("fast", 0, duration=20.0),
         unit("skipped", 0, duration=999.0, status=BuildStatus.skipped),
+        unit("lost", 0, duration=999.0, status=BuildStatus.lane_failure),
     ])
-    path = tmp_path / "eval-results.json"
-    path.write_text(doc.model_dump_json())
+    path = written(doc, tmp_path / "out")
+    assert "orchestrator" in json.loads(path.read_text())  # the contract's shape, not our model's dump
     assert load_durations(path) == {"slow": 400.0, "fast": 20.0}
+    assert load_durations(tmp_path / "out" / "run" / "units.jsonl") == {"slow": 400.0, "fast": 20.0}
+    (tmp_path / "pre-contract.json").write_text(doc.model_dump_json())  # our files before the contract
+    assert load_durations(tmp_path / "pre-contract.json") == {"slow": 400.0, "fast": 20.0}
     (tmp_path / "broken.json").write_text("{not json")
     assert load_durations(tmp_path / "broken.json") == {}
+    (tmp_path / "other.json").write_text('{"testCase": []}')
+    assert load_durations(tmp_path / "other.json") == {}
     assert load_durations(tmp_path / "absent.json") == {}
 
 
@@ -102,13 +117,12 @@ def test_the_default_history_is_the_baseline_else_the_newest_finished_run(tmp_pa
 
     def record_run(run_id: str, finished_at: float | None) -> Path:
         out = tmp_path / "out" / run_id
-        out.mkdir(parents=True)
         doc = results(run_id, [unit("c", 0)])
         doc.finished_at = finished_at
-        (out / "eval-results.json").write_text(doc.model_dump_json())
+        path = written(doc, out)
         (state / "runs" / run_id).mkdir(parents=True)
         (state / "runs" / run_id / "run.json").write_text(json.dumps({"output_dir": str(out)}))
-        return out / "eval-results.json"
+        return path
 
     assert default_durations_source(state, None) is None
     older = record_run("older", 1000.0)
@@ -118,6 +132,18 @@ def test_the_default_history_is_the_baseline_else_the_newest_finished_run(tmp_pa
     assert default_durations_source(state, None, exclude_run="newer") == older
     baseline = tmp_path / "baseline.json"
     assert default_durations_source(state, baseline) == baseline
+
+
+def test_the_next_run_in_a_state_dir_starts_with_the_case_the_last_run_found_longest(tmp_path: Path) -> None:
+    # the default source end to end, as `orchestrator run` calls it: "long" is simple and "short"
+    # complex, so only history can put "long" first
+    state, out = tmp_path / "state", tmp_path / "out"
+    written(results("last", [unit("long", 0, duration=900.0), unit("short", 0, duration=30.0)]), out)
+    (state / "runs" / "last").mkdir(parents=True)
+    (state / "runs" / "last" / "run.json").write_text(json.dumps({"output_dir": str(out)}))
+    expected = expected_for_run({"long": "simple", "short": "complex"}, durations_from=None, state_dir=state,
+                                baseline=None, run_id="this")
+    assert expected == {"long": 900.0, "short": 30.0}
 
 
 def test_unseen_cases_get_a_prior_from_their_complexity() -> None:
@@ -134,10 +160,7 @@ def test_unseen_cases_get_a_prior_from_their_complexity() -> None:
 
 
 def test_expected_for_run_reads_the_flag_first(tmp_path: Path) -> None:
-    from orchestrator.allocator.durations import expected_for_run
-
-    path = tmp_path / "eval-results.json"
-    path.write_text(results("old", [unit("long", 0, duration=900.0), unit("short", 0, duration=30.0)]).model_dump_json())
+    path = written(results("old", [unit("long", 0, duration=900.0), unit("short", 0, duration=30.0)]), tmp_path / "out")
     expected = expected_for_run({"long": "simple", "short": "complex", "new": "medium"},
                                 durations_from=path, state_dir=tmp_path / "state", baseline=None)
     assert expected["long"] == 900.0 and expected["short"] == 30.0 and expected["new"] > 0

@@ -102,7 +102,7 @@ class RunConfig(BaseModel):
     sync_dataset: bool = False
     baseline: Path | None = None
     baseline_prefix: str = DEFAULT_BASELINE_PREFIX
-    #: History for longest-expected-first (None: orchestrator.allocator.durations.default_durations_source).
+    #: History for longest-expected-first (None: orchestrator.results.history.default_durations_source).
     durations_from: Path | None = None
     max_cost_usd: float | None = Field(None, gt=0)
     metrics_port: int | None = Field(None, ge=0, le=65535)

@@ -29,7 +29,6 @@ import httpx
 from rich.console import Console
 
 from orchestrator.allocator import Allocator
-from orchestrator.allocator.durations import expected_for_run
 from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents, get_builder
 from orchestrator.domain import CleanupFailure
 from orchestrator.errors import ConfigError
@@ -55,7 +54,7 @@ from orchestrator.run.observers import (
     RunObserver,
     call_hooks,
 )
-from orchestrator.run.plan import Plan, make_plan, plan_units, resumable_units
+from orchestrator.run.plan import Plan, expected_for_run, make_plan, plan_units, resumable_units
 from orchestrator.run.provision import Pool, Provisioner, lane_spec
 from orchestrator.run.stack import resolve_stack
 from orchestrator.run.teardown import teardown

@@ -8,18 +8,24 @@ orchestrator pod of the same Job finds on the durable results volume), else star
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.allocator import WorkUnit
+from orchestrator.allocator.durations import expected_seconds
 from orchestrator.cases import LoadedCase, load_selected
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.ids import new_run_id
 from orchestrator.ledger import Ledger, RunLock
+from orchestrator.results.history import default_durations_source, load_durations
 from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
 from orchestrator.run.config import RunConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -108,3 +114,22 @@ async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock) -> P
     writer.preload(finished)
     units = plan_units(cases, cfg.iterations, finished)
     return Plan(run_id, directory, ledger, cases, units, len(cases) * cfg.iterations, results, writer, lock)
+
+
+def expected_for_run(
+    complexities: Mapping[str, str],
+    *,
+    durations_from: Path | None,
+    state_dir: Path,
+    baseline: Path | None,
+    run_id: str | None = None,
+) -> dict[str, float]:
+    """What the run passes as ``Allocator.submit(units, expected_s=...)``: ``complexities`` is
+    ``{case.slug: case.case.complexity}`` of the selected cases; history from ``--durations-from``,
+    else :func:`~orchestrator.results.history.default_durations_source` (never this run's own)."""
+    source = durations_from or default_durations_source(state_dir, baseline, exclude_run=run_id)
+    history = load_durations(source) if source is not None else {}
+    if source is not None:
+        log.info("queue ordered longest first from %s (%d of %d cases seen there)",
+                 source, sum(1 for s in complexities if s in history), len(complexities))
+    return expected_seconds(complexities, history)
