@@ -33,7 +33,10 @@ async def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slug: str, **ext
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == []
     assert leftovers(run_id, state) == []
-    assert Ledger.for_run(run_id, state).open_entries() == []
+    ledger = Ledger.for_run(run_id, state)
+    assert ledger.open_entries() == []
+    # every artifact was deleted where it lives, none left for the lane's teardown to take along
+    assert [(r["kind"], r["error"]) for r in ledger.records() if r["op"] == "delete_failed"] == []
     data = json.loads((out / "eval-results.json").read_text())["orchestrator"]
     inputs = [json.loads(line) for line in (out / "judge-inputs.jsonl").read_text().splitlines() if line.strip()]
     return data, inputs
@@ -57,6 +60,9 @@ async def test_a_standalone_agent_case_is_graded_on_its_agent(tmp_path: Path, mo
     assert "## Config-eval\n\n(no config-eval produced)" in prompt
     assert "(no workflow built)" in prompt
     assert sorted(call["kinds"]) == ["outcome", "outcome", "process"]  # one call for both kinds
+    # the Agent lives in the build user's project: the unit's release deletes it, before the user
+    deletes = [r["kind"] for r in Ledger.for_run(data["run_id"], tmp_path / "state").records() if r["op"] == "delete"]
+    assert "agent" in deletes and deletes.index("agent") < deletes.index("user"), deletes
 
 
 async def test_a_config_eval_case_shows_the_evaluation_and_its_dataset(tmp_path: Path,

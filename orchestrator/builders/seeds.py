@@ -565,12 +565,14 @@ def restore_error(exc: BaseException) -> str:
 
 async def cleanup(ledger: Ledger, session: N8nSession, project_id: str, *, lane: str, user: str) -> list[CleanupFailure]:
     """Delete every seeded artifact this user's builds left open (workflows, agents, data tables,
-    then root folders — the order is :func:`orchestrator.deletion.in_delete_order`'s). Only root
-    folders are deleted: their subfolders go with them."""
+    then root folders — the order is :func:`orchestrator.deletion.in_delete_order`'s), and every
+    Agent its builds created (they live in the user's project, like the seeds). Only root folders
+    are deleted: their subfolders go with them."""
     deleter = SeedDeleter(session, project_id)
     kinds = {ResourceKind.workflow.value, ResourceKind.agent.value, ResourceKind.data_table.value, ResourceKind.folder.value}
+    project_scoped = (ResourceKind.folder.value, ResourceKind.data_table.value, ResourceKind.agent.value)
     entries = [e for e in ledger.open_entries() if e.lane == lane and e.kind in kinds
-               and e.meta.get("user") == user and (e.kind in ("folder", "data_table") or e.meta.get("source") == "seed")]
+               and e.meta.get("user") == user and (e.kind in project_scoped or e.meta.get("source") == "seed")]
     failures = []
     for entry in in_delete_order(entries):
         if failure := await delete_one(ledger, deleter, entry.kind, entry.id, lane):

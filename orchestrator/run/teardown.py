@@ -19,6 +19,7 @@ import asyncio
 import logging
 
 from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.seeds import deleter_for
 from orchestrator.deletion import N8N_KINDS, close_with_lane, delete_one, in_delete_order, open_failures
 from orchestrator.domain import CleanupFailure, ResourceKind
 from orchestrator.lanes.backend import LaneBackend
@@ -36,7 +37,8 @@ async def retry_open_deletes(ledger: Ledger, contexts: dict[str, BuildLane]) -> 
         ctx = contexts.get(entry.lane)
         if ctx is None or ctx.lane.state == LaneState.dead or ResourceKind.of(entry.kind) not in N8N_KINDS:
             continue
-        if await delete_one(ledger, ctx.owner, entry.kind, entry.id, entry.lane) is None:
+        if await delete_one(ledger, deleter_for(ctx.owner, entry.kind, entry.meta), entry.kind, entry.id,
+                            entry.lane) is None:
             log.info("%s: %s %s deleted at the end of the run", entry.lane, entry.kind, entry.id)
 
 
