@@ -35,7 +35,7 @@ _UNINFORMATIVE = {BuildStatus.skipped, BuildStatus.lane_failure}
 _NEWEST_CANDIDATES = 20
 
 
-def unit_seconds(unit: UnitResult) -> float | None:
+def _unit_seconds(unit: UnitResult) -> float | None:
     """The unit's wall time (else its build + verify time), or ``None`` when it says nothing."""
     if unit.build.status in _UNINFORMATIVE:
         return None
@@ -48,7 +48,7 @@ def durations_from_units(units: Iterable[UnitResult]) -> dict[str, float]:
     """Median seconds per case slug."""
     per_case: dict[str, list[float]] = {}
     for unit in units:
-        seconds = unit_seconds(unit)
+        seconds = _unit_seconds(unit)
         if seconds is not None:
             per_case.setdefault(unit.case, []).append(seconds)
     return {case: statistics.median(values) for case, values in per_case.items()}
