@@ -74,6 +74,12 @@ def test_missing_and_invalid_files_name_the_file(pair: tuple[Path, Path], tmp_pa
     assert isinstance(result.exception, UserError)
     assert str(wrong_shape) in str(result.exception) and "started_at" in str(result.exception)
 
+    odd_reference = tmp_path / "odd.json"  # n8n's shape, a scenario run that is not an object
+    odd_reference.write_text(json.dumps({"testCases": [{"scenarios": [{"name": "s", "runs": ["x"]}]}]}))
+    result = CliRunner().invoke(app, ["compare", str(pr), str(odd_reference)])
+    assert isinstance(result.exception, UserError)
+    assert str(odd_reference) in str(result.exception) and "testCases" in str(result.exception)
+
 
 def test_cli_prints_one_line_error_and_exits_2(tmp_path: Path, pair: tuple[Path, Path]) -> None:
     _, base = pair

@@ -109,6 +109,8 @@ def test_load_durations_takes_the_median_wall_time_per_case_from_the_file_a_run_
     assert load_durations(tmp_path / "broken.json") == {}
     (tmp_path / "other.json").write_text('{"testCase": []}')
     assert load_durations(tmp_path / "other.json") == {}
+    (tmp_path / "odd.json").write_text('{"testCases": [{"scenarios": [{"name": "s", "runs": ["x"]}]}]}')
+    assert load_durations(tmp_path / "odd.json") == {}  # history never stops a run
     assert load_durations(tmp_path / "absent.json") == {}
 
 

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
+from pydantic import ValidationError
+
 from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.results.model import (
     BuildRecord,
@@ -502,7 +504,12 @@ def from_document(doc: Any) -> EvalResults:
     if "run_id" in doc:  # our files before the contract (schema 0)
         return EvalResults.model_validate(doc)
     if isinstance(doc.get("testCases"), list):  # written by n8n's TypeScript harness
-        units = _reference_units(doc)
+        try:
+            units = _reference_units(doc)
+        except ValidationError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:  # a field of another shape
+            raise NotEvalResults(f"testCases: a field is not what n8n's harness writes ({type(exc).__name__}: {exc})") from None
         name = str(doc.get("experimentName") or "reference")
         return EvalResults(run_id=name, experiment_name=name, started_at=units[0].started_at if units else 0.0,
                            finished_at=_ts(doc.get("timestamp")) or None,
