@@ -87,7 +87,7 @@ def written(doc: EvalResults, out: Path) -> Path:
     (out / "run").mkdir(parents=True)
     writer = ResultsWriter(doc.model_copy(update={"units": []}), out, out / "run")
     for u in doc.units:
-        asyncio.run(writer.add_async(u))
+        writer.add(u)
     writer.flush()
     return writer.results_path
 
