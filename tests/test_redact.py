@@ -6,6 +6,9 @@ import re
 import secrets
 import tracemalloc
 
+import pytest
+
+from orchestrator import redact as redact_module
 from orchestrator.redact import (
     MASK,
     compiled_chars,
@@ -47,10 +50,19 @@ def test_many_secrets_do_not_pile_up_compiled_patterns() -> None:
     assert not any("s3cret-" in str(key) for key in re._cache)  # type: ignore[attr-defined]  # no regex per secret
 
 
-def test_registering_2000_secrets_compiles_n_log_n_pattern_text_not_n_squared() -> None:
+def test_registering_2000_secrets_compiles_n_log_n_pattern_text_not_n_squared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A redaction between every few registrations (as a run does) must not recompile every secret
     each time: the pattern text compiled grows ~N log N (here under 12 x the secrets' own text; one
-    alternation rebuilt per batch compiled ~250 x). Counted, not timed; bench/redact.py times it."""
+    alternation rebuilt per batch compiled ~250 x). Counted, not timed; bench/redact.py times it.
+
+    The registry starts empty: secrets other tests registered would be recompiled with these (a
+    bucket of them merges in) and count against a bound stated for these 2,000 alone (CI measured
+    12.2 x after the whole suite, 5.7 x from empty)."""
+    monkeypatch.setattr(redact_module, "_secrets", set())
+    monkeypatch.setattr(redact_module, "_pending", [])
+    monkeypatch.setattr(redact_module, "_buckets", [])
     values = ["k3y-" + secrets.token_hex(16) for _ in range(2000)]
     before = compiled_chars()
     for i, value in enumerate(values):
