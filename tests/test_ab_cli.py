@@ -46,6 +46,7 @@ def _app() -> typer.Typer:
     (["--arm", "a=m1", "--arm", "v=m2", "--mode", "interleaved"], "--mode interleaved", "not supported yet"),
     (["--arm", "a=m1", "--arm", "v=m2", "--lanes", "0"], "--lanes", "≥ 1"),
     (["--arm", "a=m1", "--arm", "v=m2", "--outage-waits", "x"], "--outage-waits", "seconds"),
+    (["--arm", "a=m1", "--arm", "v=m2", "--resume-existing"], "--resume-existing", "needs --run-id"),
 ])
 def test_flag_errors(args: list[str], flag: str, words: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(_app(), ["ab", *args, "--state-dir", str(tmp_path / "s"),

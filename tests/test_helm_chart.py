@@ -426,11 +426,27 @@ def test_a_replaced_nightly_pod_resumes_its_run_from_the_results_volume() -> Non
     assert "--resume-existing" not in container(cron(off)["spec"]["jobTemplate"]["spec"]["template"])["args"]
 
 
+def test_a_replaced_ab_pod_resumes_its_arms_from_the_results_volume() -> None:
+    """As the nightly run: with the state on the results claim the A/B id is the Job's name (the same
+    for a replacement pod) and ``--resume-existing`` resumes each arm's run; with an emptyDir, or
+    run.resumeOnReplacement off, neither flag is passed."""
+    durable = AB_VALUES  # results.persistence.enabled
+    args = container(one(render(durable), "Job")["spec"]["template"])["args"]
+    assert args[:4] == ["ab", "--run-id", "$(ORCHESTRATOR_JOB_NAME)", "--resume-existing"]
+    assert args.count("--run-id") == 1 and args.count("--arm") == 2
+    ephemeral = container(one(render({**AB_VALUES, "results": {"persistence": {"enabled": False}}}),
+                                  "Job")["spec"]["template"])["args"]
+    assert "--resume-existing" not in ephemeral and "--run-id" not in ephemeral
+    off = {**durable, "run": {**AB_VALUES.get("run", {}), "resumeOnReplacement": False}}
+    assert "--resume-existing" not in container(one(render(off), "Job")["spec"]["template"])["args"]
+
+
 def test_ab_job_dispatches_both_arms(ab) -> None:
     job = one(ab, "Job")
     assert job["metadata"]["name"] == f"{RELEASE}-ab-1"
     args = container(job["spec"]["template"])["args"]
-    assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
+    assert args[:4] == ["ab", "--run-id", "$(ORCHESTRATOR_JOB_NAME)", "--resume-existing"]  # results on a claim
+    assert args[4:8] == ["--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
     arm_env = [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"]
     assert arm_env == ['control=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"control"}',
                        'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
@@ -614,13 +630,17 @@ def test_the_workflows_values_render_to_valid_objects(mode: str, tmp_path: Path)
     else:
         assert [component(d) for d in by_kind(docs, "CronJob")] == ["janitor"]
         args = container(one(docs, "Job")["spec"]["template"])["args"]
-        assert args[:5] == ["ab", "--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
+        arms = args.index("--arm")
+        assert args[arms:arms + 4] == ["--arm", "control=anthropic/claude-sonnet-4-6", "--arm", "variant=openai/gpt-5.5"]
         assert [args[i + 1] for i, a in enumerate(args) if a == "--arm-env"] == [
             'variant=N8N_FEATURE_FLAG_OVERRIDES={"118_instance_ai_setup_overhaul":"variant"}']
-        assert re.fullmatch(r"gh-ab-4242-1-[0-9a-f]{6}", _arg(args, "--run-id")) and _arg(args, "--tier") == "full"
+        # the dispatch's own id (run.extraArgs, after the Job name's: typer keeps the last), the same for a
+        # replacement pod of the Job
+        run_id = args[len(args) - 1 - args[::-1].index("--run-id") + 1]
+        assert re.fullmatch(r"gh-ab-4242-1-[0-9a-f]{6}", run_id) and _arg(args, "--tier") == "full"
         (tmp_path / "again").mkdir()
         again = _ab_values(tmp_path / "again")["run"]["extraArgs"]
-        assert again[0] == "--run-id" and again[1] != _arg(args, "--run-id")  # a second dispatch: another id
+        assert again[0] == "--run-id" and again[1] != run_id  # a second dispatch: another id
         # the design input: plan + sequential, the same flags for the Job and the runner
         assert _arg(args, "--plan") == "/results/base/eval-results.json" and "--sequential" in args
         assert _arg(args, "--effect") == "0.15" and _arg(args, "--power") == "0.8"

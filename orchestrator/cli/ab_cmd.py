@@ -26,6 +26,7 @@ from orchestrator.experiments.ab import (
     default_experiment,
     new_ab_id,
     parse_arms,
+    resumed_root,
     run_arms,
     run_arms_sequential,
 )
@@ -87,6 +88,10 @@ def register(app: typer.Typer) -> None:
                                         "(or the plan's) is the most it runs."),
         beta: float = typer.Option(0.20, "--beta", help="--sequential: stop as futile once the likelihood ratio "
                                                         "falls to beta."),
+        resume_existing: bool = typer.Option(
+            False, "--resume-existing",
+            help="With --run-id: resume each arm's run (ID-<arm>) the state dir holds (a replaced A/B pod: finished "
+                 "units are kept, a sequential test goes on from the pairs it saw), start the others."),
     ) -> None:
         """Run the selection once per arm (own lanes, experiment and output folder), then write
         ab-report.md / ab-report.json: verdict pairs, exact McNemar and the paired difference with its
@@ -95,6 +100,9 @@ def register(app: typer.Typer) -> None:
         _share("--power", power)
         _share("--alpha", alpha)
         _share("--beta", beta)
+        if resume_existing and not cfg.run_id:
+            raise ConfigError("--resume-existing: needs --run-id (the A/B whose arms to resume when their state exists)")
+        cfg.resume_existing = resume_existing
         planned: Plan | None = None
         if plan is not None:
             planned = make_plan(load_results(plan, role="--plan baseline"), effect=effect, power=power, alpha=alpha,
@@ -122,7 +130,10 @@ def register(app: typer.Typer) -> None:
         base = cfg.validate()
         check_arms_for_builder(arms, base.builder)
         ab_id = run_id or new_ab_id()
-        root = output_dir or Path("results") / ab_id
+        resumed = resumed_root(base, arms, ab_id) if base.resume_existing else None
+        root = resumed or output_dir or Path("results") / ab_id
+        if resumed is not None:
+            console.print(f"A/B {ab_id}: resuming its arms' runs; results stay in {resumed}")
         experiment = default_experiment(base)
         if planned is not None:
             _write_plan(planned, root)

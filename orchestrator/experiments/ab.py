@@ -31,11 +31,19 @@ arms meet the same machine load — the bias of running two pools at once hits b
 build pair that completes goes into the mixture SPRT (:mod:`orchestrator.experiments.sequential`);
 once it decides — a difference either way, or futile — neither arm starts another build.
 ``--iterations`` is the most rounds it runs (the fixed design it is measured against).
+
+``--run-id ID --resume-existing`` (what the chart's A/B Job passes: the Job's name, the same for a
+pod that replaces a disrupted one): each arm's run ``ID-<arm>`` resumes when the state dir holds it
+(its finished units are kept, not built again; an arm that had finished builds nothing), else
+starts. A resumed ``--sequential`` A/B first replays the build pairs that finished, in the order
+they finished, so the test goes on from the evidence it had (and stops at once if it had decided),
+and the lockstep gate starts from each arm's finished builds so the arms run matched again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import os
@@ -55,8 +63,10 @@ from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
 from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
+from orchestrator.results.writer import read_units
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run
+from orchestrator.run.plan import resumable_units, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +220,7 @@ def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, o
         experiment_name=f"{experiment_name}-{arm.name}",
         output_dir=output_root / arm.name,
         resume=None,
+        resume_existing=base.resume_existing,  # each arm's own run: resumed when the state dir holds it
         model_route_tag=arm.name,  # offline: this arm's lanes call the scripted server under /route/<arm>
         lane_model_key_env=arm.model_key_env,
     ), deep=True)
@@ -396,6 +407,28 @@ class _LockstepRun(Run):
         self._builder = cast(Builder | None, gated)
 
 
+def resumed_root(base: RunConfig, arms: list[Arm], ab_id: str) -> Path | None:
+    """Where an earlier attempt of A/B ``ab_id`` wrote its arms (the first pod's folder on the
+    results volume): a resumed A/B keeps its arms and its report there. None: nothing to resume."""
+    for arm in arms:
+        stored = run_dir(base, f"{ab_id}-{arm.name}") / "run.json"
+        try:
+            output_dir = json.loads(stored.read_text(encoding="utf-8")).get("output_dir")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if output_dir:
+            return Path(output_dir).parent
+    return None
+
+
+def finished_units(cfg: RunConfig) -> list[UnitResult]:
+    """What an earlier attempt of this arm's run finished (none when it never started): the units
+    its ``--resume`` keeps."""
+    if not cfg.run_id:
+        return []
+    return resumable_units(read_units(run_dir(cfg, cfg.run_id) / "units.jsonl"))
+
+
 class SequentialController:
     """Pairs the two arms' builds as they finish, feeds each pair to the test, and stops both runs
     (no new build starts; running ones finish) once the test decides."""
@@ -431,6 +464,19 @@ class SequentialController:
             self.stop(f"sequential A/B: {decision.value} after {self.state.pairs} build pairs "
                       f"(Λ = {math.exp(self.state.log_lr):.3g})")
 
+    def replay(self, finished: dict[str, list[UnitResult]]) -> None:
+        """A resumed A/B: the units each arm's earlier attempt finished, fed to the test in the order
+        they finished (the order the test saw them), and counted by the lockstep gate as builds
+        started and finished, so the arm ahead waits for the other as it did before."""
+        for arm, unit in sorted(((a, u) for a, us in finished.items() for u in us), key=lambda p: p[1].finished_at):
+            self.add(arm, unit)
+        if self.gate is not None:
+            for arm, units in finished.items():
+                self.gate.started[arm] = self.gate.finished[arm] = len(units)
+        if finished and any(finished.values()):
+            log.info("sequential A/B resumed: %s; %d build pair(s) replayed",
+                     ", ".join(f"{a} {len(us)} unit(s) finished" for a, us in finished.items()), self.state.pairs)
+
     def stop(self, reason: str) -> None:
         self.stop_reason = reason
         log.warning("%s: no new builds start", reason)
@@ -464,6 +510,8 @@ async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: Sequenti
         hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]
         controller.runs[arm.name] = _LockstepRun(cfg.validate(), hooks, gate, arm.name, siblings)
         cfgs.append(cfg)
+    if base.resume_existing:
+        controller.replay({arm.name: finished_units(cfg) for arm, cfg in zip(arms, cfgs)})
 
     async def execute(name: str) -> RunOutcome:
         try:
