@@ -473,7 +473,7 @@ class SequentialController:
         if self.gate is not None:
             for arm, units in finished.items():
                 self.gate.started[arm] = self.gate.finished[arm] = len(units)
-        if finished and any(finished.values()):
+        if any(finished.values()):
             log.info("sequential A/B resumed: %s; %d build pair(s) replayed",
                      ", ".join(f"{a} {len(us)} unit(s) finished" for a, us in finished.items()), self.state.pairs)
 
