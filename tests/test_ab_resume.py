@@ -36,17 +36,16 @@ CASES = "smoke-manual-set-static-fields,smoke-manual-filter-adults"
 
 
 def _finished(seed: int, pairs: int) -> dict[str, list[UnitResult]]:
-    """Two arms' finished units over ``pairs`` (case, iteration) keys, interleaved in time, with a
-    few units of one arm whose partner had not finished; wins and losses both ways."""
+    """Two arms' finished units over ``pairs`` (case, iteration) keys, the arms in random order within
+    a key, wins and losses both ways, and one control unit whose partner had not finished."""
     rng = random.Random(seed)
     t = 1000.0
     out: dict[str, list[UnitResult]] = {"control": [], "variant": []}
     for i in range(pairs):
         for arm in rng.sample(["control", "variant"], 2):
             t += rng.uniform(1, 30)
-            first = {0: "variant", 1: "control"}.get(i)  # one win each way, then chance
+            first = {0: "variant", 1: "control"}.get(i)  # fails first: one win each way, then chance
             failed = arm == first if first else rng.random() < (0.2 if arm == "control" else 0.5)
-            # a failed build passes no scenario
             out[arm].append(unit(f"case-{i % 3}", i // 3, None if failed else {"s": True},
                                  status=BuildStatus.failed if failed else BuildStatus.ok, started_at=t - 20, duration=20))
     t += 1

@@ -437,7 +437,7 @@ def test_a_replaced_ab_pod_resumes_its_arms_from_the_results_volume() -> None:
     ephemeral = container(one(render({**AB_VALUES, "results": {"persistence": {"enabled": False}}}),
                                   "Job")["spec"]["template"])["args"]
     assert "--resume-existing" not in ephemeral and "--run-id" not in ephemeral
-    off = {**durable, "run": {**AB_VALUES.get("run", {}), "resumeOnReplacement": False}}
+    off = {**durable, "run": {**AB_VALUES["run"], "resumeOnReplacement": False}}
     assert "--resume-existing" not in container(one(render(off), "Job")["spec"]["template"])["args"]
 
 
