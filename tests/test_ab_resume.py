@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from _tools import require
@@ -26,6 +28,9 @@ from orchestrator.experiments.ab import (
     run_arms_sequential,
 )
 from orchestrator.experiments.sequential import Decision, SequentialDesign
+from orchestrator.lanes.backend import BACKENDS, register_backend
+from orchestrator.lanes.model import Lane, LaneSpec
+from orchestrator.lanes.process import ProcessBackend
 from orchestrator.results.model import BuildStatus, UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.plan import make_plan
@@ -118,14 +123,40 @@ def test_finished_units_are_what_the_arms_resume_keeps(tmp_path: Path) -> None:
     assert [(u.case, u.iteration) for u in finished_units(cfg)] == [("a", 0), ("b", 0)]
 
 
+class _Watched(ProcessBackend):
+    """Process lanes that say what the run asked of them."""
+
+    name = "process-watched"
+    calls: ClassVar[list[str]] = []
+
+    async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        self.calls.append(f"start {self.run_id}")
+        return await super().start_lane(index, spec)
+
+    async def take_over_leftovers(self) -> None:
+        self.calls.append(f"take over {self.run_id}")
+
+
+@pytest.fixture
+def watched() -> Iterator[list[str]]:
+    register_backend(_Watched)
+    _Watched.calls = []
+    try:
+        yield _Watched.calls
+    finally:
+        BACKENDS._classes.pop(_Watched.name, None)
+
+
 @pytest.mark.n8n
-async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_path: Path) -> None:
+async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_path: Path, watched: list[str]) -> None:
     """The first attempt saw enough pairs to decide and was replaced before it wrote its report: the
     replacement replays them, decides at the same pair, starts no lane and no build, keeps each arm's
-    results where the first attempt wrote them, and counts every build of the experiment."""
+    results where the first attempt wrote them, and counts every build of the experiment. Each arm's
+    run still asks its backend to take over what the first attempt left (on Kubernetes: its lanes,
+    ``tests/test_k8s_resume.py``)."""
     require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
     base = RunConfig(state_dir=tmp_path / "state", filter=CASES, iterations=5, lanes=1, builder="instance-ai",
-                     model_server="scripted", resume_existing=True)
+                     backend=_Watched.name, model_server="scripted", resume_existing=True)
     first_root = tmp_path / "first-pod"
     design = SequentialDesign(effect=0.45, discordance=0.5, max_pairs=10)  # decides at the 6th one-way pair
     built = 0
@@ -153,3 +184,4 @@ async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_
         assert len(ran) == 7 and all(u.started_at >= 2000.0 for u in ran)  # the first attempt's builds, kept
         assert results.summary is not None and results.summary.stopped_reason is not None
         assert results.summary.stopped_reason.startswith("sequential A/B: control better after 6")
+    assert sorted(watched) == ["take over ab-r-control", "take over ab-r-variant"]  # and no lane started

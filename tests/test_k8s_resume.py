@@ -67,6 +67,28 @@ async def test_a_resumed_run_takes_over_and_leaves_nothing_of_the_first(server: 
     assert second.ledger.open_entries() == []
 
 
+async def test_a_resumed_run_with_nothing_left_to_run_still_removes_what_the_old_pod_left(
+    server: FakeApiServer, tmp_path: Path,
+) -> None:
+    """The old pod finished its last unit and died before its teardown: the resumed run starts no
+    lane, so no Lease create meets the old one; the leftovers go all the same, once the old Lease
+    ran out, and the ledger is left with nothing open (else: clean-up failures, exit 1)."""
+    first = make_backend(server, tmp_path, environ=OLD, lease_ttl_s=2)
+    for i in range(2):
+        await first.start_lane(i, lane_spec())
+    await first.close()
+    killed_at = time.monotonic()
+    assert lane_objects(server) and first.ledger.open_entries()
+    second = make_backend(server, tmp_path, environ=NEW, takeover=True)
+    await second.take_over_leftovers()
+    assert 1.5 <= time.monotonic() - killed_at < 10  # the old Lease (TTL 2 s) ran out first
+    assert lane_objects(server) == set() and second.ledger.open_entries() == []
+    t0 = time.monotonic()
+    await second.take_over_leftovers()  # nothing open: no wait, nothing asked of the API
+    assert time.monotonic() - t0 < 0.5
+    await second.close()
+
+
 async def test_a_live_holder_is_a_collision_not_a_takeover(server: FakeApiServer, tmp_path: Path) -> None:
     first = make_backend(server, tmp_path, environ=OLD, lease_ttl_s=2)  # renews every 2/3 s
     await first.start_lane(0, lane_spec())

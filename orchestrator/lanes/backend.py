@@ -119,6 +119,11 @@ class LaneBackend(abc.ABC):
         when the backend knows; None otherwise."""
         return None
 
+    async def take_over_leftovers(self) -> None:
+        """A resumed run that starts no lane (nothing left to run): what a replaced orchestrator left
+        of this run is removed all the same, once that process is proven dead (``takeover=True``
+        backends; a backend that takes over in :meth:`start_lane` does it here). Default: nothing."""
+
     async def close(self) -> None:
         """Release client connections; lanes themselves are left as they are."""
 

@@ -124,10 +124,27 @@ def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> Kube
             except ValueError as exc:
                 raise ConfigError(f"kubernetes backend: option {key!r} (env {_ENV_OPTIONS[key]}): not JSON: {exc}") from None
     try:
-        return KubernetesOptions(**given)
+        opts = KubernetesOptions(**given)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "?"
         env_var = _ENV_OPTIONS.get(field.split(".")[0])
         where = f"option {field!r}" + (f" (env {env_var})" if env_var else "")
         raise ConfigError(f"kubernetes backend: {where}: {first['msg']}") from None
+    return _resolved(opts)
+
+
+def _resolved(opts: KubernetesOptions) -> KubernetesOptions:
+    """What the flags imply for the lane pod: ``sandbox`` (without a ``sandbox_url``) and
+    ``build_runner`` enable their containers; a ``url_template`` must render a lane URL."""
+    if opts.sandbox and not opts.sandbox_url and not opts.pod.sandbox.enabled:
+        opts.pod = opts.pod.model_copy(update={"sandbox": opts.pod.sandbox.model_copy(update={"enabled": True})})
+    if opts.build_runner and not opts.pod.build_runner.enabled:
+        runner = opts.pod.build_runner.model_copy(update={"enabled": True})
+        opts.pod = opts.pod.model_copy(update={"build_runner": runner})
+    try:
+        objects.lane_url(opts.url_template or objects.DEFAULT_URL_TEMPLATE, pod="probe", service="probe",
+                         namespace="probe", index=0, base_port=0)
+    except ValueError as exc:
+        raise ConfigError(f"kubernetes backend: option 'url_template' (env ORCHESTRATOR_K8S_URL_TEMPLATE): {exc}") from None
+    return opts

@@ -1,7 +1,9 @@
 """The ``kubernetes`` backend: one n8n Pod per lane behind one headless Service per run, in one namespace.
 
 Connection: the in-cluster service account when there is one, else the kubeconfig (``KUBECONFIG``
-or ``~/.kube/config``, context from the ``context`` option); tests inject an ``ApiClient``.
+or ``~/.kube/config``, context from the ``context`` option); tests inject an ``ApiClient``. Every API
+call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``). Options: the table in
+:mod:`orchestrator.lanes.k8s_options` (:mod:`orchestrator.lanes.k8s_watch` is the pod watch).
 
 What a run creates, in order (each recorded in the ledger *before* it is created):
 
@@ -28,8 +30,6 @@ message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s
 no search-domain fan-out) or, outside the cluster, the ``url_template`` option (e.g.
 ``http://127.0.0.1:{local_port}`` behind one ``kubectl port-forward pod/<pod> <local_port>:5678`` per lane).
 
-Every API call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``).
-
 Liveness: the run's first object is a Lease ``n8n-lanes-<run>`` (``coordination.k8s.io/v1``, TTL
 ``lease_ttl_s``, default 60 s) that the backend renews from the event loop every third of its TTL; the
 janitor removes the lanes of a run whose Lease ran out (an OOM-killed, evicted or hung orchestrator).
@@ -49,11 +49,10 @@ cleanup`` calls) touches nothing: every-run cleanup is the janitor's job
 (``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.k8s_janitor`), which never deletes
 a live run's objects.
 
-Options: the table in :mod:`orchestrator.lanes.k8s_options` (:mod:`orchestrator.lanes.k8s_watch` is the pod watch).
-
 ``--resume`` (option ``takeover``) of a run whose orchestrator was replaced (same run id, another
 process): the old holder's Lease is waited out (renewed meanwhile: a collision, as above), then the
-old process's objects are removed (uid preconditions) and new lanes get new attempt numbers.
+old process's objects are removed (uid preconditions) and new lanes get new attempt numbers; with
+no lane to start, :meth:`take_over_leftovers` does so if the ledger has objects of the run open.
 
 With a build runner in the lane pods, each lane's ``endpoints["build-runner"]`` is the same URL
 template rendered with port 8790 (``{local_port}``: the lane's plus 100).
@@ -155,17 +154,7 @@ class KubernetesBackend(LaneBackend):
         # Health checks of every lane at once: keep a connection per lane (no reconnect per check).
         self._http = httpx.AsyncClient(timeout=5.0, trust_env=False, verify=shared_tls(), limits=httpx.Limits(
             max_connections=None, max_keepalive_connections=1024, keepalive_expiry=60.0))
-        if self.opts.sandbox and not self.opts.sandbox_url and not self.opts.pod.sandbox.enabled:
-            sandbox = self.opts.pod.sandbox.model_copy(update={"enabled": True})
-            self.opts.pod = self.opts.pod.model_copy(update={"sandbox": sandbox})
-        if self.opts.build_runner and not self.opts.pod.build_runner.enabled:
-            runner = self.opts.pod.build_runner.model_copy(update={"enabled": True})
-            self.opts.pod = self.opts.pod.model_copy(update={"build_runner": runner})
         self.url_template = self.opts.url_template or objects.DEFAULT_URL_TEMPLATE
-        try:
-            objects.lane_url(self.url_template, pod="probe", service="probe", namespace="probe", index=0, base_port=0)
-        except ValueError as exc:
-            raise ConfigError(f"kubernetes backend: option 'url_template' (env ORCHESTRATOR_K8S_URL_TEMPLATE): {exc}") from None
 
     @property
     def min_ready_timeout_s(self) -> float:
@@ -322,6 +311,12 @@ class KubernetesBackend(LaneBackend):
         await self._create("Service", name, ns, self.core.create_namespaced_service,
                            self.core.read_namespaced_service, service)
         self._run_objects_ready = True
+
+    async def take_over_leftovers(self) -> None:
+        """``--resume`` with no lane to start: no Lease create meets the old one, so when the ledger
+        still has objects of the run open (the old pod died before its teardown), take over here."""
+        if self.opts.takeover and self.ledger.open_entries():
+            await self._take_over(objects.lease_name(self.run_id), self.namespace)
 
     async def _take_over(self, name: str, ns: str) -> None:
         """``--resume`` by a new process (a replaced orchestrator pod): wait until the old holder's Lease

@@ -205,6 +205,8 @@ class Run:
         try:
             if plan.units and self.stop_reason is None:
                 await self._provision_and_execute(plan, backend, spec, judge)
+            elif cfg.resume:  # nothing to run: what a replaced orchestrator left of the run goes all the same
+                await backend.take_over_leftovers()
         except (LaneError, ResultsWriteError) as exc:
             self.errors.append(redact(str(exc)))
         except asyncio.CancelledError:
