@@ -120,9 +120,10 @@ class LaneBackend(abc.ABC):
         return None
 
     async def take_over_leftovers(self) -> None:
-        """A resumed run that starts no lane (nothing left to run): what a replaced orchestrator left
-        of this run is removed all the same, once that process is proven dead (``takeover=True``
-        backends; a backend that takes over in :meth:`start_lane` does it here). Default: nothing."""
+        """A resumed run that starts no lane (nothing left to run). A backend that takes over a
+        replaced orchestrator's run when it starts a lane (``takes_over_resumed_runs``) does it
+        here instead: once that process is proven dead, what it left of the run is removed.
+        Default: nothing."""
 
     async def close(self) -> None:
         """Release client connections; lanes themselves are left as they are."""
