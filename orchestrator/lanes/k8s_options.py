@@ -138,7 +138,8 @@ def _resolved(opts: KubernetesOptions) -> KubernetesOptions:
     """What the flags imply for the lane pod: ``sandbox`` (without a ``sandbox_url``) and
     ``build_runner`` enable their containers; a ``url_template`` must render a lane URL."""
     if opts.sandbox and not opts.sandbox_url and not opts.pod.sandbox.enabled:
-        opts.pod = opts.pod.model_copy(update={"sandbox": opts.pod.sandbox.model_copy(update={"enabled": True})})
+        sandbox = opts.pod.sandbox.model_copy(update={"enabled": True})
+        opts.pod = opts.pod.model_copy(update={"sandbox": sandbox})
     if opts.build_runner and not opts.pod.build_runner.enabled:
         runner = opts.pod.build_runner.model_copy(update={"enabled": True})
         opts.pod = opts.pod.model_copy(update={"build_runner": runner})

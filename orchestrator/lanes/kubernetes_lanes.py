@@ -315,7 +315,7 @@ class KubernetesBackend(LaneBackend):
     async def take_over_leftovers(self) -> None:
         """``--resume`` with no lane to start: no Lease create meets the old one, so when the ledger
         still has objects of the run open (the old pod died before its teardown), take over here."""
-        if self.opts.takeover and self.ledger.open_entries():
+        if self.opts.takeover and any(e.meta.get("backend") == self.name for e in self.ledger.open_entries()):
             await self._take_over(objects.lease_name(self.run_id), self.namespace)
 
     async def _take_over(self, name: str, ns: str) -> None:
