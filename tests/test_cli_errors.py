@@ -104,6 +104,14 @@ def test_unknown_run_to_resume_names_the_flag(tmp_path: Path) -> None:
     assert_one_line_error(run_cli(tmp_path, "--resume", "no-such-run"), "--resume", "no-such-run")
 
 
+def test_a_torn_stored_run_to_resume_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    """A run folder whose run.json was cut short (a full disk) cannot be resumed: one line, no traceback."""
+    stored = tmp_path / "state" / "runs" / "torn-run"
+    stored.mkdir(parents=True)
+    (stored / "run.json").write_text('{"source": "cas', encoding="utf-8")
+    assert_one_line_error(run_cli(tmp_path, "--resume", "torn-run"), "--resume", "torn-run", "run.json")
+
+
 def run_orch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "N8N_", "LANGSMITH_"))}
     return subprocess.run([*ORCH, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path,

@@ -43,7 +43,6 @@ and the lockstep gate starts from each arm's finished builds so the arms run mat
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -63,7 +62,7 @@ from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
 from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
-from orchestrator.results.writer import read_units
+from orchestrator.results.writer import UNITS_FILENAME, read_units, stored_output_dir
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run
 from orchestrator.run.plan import resumable_units, run_dir
@@ -411,13 +410,9 @@ def resumed_root(base: RunConfig, arms: list[Arm], ab_id: str) -> Path | None:
     """Where an earlier attempt of A/B ``ab_id`` wrote its arms (the first pod's folder on the
     results volume): a resumed A/B keeps its arms and its report there. None: nothing to resume."""
     for arm in arms:
-        stored = run_dir(base, f"{ab_id}-{arm.name}") / "run.json"
-        try:
-            output_dir = json.loads(stored.read_text(encoding="utf-8")).get("output_dir")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if output_dir:
-            return Path(output_dir).parent
+        output_dir = stored_output_dir(run_dir(base, f"{ab_id}-{arm.name}"))
+        if output_dir is not None:
+            return output_dir.parent
     return None
 
 
@@ -426,7 +421,7 @@ def finished_units(cfg: RunConfig) -> list[UnitResult]:
     its ``--resume`` keeps."""
     if not cfg.run_id:
         return []
-    return resumable_units(read_units(run_dir(cfg, cfg.run_id) / "units.jsonl"))
+    return resumable_units(read_units(run_dir(cfg, cfg.run_id) / UNITS_FILENAME))
 
 
 class SequentialController:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from .contract import NotEvalResults, from_document
 from .model import BuildStatus, EvalResults, UnitResult
-from .writer import read_units
+from .writer import RUN_FILENAME, read_units, stored_output_dir
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +92,16 @@ def default_durations_source(state_dir: Path, baseline: Path | None, *, exclude_
     if not runs.is_dir():
         return None
     candidates: list[tuple[float, Path]] = []
-    for run_json in runs.glob("*/run.json"):
+    for run_json in runs.glob(f"*/{RUN_FILENAME}"):
         if exclude_run is not None and run_json.parent.name == exclude_run:
             continue
+        output_dir = stored_output_dir(run_json.parent)
+        if output_dir is None:
+            continue
+        path = output_dir / "eval-results.json"
         try:
-            output_dir = json.loads(run_json.read_text(encoding="utf-8")).get("output_dir")
-            if output_dir:
-                path = Path(output_dir) / "eval-results.json"
-                candidates.append((path.stat().st_mtime, path))
-        except (OSError, ValueError, AttributeError):
+            candidates.append((path.stat().st_mtime, path))
+        except OSError:
             continue
     best: tuple[float, Path] | None = None
     for _mtime, candidate in sorted(candidates, reverse=True)[:_NEWEST_CANDIDATES]:

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import OrchestratorError
 from orchestrator.redact import redact, redact_obj
@@ -35,6 +36,23 @@ from orchestrator.results.model import EvalResults, UnitResult
 
 REWRITE_EVERY_S = 2.0
 JUDGE_INPUTS_FILENAME = "judge-inputs.jsonl"
+UNITS_FILENAME = "units.jsonl"  # in the run's state folder, beside its run.json
+RUN_FILENAME = "run.json"  # the run's stored config (``RunConfig.public()``), written when it is planned
+
+
+def stored_run(run_dir: Path) -> dict[str, Any] | None:
+    """The config a run stored in its state folder; None when it has none or it cannot be read."""
+    try:
+        stored = json.loads((run_dir / RUN_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return stored if isinstance(stored, dict) else None
+
+
+def stored_output_dir(run_dir: Path) -> Path | None:
+    """Where the run stored in ``run_dir`` writes its results (None when unknown)."""
+    output_dir = (stored_run(run_dir) or {}).get("output_dir")
+    return Path(output_dir) if output_dir else None
 
 
 def judge_input_lines(unit: UnitResult) -> list[str]:
@@ -94,7 +112,7 @@ class ResultsWriter:
     def __init__(self, results: EvalResults, output_dir: Path, run_dir: Path) -> None:
         self.results = results
         self.output_dir = output_dir
-        self.units_path = run_dir / "units.jsonl"
+        self.units_path = run_dir / UNITS_FILENAME
         self.results_path = output_dir / "eval-results.json"
         self.judge_inputs_path = output_dir / JUDGE_INPUTS_FILENAME
         self._lock = threading.Lock()

@@ -22,7 +22,7 @@ from orchestrator.ids import new_run_id
 from orchestrator.ledger import Ledger, RunLock
 from orchestrator.results.history import default_durations_source, load_durations
 from orchestrator.results.model import EvalResults, UnitResult
-from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
+from orchestrator.results.writer import RUN_FILENAME, ResultsWriteError, ResultsWriter, read_units, stored_run
 from orchestrator.run.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -51,10 +51,9 @@ def run_dir(cfg: RunConfig, run_id: str) -> Path:
 
 def resume_config(cfg: RunConfig) -> RunConfig:
     """``--resume ID``: the stored selection of that run, this invocation's lane/runtime options."""
-    path = cfg.state_dir / "runs" / str(cfg.resume) / "run.json"
-    if not path.is_file():
-        raise ConfigError(f"--resume: no run {cfg.resume!r} under {cfg.state_dir / 'runs'}")
-    stored = json.loads(path.read_text())
+    stored = stored_run(run_dir(cfg, str(cfg.resume)))
+    if stored is None:
+        raise ConfigError(f"--resume: no run {cfg.resume!r} under {cfg.state_dir / 'runs'} (or its {RUN_FILENAME} cannot be read)")
     for key in ("source", "suite", "filter", "exclude", "tier", "iterations", "experiment_name", "output_dir"):
         if stored.get(key) is not None:
             setattr(cfg, key, stored[key] if key != "output_dir" else Path(stored[key]))
@@ -81,7 +80,7 @@ async def make_plan(cfg: RunConfig) -> Plan:
     if cfg.resume_existing and not cfg.resume:
         if not cfg.run_id:
             raise ConfigError("--resume-existing: needs --run-id (the run to resume when its state exists)")
-        if (run_dir(cfg, cfg.run_id) / "run.json").is_file():  # a replaced orchestrator pod: its state survived
+        if (run_dir(cfg, cfg.run_id) / RUN_FILENAME).is_file():  # a replaced orchestrator pod: its state survived
             cfg.resume = cfg.run_id
     if cfg.resume:
         resume_config(cfg)
@@ -100,7 +99,7 @@ async def make_plan(cfg: RunConfig) -> Plan:
 async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock) -> Plan:
     cfg.output_dir = output_dir = cfg.output_dir or Path("results") / run_id
     directory = run_dir(cfg, run_id)
-    (directory / "run.json").write_text(json.dumps(cfg.public(), indent=2, default=str))
+    (directory / RUN_FILENAME).write_text(json.dumps(cfg.public(), indent=2, default=str))
 
     cases = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
     if not cases:
