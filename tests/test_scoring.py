@@ -118,6 +118,9 @@ def test_scoring_units_keys_and_incomplete_excluded() -> None:
 
 
 def test_failed_build_counts_as_failure_and_infra_loss_is_not_scored() -> None:
+    """n8n's rule (``packages/@n8n/instance-ai/evaluations/harness/runner.ts`` ``runWorkflowTestCase``,
+    ``run/aggregator.ts``): a build that saved no workflow passes none of its scenarios, each an
+    evaluated failure; a lost lane or provider is no verdict on the build."""
     units = [
         unit("beta", 0, {"s1": True, "s2": True}),
         unit("beta", 1, status=BuildStatus.failed, failure_category=None, attribution=None),
