@@ -17,9 +17,11 @@ from typing import ClassVar
 import pytest
 from _tools import require
 from eval_results_factory import unit
+from langsmith_fake import API_KEY, FakeLangSmith, serve
 
 from orchestrator.experiments.ab import (
     Arm,
+    HooksFactory,
     Lockstep,
     SequentialController,
     arm_config,
@@ -27,12 +29,14 @@ from orchestrator.experiments.ab import (
     resumed_root,
     run_arms_sequential,
 )
+from orchestrator.experiments.langsmith_sync import COMPLETION_MARKER, LangSmithHooks
 from orchestrator.experiments.sequential import Decision, SequentialDesign
 from orchestrator.lanes.backend import BACKENDS, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.process import ProcessBackend
 from orchestrator.results.model import BuildStatus, UnitResult
 from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import RunHooks
 from orchestrator.run.plan import make_plan
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
@@ -147,6 +151,39 @@ def watched() -> Iterator[list[str]]:
         BACKENDS._classes.pop(_Watched.name, None)
 
 
+async def _first_attempt(base: RunConfig, first_root: Path, hooks_for: HooksFactory | None = None) -> int:
+    """The first attempt of A/B ``ab-r``: each arm planned, 7 of its 10 units built (the variant's
+    build no workflow), then the pod went before any report. What it recorded goes to ``hooks_for``'s
+    hooks as a live run records it. Returns the number of builds."""
+    built = 0
+    for arm in ARMS:
+        cfg = arm_config(base, arm, ab_id="ab-r", experiment_name="e", output_root=first_root)
+        hooks = hooks_for(cfg) if hooks_for is not None else []
+        plan = await make_plan(cfg)
+        for hook in hooks:
+            await hook.on_cases(plan.run_id, plan.cases)
+        for i, work in enumerate(plan.units[:7]):
+            if arm.name == "variant":  # no workflow: no scenario passes
+                done_unit = unit(work.case, work.iteration, status=BuildStatus.failed, started_at=2000.0 + i)
+            else:
+                done_unit = unit(work.case, work.iteration, {"s": True}, started_at=2000.0 + i)
+            plan.writer.add(done_unit)
+            for hook in hooks:
+                await hook.on_unit(done_unit)
+            built += 1
+        plan.lock.release()
+    return built
+
+
+def _decided_base(tmp_path: Path) -> RunConfig:
+    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
+    return RunConfig(state_dir=tmp_path / "state", filter=CASES, iterations=5, lanes=1, builder="instance-ai",
+                     backend=_Watched.name, model_server="scripted", resume_existing=True)
+
+
+DECIDES_AT_6 = SequentialDesign(effect=0.45, discordance=0.5, max_pairs=10)  # at the 6th one-way pair
+
+
 @pytest.mark.n8n
 async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_path: Path, watched: list[str]) -> None:
     """The first attempt saw enough pairs to decide and was replaced before it wrote its report: the
@@ -154,25 +191,12 @@ async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_
     results where the first attempt wrote them, and counts every build of the experiment. Each arm's
     run still asks its backend to take over what the first attempt left (on Kubernetes: its lanes,
     ``tests/test_k8s_resume.py``)."""
-    require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
-    base = RunConfig(state_dir=tmp_path / "state", filter=CASES, iterations=5, lanes=1, builder="instance-ai",
-                     backend=_Watched.name, model_server="scripted", resume_existing=True)
+    base = _decided_base(tmp_path)
     first_root = tmp_path / "first-pod"
-    design = SequentialDesign(effect=0.45, discordance=0.5, max_pairs=10)  # decides at the 6th one-way pair
-    built = 0
-    for arm in ARMS:  # the first attempt: planned, 7 of 10 units of each arm built, then the pod went
-        plan = await make_plan(arm_config(base, arm, ab_id="ab-r", experiment_name="e", output_root=first_root))
-        for i, work in enumerate(plan.units[:7]):
-            if arm.name == "variant":  # no workflow: no scenario passes
-                done_unit = unit(work.case, work.iteration, status=BuildStatus.failed, started_at=2000.0 + i)
-            else:
-                done_unit = unit(work.case, work.iteration, {"s": True}, started_at=2000.0 + i)
-            plan.writer.add(done_unit)
-            built += 1
-        plan.lock.release()
+    built = await _first_attempt(base, first_root)
     assert resumed_root(base, ARMS, "ab-r") == first_root
 
-    done, outcome = await run_arms_sequential(base, ARMS, design, ab_id="ab-r", experiment_name="e",
+    done, outcome = await run_arms_sequential(base, ARMS, DECIDES_AT_6, ab_id="ab-r", experiment_name="e",
                                               output_root=first_root)
     assert outcome.state.decision is Decision.control_better and outcome.state.decided_at == 6
     assert outcome.builds_run == built == 14 and outcome.fixed_builds == 20
@@ -185,3 +209,46 @@ async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_
         assert results.summary is not None and results.summary.stopped_reason is not None
         assert results.summary.stopped_reason.startswith("sequential A/B: control better after 6")
     assert sorted(watched) == ["take over ab-r-control", "take over ab-r-variant"]  # and no lane started
+
+
+@pytest.fixture
+def langsmith() -> Iterator[tuple[FakeLangSmith, str]]:
+    store = FakeLangSmith()
+    server, url = serve(store)
+    try:
+        yield store, url
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.n8n
+async def test_a_resumed_ab_records_into_each_arms_first_experiment(tmp_path: Path, watched: list[str],
+                                                                   langsmith: tuple[FakeLangSmith, str]) -> None:
+    """With LangSmith on, a replaced A/B pod goes on recording each arm into the experiment its first
+    attempt opened (no third or fourth experiment, no unit recorded twice), and closes both with
+    n8n's completion marker (``packages/@n8n/instance-ai/evaluations/comparison/fetch-baseline.ts``
+    reads it)."""
+    store, url = langsmith
+    env = {"LANGSMITH_API_KEY": API_KEY, "LANGSMITH_ENDPOINT": url}
+
+    def hooks_for(cfg: RunConfig) -> list[RunHooks]:
+        hooks = LangSmithHooks.from_env(cfg, env, retries=0, feedback_attempts=1)
+        assert hooks is not None
+        return [hooks]
+
+    base = _decided_base(tmp_path)
+    await _first_attempt(base, tmp_path / "first-pod", hooks_for)
+    opened = {sid: dict(s) for sid, s in store.sessions.items()}
+    recorded = len(store.runs)
+    assert len(opened) == 2 and recorded > 0
+    assert not any(COMPLETION_MARKER in (s.get("extra") or {}).get("metadata", {}) for s in opened.values())
+
+    await run_arms_sequential(base, ARMS, DECIDES_AT_6, ab_id="ab-r", experiment_name="e",
+                              output_root=tmp_path / "first-pod", hooks_for=hooks_for)
+    assert set(store.sessions) == set(opened)  # each arm kept its experiment
+    assert len(store.runs) == recorded  # the kept units are not recorded again
+    for sid, session in store.sessions.items():
+        assert session["name"] == opened[sid]["name"]
+        assert COMPLETION_MARKER in (session.get("extra") or {}).get("metadata", {}), session
+    assert store.unknown == []
