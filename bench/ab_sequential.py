@@ -87,10 +87,11 @@ def main() -> None:
     psi = float(np.mean(2 * p * (1 - p)))
     pairs = pairs_needed(args.effect, psi, alpha=args.alpha, power=args.power)
     rounds = math.ceil(pairs / args.cases)
-    design = SequentialDesign(max_pairs=rounds * args.cases, effect=args.effect, alpha=args.alpha, beta=args.beta)
+    max_pairs = rounds * args.cases
+    design = SequentialDesign(max_pairs=max_pairs, effect=args.effect, alpha=args.alpha, beta=args.beta)
     print(f"{args.cases} cases, pass rates {args.low:.2f}–{args.high:.2f}, discordance ψ = {psi:.3f}")
     print(f"fixed design: {pairs} pairs for {args.effect:+.0%} at power {args.power:.0%} → {rounds} rounds = "
-          f"{design.max_pairs} pairs = {2 * design.max_pairs} builds")
+          f"{max_pairs} pairs = {2 * max_pairs} builds")
     print(design.describe() + f"; {args.in_flight} pairs in flight at each stop")
     null = simulate(p, p, design, rounds, args.experiments, args.in_flight, rng)
     alt = simulate(p, q, design, rounds, args.experiments, args.in_flight, rng)

@@ -140,7 +140,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
                                "existing_secret": "n8n-eval-keys"}
     from orchestrator.lanes.k8s_options import KubernetesOptions
 
-    defaults = KubernetesOptions()
+    defaults = KubernetesOptions.model_validate({})
     cfg_k8s.connection_pool_maxsize = defaults.api_workers  # what load_api_client does in a cluster
     backend = KubernetesBackend(run_id, ledger, state, api_client=client.ApiClient(cfg_k8s), environ=env, **options)
     spec = LaneSpec(n8n_version="2.41.1", image="registry.invalid/n8n-eval-lane:2.41.1", ready_timeout_s=120)

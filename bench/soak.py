@@ -188,6 +188,7 @@ async def main() -> int:
         model.join(10)
     wall = time.monotonic() - t0
 
+    assert cfg.output_dir is not None  # the plan set it
     units = json.loads((cfg.output_dir / "eval-results.json").read_text())["orchestrator"]["units"]
     recorded = {(u["case"], u["iteration"]) for u in units}
     statuses = Counter(u["build"]["status"] for u in units)

@@ -25,7 +25,11 @@ if [ ${#tier[@]} -eq 0 ]; then
 fi
 # the gates first: lint and types (seconds), then the tests
 .venv/bin/ruff check orchestrator tests bench lanes
-.venv/bin/mypy orchestrator lanes/image_tag.py
+.venv/bin/mypy orchestrator lanes/image_tag.py bench
+# the tests too, from their own folder (pytest imports them as top-level modules): every body is
+# checked; a parameter may stay unannotated, as pytest fixtures are
+(cd tests && ../.venv/bin/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache \
+  --allow-untyped-defs --check-untyped-defs .)
 set +e
 .venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider "$@"
 rc=$?

@@ -449,7 +449,7 @@ class _Handler(BaseHTTPRequestHandler):
                     f'{uid}, UID in object meta: {current["metadata"].get("uid")}')))
             grace = (body or {}).get("gracePeriodSeconds")
             if grace is None:
-                grace = (parse_qs(urlsplit(self.path).query).get("gracePeriodSeconds") or [None])[0]
+                grace = next(iter(parse_qs(urlsplit(self.path).query).get("gracePeriodSeconds", [])), None)
             obj = api.delete(resource, ns, name, grace_s=None if grace is None else float(grace))
         else:
             obj = api.get(resource, ns, name)

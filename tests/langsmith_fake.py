@@ -71,7 +71,7 @@ class FakeLangSmith:
         url = urlparse(raw_path)
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
         path = url.path.rstrip("/")
-        data = json.loads(body) if body else None
+        data: Any = json.loads(body) if body else None
         parts = path.strip("/").split("/")
         if method == "GET" and path == "/info":
             return 200, {"version": "0.10.0", "instance_flags": {}}

@@ -93,7 +93,7 @@ def test_design_validation() -> None:
     for bad in (dict(effect=0.0), dict(effect=1.0), dict(alpha=0.0), dict(beta=1.0), dict(discordance=0.0),
                 dict(max_pairs=0)):
         with pytest.raises(ValueError):
-            SequentialDesign(**bad)  # type: ignore[arg-type]
+            SequentialDesign(**bad)
 
 
 # --------------------------------------------------------------------------- controller
@@ -116,7 +116,7 @@ class _Run:
 async def test_controller_pairs_builds_by_case_and_iteration_and_stops_both_arms() -> None:
     controller = SequentialController(_fixed(), "control", "variant")
     runs = {"control": _Run(), "variant": _Run()}
-    controller.runs = runs  # type: ignore[assignment]
+    controller.runs = runs
     # iteration 0 of case a finished in one arm only: no pair yet
     controller.add("control", unit("a", 0, {"s": True}))
     assert controller.state.pairs == 0

@@ -36,7 +36,7 @@ async def test_an_agent_build_is_graded_on_its_expectations_and_its_scenarios_wa
         t.add("run", status="completed")
     with ScriptedModelServer(judge(verdict_list([True]))) as srv:
         j = Judge(JudgeConfig(api_key="sk-ant-judge-test-000000", base_url=srv.base_url, effort="low", backoff_s=0))
-        v = await verify_workflow(CASE, None, None, j, timeout_ms=1000, transcript_path=path,  # type: ignore[arg-type]
+        v = await verify_workflow(CASE, None, None, j, timeout_ms=1000, transcript_path=path,
                                   artifact_refs=[ArtifactRef("agent", "AgEnT0000000001")])
         await j.aclose()
     assert [(s.name, s.verdict, s.reason) for s in v.scenarios] == [("announces", Verdict.incomplete, AGENT_SCENARIO_NOT_RUN)]

@@ -332,7 +332,11 @@ def test_a_provider_outage_is_retried_on_a_fresh_thread_then_reported(sandbox_la
 
     script_override.override = stormy
     retries: list[int] = []
-    events = BuildEvents(on_outage_retry=lambda: (retries.append(1), released.set()))
+    def on_outage_retry() -> None:
+        retries.append(1)
+        released.set()
+
+    events = BuildEvents(on_outage_retry=on_outage_retry)
     built = asyncio.run(_build(lane, ledger, tmp_path, "smoke-manual-set-static-fields", events=events))
     assert built.result.status == BuildStatus.ok and built.result.attempts == 2 and retries == [1], built.result.error
     entries = read_transcript(built.transcript)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from k8s_fake_api import UNSCHEDULABLE_MESSAGE, FakeApiServer
@@ -34,7 +35,7 @@ def pod(name: str) -> dict:
 
 
 def test_watch_from_a_compacted_version_is_410_and_bookmarks_carry_the_version(server) -> None:
-    core = client.CoreV1Api(server.api_client())
+    core: Any = client.CoreV1Api(server.api_client())  # dict bodies, as the backend sends them
     core.create_namespaced_pod(NS, pod("a"))
     version = core.list_namespaced_pod(NS).metadata.resource_version
     core.create_namespaced_pod(NS, pod("b"))
@@ -51,7 +52,7 @@ def test_watch_from_a_compacted_version_is_410_and_bookmarks_carry_the_version(s
 
 
 def test_injected_5xx_and_latency(server) -> None:
-    core = client.CoreV1Api(server.api_client())
+    core: Any = client.CoreV1Api(server.api_client())  # dict bodies, as the backend sends them
     server.fail_next(2, 503)
     for _ in range(2):
         with pytest.raises(ApiException) as err:
@@ -66,12 +67,12 @@ def test_injected_5xx_and_latency(server) -> None:
 
 
 def test_graceful_deletion_terminating_then_gone_and_uid_preconditions(server) -> None:
-    core = client.CoreV1Api(server.api_client())
+    core: Any = client.CoreV1Api(server.api_client())  # dict bodies, as the backend sends them
     server.state.termination_s = 0.5
     uid = core.create_namespaced_pod(NS, pod("a")).metadata.uid
     with pytest.raises(ApiException) as err:
         core.delete_namespaced_pod("a", NS, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="other")))
-    assert err.value.status == 409 and "Precondition failed" in err.value.body
+    assert err.value.status == 409 and "Precondition failed" in str(err.value.body)
     core.delete_namespaced_pod("a", NS, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)))
     assert core.read_namespaced_pod("a", NS).metadata.deletion_timestamp is not None  # Terminating
     time.sleep(0.8)
@@ -79,22 +80,22 @@ def test_graceful_deletion_terminating_then_gone_and_uid_preconditions(server) -
 
 
 def test_pod_security_restricted_and_quota(server) -> None:
-    core = client.CoreV1Api(server.api_client())
+    core: Any = client.CoreV1Api(server.api_client())  # dict bodies, as the backend sends them
     server.state.pod_security = "restricted"
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod(NS, pod("loose"))
-    assert err.value.status == 403 and 'violates PodSecurity "restricted:latest"' in json.loads(err.value.body)["message"]
+    assert err.value.status == 403 and 'violates PodSecurity "restricted:latest"' in json.loads(str(err.value.body))["message"]
     spec = LaneSpec(n8n_version="2.41.1", image="registry.invalid/lane:1")
     lane = objects.pod_object("r1", 0, NS, spec, secret="keys")
     core.create_namespaced_pod(NS, lane)  # the backend's own pods are admitted
     server.state.quota_pods = 1
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod(NS, objects.pod_object("r1", 1, NS, spec, secret="keys"))
-    assert err.value.status == 403 and "exceeded quota" in err.value.body
+    assert err.value.status == 403 and "exceeded quota" in str(err.value.body)
 
 
 def test_lease_replace_is_optimistic_and_unschedulable_outcome(server) -> None:
-    coord = client.CoordinationV1Api(server.api_client())
+    coord: Any = client.CoordinationV1Api(server.api_client())
     lease = coord.create_namespaced_lease(NS, {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
     lease.spec.holder_identity = "b"
     coord.replace_namespaced_lease("l", NS, lease)
@@ -105,7 +106,7 @@ def test_lease_replace_is_optimistic_and_unschedulable_outcome(server) -> None:
     coord.patch_namespaced_lease("l", NS, {"spec": {"leaseDurationSeconds": 7}})
     got = coord.read_namespaced_lease("l", NS)
     assert (got.spec.holder_identity, got.spec.lease_duration_seconds) == ("b", 7)
-    core = client.CoreV1Api(server.api_client())
+    core: Any = client.CoreV1Api(server.api_client())  # dict bodies, as the backend sends them
     server.state.pod_plan = ((0.01, "Unschedulable"),)
     core.create_namespaced_pod(NS, pod("p"))
     time.sleep(0.2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -285,7 +286,7 @@ def test_egress_is_configurable_and_excepts_stay_inside_their_block() -> None:
 
 # ---- lanes.pod ------------------------------------------------------------------------------------
 
-POD_VALUES = {
+POD_VALUES: dict[str, Any] = {
     "imagePullSecrets": ["regcred", {"name": "other"}],
     "nodeSelector": {"n8n-eval/lanes": "true"},
     "tolerations": [{"key": "n8n-eval", "operator": "Equal", "value": "lanes", "effect": "NoSchedule"}],

@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from _tools import require
@@ -33,10 +33,10 @@ SCENARIO = "happy-path"
 
 
 class CapturingHooks(LangSmithHooks):
-    comparison: dict[str, object] | None = None
+    comparison: dict[str, Any] | None = None
 
     async def on_finish(self, results: EvalResults) -> dict[str, object] | None:
-        self.comparison = await super().on_finish(results)
+        self.comparison = cast(dict[str, Any] | None, await super().on_finish(results))
         return self.comparison
 
 
@@ -109,7 +109,7 @@ async def test_n8n_baselines_are_read_by_a_real_offline_run(tmp_path: Path, monk
 
     # the LangSmith baseline in n8n's record shape
     assert hooks.comparison is not None
-    ls_units = {u["key"]: u for u in hooks.comparison["evaluationUnits"]}  # type: ignore[union-attr]
+    ls_units = {u["key"]: u for u in hooks.comparison["evaluationUnits"]}
     assert hooks.comparison["baseline"] == {"experimentName": "instance-ai-baseline-n8n00001"}
     assert (ls_units[f"{CASE}/{SCENARIO}"]["baselinePasses"], ls_units[f"{CASE}/{SCENARIO}"]["baselineTotal"]) == (3, 3)
     assert (ls_units[exp_key]["baselinePasses"], ls_units[exp_key]["baselineTotal"]) == (3, 3)

@@ -104,8 +104,8 @@ async def test_prebuilt_workflows_are_scored_then_deleted(static_lane, model, tm
     checks = {c.name: c.status for c in units[0].structural}
     assert checks["has_trigger"] == "pass" and checks["no_unnecessary_code_nodes"] == "pass"
     # the builder rotated through the manifest: i % len(ids)
-    assert set(runner.builder.used) == set(ids)  # type: ignore[union-attr]
-    assert sorted(runner.builder.deleted) == sorted(ids)  # type: ignore[union-attr]
+    assert set(runner.builder.used) == set(ids)
+    assert sorted(runner.builder.deleted) == sorted(ids)
 
     doc = json.loads((tmp_path / "out" / "eval-results.json").read_text())
     jsonschema.Draft202012Validator(published_schema()).validate(doc)

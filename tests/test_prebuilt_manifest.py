@@ -61,8 +61,8 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     assert options == PrebuiltOptions(prebuilt_workflows=manifest, delete_prebuilt_workflows=True)
     run_dir = tmp_path / "run"  # empty: no run.json to fall back on
     builder = cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m", options=options))
-    assert builder.manifest == {"smoke-manual-code-greetings": ["W1", "W2"]}  # type: ignore[attr-defined]
-    assert builder.delete_after is True  # type: ignore[attr-defined]
+    assert builder.manifest == {"smoke-manual-code-greetings": ["W1", "W2"]}
+    assert builder.delete_after is True
     with pytest.raises(ConfigError, match="needs --prebuilt-workflows"):
         cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m"))
     assert resolve_stack(get_builder("mcp"), get_backend(cfg.backend), cfg).builder_options is None

@@ -199,7 +199,7 @@ async def _build(lane: Lane, ledger: Ledger, runner_url: str, tmp: Path, *, buil
 @pytest.mark.n8n
 @pytest.mark.claude
 def test_a_remote_build_runs_claude_on_the_runner_and_streams_its_transcript_back(
-        claude_bin, lane, model, runner, tmp_path: Path) -> None:
+        claude_bin, lane: tuple[Lane, Ledger], model, runner, tmp_path: Path) -> None:
     seen: set[int] = set()
 
     async def watch(task: asyncio.Future[Any]) -> None:
@@ -232,7 +232,7 @@ def test_a_remote_build_runs_claude_on_the_runner_and_streams_its_transcript_bac
 
 @pytest.mark.n8n
 @pytest.mark.claude
-def test_a_runner_lost_mid_build_is_a_lane_fault(claude_bin, lane, model, runner, tmp_path: Path,
+def test_a_runner_lost_mid_build_is_a_lane_fault(claude_bin, lane: tuple[Lane, Ledger], model, runner, tmp_path: Path,
                                                  script_override: Switch) -> None:
     script_override.override = lambda request: Hang(120)
     orphans: set[int] = set()
@@ -263,7 +263,7 @@ def test_a_runner_lost_mid_build_is_a_lane_fault(claude_bin, lane, model, runner
 
 @pytest.mark.n8n
 @pytest.mark.claude
-def test_claudes_timeout_on_the_runner_is_a_timeout(claude_bin, lane, model, runner, tmp_path: Path,
+def test_claudes_timeout_on_the_runner_is_a_timeout(claude_bin, lane: tuple[Lane, Ledger], model, runner, tmp_path: Path,
                                                     script_override: Switch) -> None:
     script_override.override = lambda request: Hang(120)
     started = time.monotonic()

@@ -192,7 +192,7 @@ async def test_a_lane_still_preparing_when_units_start_joins_the_allocator_once(
     prepare = McpBuilder.prepare_lane
     waited: list[bool] = []
 
-    async def slow_prepare(self: McpBuilder, ctx) -> None:  # type: ignore[no-untyped-def]
+    async def slow_prepare(self: McpBuilder, ctx) -> None:
         if ctx.lane.base_url.startswith(second):  # hold the second lane until units run on the first
             for _ in range(400):
                 if runner.allocator is not None and runner.allocator.stats().active:
@@ -224,7 +224,7 @@ async def test_a_lane_starts_its_next_unit_while_the_last_units_user_is_cleaned_
     release = BuildUserPool.release
     cleanups: list[tuple[float, float]] = []
 
-    async def slow_release(self: BuildUserPool, user, *, keep: bool = False):  # type: ignore[no-untyped-def]
+    async def slow_release(self: BuildUserPool, user, *, keep: bool = False):
         began = time.time()
         await asyncio.sleep(1.5)
         failures = await release(self, user, keep=keep)

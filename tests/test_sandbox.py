@@ -413,7 +413,7 @@ def test_template_matches_what_n8n_writes(template: SandboxTemplate) -> None:
 
     written = workspace_package_json(TC)  # evaluated from the installed n8n's own dist
     assert written == template.package_json()
-    deps: dict[str, str] = {**written["dependencies"], **written["devDependencies"]}  # type: ignore[dict-item]
+    deps: dict[str, str] = {**written["dependencies"], **written["devDependencies"]}
     assert {"tsx", "typescript", "@n8n/workflow-sdk", "@types/node"} <= set(deps)
     for name in deps:
         assert (template.node_modules / name / "package.json").exists()
@@ -518,7 +518,7 @@ async def test_sweep_after_a_crash_removes_service_jails_cgroups_and_folders(tmp
     await _start_running(svc, marker)
     assert svc.pid in labelled_processes(run_id)
     os.kill(svc.pid, signal.SIGKILL)
-    svc.proc.wait()  # type: ignore[union-attr]
+    svc.proc.wait()
     assert await wait_no_procs(marker) == []  # the jails died with it (--die-with-parent)
     cgroups = list(Path("/sys/fs/cgroup/memory").rglob(f"{svc.cgroup_prefix}*"))
     assert cgroups and svc.root.exists()  # what a SIGKILL leaves behind

@@ -8,6 +8,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -92,14 +93,14 @@ async def test_lane_with_external_sandbox_url(tmp_path: Path, monkeypatch: pytes
 def _agent_script(seen: dict[str, object]):
     """The lane's agent: run one command in its workspace, then finish; side callers get a title."""
 
-    def script(request: dict[str, object]) -> Reply:
+    def script(request: dict[str, Any]) -> Reply:
         names = tool_names(request)
         if not names:
             return Reply([TextBlock("Sandbox probe")])
         seen.setdefault("tools", names)
         if "workspace_execute_command" not in names:
             return Reply([TextBlock("no workspace tool offered")])
-        seen["schema"] = next(t for t in request["tools"] if t.get("name") == "workspace_execute_command")  # type: ignore[attr-defined,union-attr]
+        seen["schema"] = next(t for t in request["tools"] if t.get("name") == "workspace_execute_command")
         calls = tool_calls(request, "workspace_execute_command")
         if not calls:
             return Reply([ToolUseBlock("workspace_execute_command", {"command": PROBE})])
@@ -113,7 +114,7 @@ PROBE = "echo from-agent > /home/user/workspace/probe.txt && node --version && n
 
 
 async def test_agent_creates_its_sandbox_on_the_lanes_service(tmp_path: Path) -> None:
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
     run_id = f"test-{secrets.token_hex(4)}"
     ledger = Ledger.for_run(run_id, tmp_path)
     with ScriptedModelServer(_agent_script(seen)) as model:

@@ -92,8 +92,8 @@ def test_each_scenario_runs_on_its_own_rows_and_the_tables_go_with_the_member(
 
         async def observed(owner, workflow_id, data_setup, timeout_ms):  # what the table holds as it runs
             table_id = seen["result"].scenario_tables.ids_by_name["Orders"]
-            rows = await owner.get(f"/rest/projects/{project}/data-tables/{table_id}/rows")
-            rows = rows.get("data") if isinstance(rows, dict) else rows
+            listed = await owner.get(f"/rest/projects/{project}/data-tables/{table_id}/rows")
+            rows = listed["data"] if isinstance(listed, dict) else listed
             seen["at_run"].append((data_setup, sorted(r["order_id"] for r in rows)))
             return await real_execute(owner, workflow_id, data_setup, timeout_ms)
 

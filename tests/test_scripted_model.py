@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from typing import Any
 
 import anthropic
 import httpx
@@ -16,7 +17,13 @@ from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock, Usage
 from orchestrator.scripted.server import ScriptedModelServer
 
 MODEL = "claude-opus-4-8"
-MSG = [{"role": "user", "content": "hello"}]
+MSG: list[anthropic.types.MessageParam] = [{"role": "user", "content": "hello"}]
+
+
+def text_of(block: object) -> str:
+    """The text of a reply block the test expects to be text (fails naming the block otherwise)."""
+    assert isinstance(block, anthropic.types.TextBlock), block
+    return block.text
 
 
 def client(srv: ScriptedModelServer, **kw) -> anthropic.Anthropic:
@@ -27,7 +34,7 @@ def client(srv: ScriptedModelServer, **kw) -> anthropic.Anthropic:
 def test_non_streaming_text_reply_and_recording():
     with ScriptedModelServer(ms.text_only("hi there")) as srv:
         msg = client(srv).messages.create(model=MODEL, max_tokens=100, messages=MSG)
-        assert [b.text for b in msg.content] == ["hi there"]
+        assert [text_of(b) for b in msg.content] == ["hi there"]
         assert msg.stop_reason == "end_turn"
         assert msg.model == MODEL
         assert msg.usage.input_tokens > 0 and msg.usage.output_tokens > 0
@@ -49,7 +56,7 @@ def test_streaming_text_and_tool_use_with_explicit_usage():
             final = stream.get_final_message()
         assert final.stop_reason == "tool_use"
         text, tool = final.content
-        assert text.text == "Let me call a tool. " * 5
+        assert text_of(text) == "Let me call a tool. " * 5
         assert tool.type == "tool_use" and tool.name == "lookup"
         assert tool.input == {"q": "n8n", "nested": {"n": [1, 2, 3]}}
         assert final.usage.output_tokens == 45 and final.usage.input_tokens == 123
@@ -90,7 +97,7 @@ def test_status_storm_then_recovers(status, exc_type, error_type, kind):
             assert err.value.body["error"]["type"] == error_type
             info = classify_exception(err.value)
             assert info is not None and info.kind == kind and info.status == status and info.source == "sdk"
-        assert c.messages.create(model=MODEL, max_tokens=10, messages=MSG).content[0].text == "back"
+        assert text_of(c.messages.create(model=MODEL, max_tokens=10, messages=MSG).content[0]) == "back"
         assert srv.count("/v1/messages") == 3
 
 
@@ -143,7 +150,7 @@ def test_sequence_repeats_last_action():
     script = ms.sequence(ms.text_only("one"), Reply([TextBlock("two")]))
     with ScriptedModelServer(script) as srv:
         c = client(srv)
-        got = [c.messages.create(model=MODEL, max_tokens=10, messages=MSG).content[0].text for _ in range(3)]
+        got = [text_of(c.messages.create(model=MODEL, max_tokens=10, messages=MSG).content[0]) for _ in range(3)]
     assert got == ["one", "two", "two"]
 
 
@@ -157,17 +164,17 @@ def test_judge_script_speaks_the_judge_format():
         first = c.messages.create(model=MODEL, max_tokens=100, system=EXPECTATION_SYSTEM,
                                   messages=[{"role": "user", "content": prompt}])
         second = c.messages.create(model=MODEL, max_tokens=100, messages=[{"role": "user", "content": prompt}])
-    verdicts = parse_verdicts(first.content[0].text, 3)
+    verdicts = parse_verdicts(text_of(first.content[0]), 3)
     assert verdicts is not None
     assert [v.verdict for v in verdicts] == [Verdict.passed, Verdict.failed, Verdict.passed]
     assert verdicts[1].category == "builder_issue"
-    assert parse_verdicts(second.content[0].text, 3) is None  # the second scripted verdict is empty
+    assert parse_verdicts(text_of(second.content[0]), 3) is None  # the second scripted verdict is empty
 
 
 def test_judge_with_custom_render():
     script = ms.judge({"score": 1}, render=lambda v: f"VERDICT: {v['score']}")
     with ScriptedModelServer(script) as srv:
-        text = client(srv).messages.create(model=MODEL, max_tokens=10, messages=MSG).content[0].text
+        text = text_of(client(srv).messages.create(model=MODEL, max_tokens=10, messages=MSG).content[0])
     assert text == "VERDICT: 1"
 
 
@@ -297,6 +304,7 @@ def test_module_main_serves_until_interrupted():
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator.scripted.server", "--script", "judge"],
                             stdout=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout is not None
         base_url = proc.stdout.readline().strip()
         assert base_url.startswith("http://127.0.0.1:")
         reply = httpx.post(f"{base_url}/v1/messages", json={"model": MODEL, "max_tokens": 5, "messages": MSG}).json()
@@ -313,11 +321,11 @@ from orchestrator.scripted import instance_ai as ia  # noqa: E402
 
 SMOKE_PROMPT = ('Build a workflow that starts with a Manual Trigger followed by a single Set node. The Set node '
                 'outputs one item with two fields: status, the string "ok", and version, the number 3.')
-IA_TOOLS = [{"name": n, "description": n, "input_schema": {"type": "object"}}
+IA_TOOLS: list[Any] = [{"name": n, "description": n, "input_schema": {"type": "object"}}
             for n in ("workflows", "nodes", "ask-user", "build-workflow", "load_skill", "workspace_write_file")]
 
 
-def _agent_step(srv: ScriptedModelServer, messages: list[dict], tools=IA_TOOLS) -> anthropic.types.Message:
+def _agent_step(srv: ScriptedModelServer, messages: list[Any], tools: list[Any] = IA_TOOLS) -> anthropic.types.Message:
     with client(srv).messages.stream(model="claude-sonnet-4-6", max_tokens=1000, messages=messages, tools=tools,
                                      system="You are the n8n Assistant.") as stream:
         return stream.get_final_message()
@@ -356,7 +364,7 @@ def test_instance_ai_agent_loads_the_skill_writes_the_file_builds_and_finishes()
         fields = {a["name"]: a["value"] for a in workflow["nodes"][1]["parameters"]["assignments"]["assignments"]}
         assert fields == {"status": "ok", "version": 3}
         assert workflow["connections"] == {"Start": {"main": [[{"node": "Set Fields", "type": "main", "index": 0}]]}}
-        assert msg.stop_reason == "end_turn" and "WF123" in msg.content[0].text
+        assert msg.stop_reason == "end_turn" and "WF123" in text_of(msg.content[0])
         assert all(r.body.get("stream") for r in srv.model_requests)
 
 
@@ -379,7 +387,7 @@ def test_instance_ai_agent_gives_up_with_text_after_two_failed_builds():
     tools = [t for t in IA_TOOLS if t["name"] != "load_skill"]
     with ScriptedModelServer(ia.instance_ai_agent()) as srv:
         msg = _agent_step(srv, history, tools)
-    assert msg.stop_reason == "end_turn" and "Runtime workspace is required" in msg.content[0].text
+    assert msg.stop_reason == "end_turn" and "Runtime workspace is required" in text_of(msg.content[0])
 
 
 def test_a_second_user_turn_rebuilds_the_same_file():
@@ -404,13 +412,13 @@ def test_title_generator_and_mock_planners_get_non_streamed_answers():
         c = client(srv)
         title = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": SMOKE_PROMPT}],
                                   system="You generate a short descriptive title for a conversation based on its first user message.")
-        assert 1 <= len(title.content[0].text.split()) <= 5 and "{" not in title.content[0].text
+        assert 1 <= len(text_of(title.content[0]).split()) <= 5 and "{" not in text_of(title.content[0])
         plan = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "nodes…"}],
                                  system="You are a test data planner for n8n workflow automation. Return ONLY valid JSON.")
-        assert set(json.loads(plan.content[0].text)) == {"globalContext", "nodeHints", "triggerContent"}
+        assert set(json.loads(text_of(plan.content[0]))) == {"globalContext", "nodeHints", "triggerContent"}
         agent_plan = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "x"}],
                                        system='You are a test data planner for n8n AI agents. … "openingMessage" …')
-        assert set(json.loads(agent_plan.content[0].text)) == {"globalContext", "openingMessage", "toolHints"}
+        assert set(json.loads(text_of(agent_plan.content[0]))) == {"globalContext", "openingMessage", "toolHints"}
 
 
 def _openai_tools() -> list[dict]:
@@ -420,7 +428,7 @@ def _openai_tools() -> list[dict]:
 
 def test_chat_completions_non_streamed_tool_call_then_text():
     with ScriptedModelServer(ia.instance_ai_agent(load_skill=False)) as srv:
-        body = {"model": "my-model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": SMOKE_PROMPT}],
+        body: dict[str, Any] = {"model": "my-model", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": SMOKE_PROMPT}],
                 "tools": _openai_tools()}
         answer = httpx.post(f"{srv.base_url}/v1/chat/completions", json=body).json()
         choice = answer["choices"][0]

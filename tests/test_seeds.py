@@ -253,7 +253,7 @@ async def test_cleanup_deletes_this_users_seed_artifacts_in_order_and_closes_the
     ledger.created("folder", "f2", lane="L", user="u2")  # another build's
     recorder = _Recorder()
     monkeypatch.setattr(seeds, "SeedDeleter", lambda session, project: recorder)
-    failures = await seeds.cleanup(ledger, None, "p1", lane="L", user="u1")  # type: ignore[arg-type]
+    failures = await seeds.cleanup(ledger, None, "p1", lane="L", user="u1")
     assert failures == []
     assert recorder.calls == ["workflow w1", "data_table d1", "folder f1"]
     assert {e.id for e in ledger.open_entries()} == {"built", "f2"}
@@ -326,11 +326,11 @@ def test_the_scripted_agent_runs_an_attached_workflow_and_edits_one_in_place() -
 
 def test_cleanup_addresses_folders_tables_and_agents_through_their_project() -> None:
     session = object()
-    folder = seeds.deleter_for(session, "folder", {"project": "p1"})  # type: ignore[arg-type]
+    folder = seeds.deleter_for(session, "folder", {"project": "p1"})
     assert isinstance(folder, seeds.SeedDeleter) and folder.project_id == "p1"
-    assert isinstance(seeds.deleter_for(session, "agent", {"project": "p2"}), seeds.SeedDeleter)  # type: ignore[arg-type]
-    assert seeds.deleter_for(session, "workflow", {"project": "p1"}) is session  # type: ignore[arg-type]
-    assert seeds.deleter_for(session, "folder", {}) is session  # type: ignore[arg-type]
+    assert isinstance(seeds.deleter_for(session, "agent", {"project": "p2"}), seeds.SeedDeleter)
+    assert seeds.deleter_for(session, "workflow", {"project": "p1"}) is session
+    assert seeds.deleter_for(session, "folder", {}) is session
 
 
 def test_a_build_request_naming_a_folder_is_still_built() -> None:

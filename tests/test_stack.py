@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ BY_URL = {"base_url": URL, "email": None, "password": None}
 
 #: (builder, backend) → (sandbox, build runner, toolchain n8n, toolchain claude, backend options), or the
 #: error's words
-TABLE: dict[tuple[str, str], tuple[str, bool, bool, bool, dict[str, object]] | str] = {
+TABLE: dict[tuple[str, str], tuple[str, bool, bool, bool, Mapping[str, object]] | str] = {
     ("mcp", "process"): ("none", False, True, True, {}),
     ("mcp", "docker"): ("none", False, False, True, {}),
     ("mcp", "kubernetes"): ("none", False, False, True, {}),

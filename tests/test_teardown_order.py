@@ -95,7 +95,7 @@ async def test_members_then_open_deletes_then_sessions_then_lanes_then_ledger(tm
     contexts = {i: Ctx(lane, Session(calls, i, {"wf-stuck"}), Session(calls, f"{i} client"), Users(calls, i))
                 for i, lane in lanes.items()}
 
-    failures = await teardown(Backend(calls, ledger, tmp_path), ledger, lanes, contexts, keep_workflows=False)  # type: ignore[arg-type]
+    failures = await teardown(Backend(calls, ledger, tmp_path), ledger, lanes, contexts, keep_workflows=False)
 
     assert calls.seen == [
         "p0: unused members deleted",  # 1. live lanes only
@@ -120,6 +120,6 @@ async def test_what_stays_open_is_named_by_kind_and_id(tmp_path: Path) -> None:
         owns_lanes = False
 
     contexts = {"s0": Ctx(lane, Session(calls, "s0", {"wf-stuck"}), Session(calls, "s0 client"), Users(calls, "s0"))}
-    failures = await teardown(NotOwned(calls, ledger, tmp_path), ledger, {"s0": lane}, contexts, keep_workflows=False)  # type: ignore[arg-type]
+    failures = await teardown(NotOwned(calls, ledger, tmp_path), ledger, {"s0": lane}, contexts, keep_workflows=False)
     assert [(f.kind.value, f.id, f.lane) for f in failures] == [("workflow", "wf-stuck", "s0")]
     assert "wf-stuck was not deleted" in str(failures[0]) and "500" in str(failures[0])

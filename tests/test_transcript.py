@@ -145,7 +145,7 @@ async def test_a_build_only_case_without_a_workflow_is_still_graded(tmp_path: Pa
         t.add("assistant", text="Which Slack channel should I use?")
     with ScriptedModelServer(judge(verdict_list(False))) as srv:
         j = _judge(srv)
-        v = await verify_workflow(case, None, None, j, timeout_ms=60_000, transcript_path=path)  # type: ignore[arg-type]
+        v = await verify_workflow(case, None, None, j, timeout_ms=60_000, transcript_path=path)
         await j.aclose()
         prompts = [r.body["messages"][0]["content"] for r in srv.message_requests]
     assert v.workflow is None and v.structural == [] and v.scenarios == []

@@ -43,7 +43,7 @@ def _field_comment(name: str) -> str:
     """The ``#:`` comment above a RunConfig field (its documentation in the code)."""
     src = (Path(__file__).resolve().parents[1] / "orchestrator" / "run" / "config.py").read_text().splitlines()
     at = next(i for i, line in enumerate(src) if line.strip().startswith(f"{name}:"))
-    lines = []
+    lines: list[str] = []
     for line in reversed(src[:at]):
         if not line.strip().startswith("#:"):
             break
@@ -65,7 +65,7 @@ def test_the_build_budget_defaults_per_builder_and_is_never_the_verification_bud
 def test_a_unit_gets_the_build_budget_for_its_build_and_the_verification_budget_for_verifying() -> None:
     """n8n ``harness/cleanup.ts`` ``effectiveTimeoutMs``: ``complex`` cases get 1.5× the base
     budget (build turn and scenario execution alike), simple and medium cases the base."""
-    runner: Any = UnitRunner({}, {}, None, None,  # type: ignore[arg-type]
+    runner: Any = UnitRunner({}, {}, None, None,
                              UnitSettings(max_attempts=1, timeout_ms=100_000, keep_workflows=False,
                                           build_timeout_ms=400_000))
 

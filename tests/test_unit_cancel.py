@@ -66,7 +66,7 @@ class _Setup:
         self.client = N8nClient(self.lane.base_url)
         owner = N8nSession(self.client, "cookie", {"id": "owner"})
         self.users = _Users(BuildUser("member", "m@x.invalid", owner, None, "project"))
-        ctx = BuildLane(self.lane, self.client, owner, self.users)  # type: ignore[arg-type]
+        ctx = BuildLane(self.lane, self.client, owner, self.users)
         self.builder = _GatedBuilder(BuilderSettings(run_id="cancel-test", run_dir=tmp_path, model="scripted"))
         self.runner = UnitRunner({self.case.slug: self.case}, {self.lane.lane_id: ctx}, self.builder,
                                  Judge(JudgeConfig(api_key=None)),
