@@ -51,9 +51,12 @@ def run_dir(cfg: RunConfig, run_id: str) -> Path:
 
 def resume_config(cfg: RunConfig) -> RunConfig:
     """``--resume ID``: the stored selection of that run, this invocation's lane/runtime options."""
-    stored = stored_run(run_dir(cfg, str(cfg.resume)))
+    directory = run_dir(cfg, str(cfg.resume))
+    if not (directory / RUN_FILENAME).is_file():
+        raise ConfigError(f"--resume: no run {cfg.resume!r} under {cfg.state_dir / 'runs'}")
+    stored = stored_run(directory)
     if stored is None:
-        raise ConfigError(f"--resume: no run {cfg.resume!r} under {cfg.state_dir / 'runs'} (or its {RUN_FILENAME} cannot be read)")
+        raise ConfigError(f"--resume: run {cfg.resume!r}: {directory / RUN_FILENAME} cannot be read (cut short?)")
     for key in ("source", "suite", "filter", "exclude", "tier", "iterations", "experiment_name", "output_dir"):
         if stored.get(key) is not None:
             setattr(cfg, key, stored[key] if key != "output_dir" else Path(stored[key]))
