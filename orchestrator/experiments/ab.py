@@ -62,10 +62,10 @@ from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
 from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
-from orchestrator.results.writer import UNITS_FILENAME, read_units, stored_output_dir
+from orchestrator.results.writer import stored_output_dir
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run
-from orchestrator.run.plan import resumable_units, run_dir
+from orchestrator.run.plan import kept_units, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -421,7 +421,7 @@ def finished_units(cfg: RunConfig) -> list[UnitResult]:
     its ``--resume`` keeps."""
     if not cfg.run_id:
         return []
-    return resumable_units(read_units(run_dir(cfg, cfg.run_id) / UNITS_FILENAME))
+    return kept_units(run_dir(cfg, cfg.run_id))
 
 
 class SequentialController:

@@ -22,7 +22,14 @@ from orchestrator.ids import new_run_id
 from orchestrator.ledger import Ledger, RunLock
 from orchestrator.results.history import default_durations_source, load_durations
 from orchestrator.results.model import EvalResults, UnitResult
-from orchestrator.results.writer import RUN_FILENAME, ResultsWriteError, ResultsWriter, read_units, stored_run
+from orchestrator.results.writer import (
+    RUN_FILENAME,
+    UNITS_FILENAME,
+    ResultsWriteError,
+    ResultsWriter,
+    read_units,
+    stored_run,
+)
 from orchestrator.run.config import RunConfig
 
 log = logging.getLogger(__name__)
@@ -74,6 +81,11 @@ def resumable_units(records: list[UnitResult]) -> list[UnitResult]:
     return [r for r in last.values() if r.build.status.value != "skipped"]
 
 
+def kept_units(directory: Path) -> list[UnitResult]:
+    """What ``--resume`` of the run whose state folder is ``directory`` keeps (none if it never ran)."""
+    return resumable_units(read_units(directory / UNITS_FILENAME))
+
+
 def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResult]) -> list[WorkUnit]:
     done = {(u.case, u.iteration) for u in finished}
     return [WorkUnit(c.slug, i) for c in cases for i in range(iterations) if (c.slug, i) not in done]
@@ -112,7 +124,7 @@ async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock) -> P
         writer = ResultsWriter(results, output_dir, directory)
     except ResultsWriteError as exc:  # nothing started yet: a plain one-line error
         raise UserError(str(exc)) from None
-    finished = resumable_units(read_units(writer.units_path)) if cfg.resume else []
+    finished = kept_units(directory) if cfg.resume else []
     writer.preload(finished)
     units = plan_units(cases, cfg.iterations, finished)
     return Plan(run_id, directory, ledger, cases, units, len(cases) * cfg.iterations, results, writer, lock)
