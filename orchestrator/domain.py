@@ -14,12 +14,21 @@ from dataclasses import dataclass
 
 
 class Attribution(str, enum.Enum):
-    """Who a failure is charged to (the four buckets of the reference harness)."""
+    """Who a failure is charged to: the four buckets of the reference harness, and ``timeout``
+    (n8n's ``EVAL_ATTRIBUTIONS``, ``harness/attribution.ts``): every row of an iteration whose
+    conversation a budget ended carries it and is ``incomplete`` — graded and recorded, counted
+    neither as a pass nor as a failure."""
 
     builder_issue = "builder_issue"
     mock_issue = "mock_issue"
     framework_issue = "framework_issue"
     verification_gap = "verification_gap"
+    timeout = "timeout"
+
+
+#: The four buckets a failure can be charged to (a judge or the harness picks one of these).
+FAILURE_BUCKETS = (Attribution.builder_issue, Attribution.mock_issue, Attribution.framework_issue,
+                   Attribution.verification_gap)
 
 
 class BuildStatus(str, enum.Enum):
@@ -31,7 +40,13 @@ class BuildStatus(str, enum.Enum):
     skipped = "skipped"  # not started: spend cap reached or run interrupted
 
 
-PROVIDER_OUTAGE_ROOT_CAUSE = "provider_outage:"
+#: n8n's marker on the root cause of a build a provider outage ended (``harness/transient-error.ts``):
+#: the row's ``rootCause`` is ``"<marker>: <evidence>"``; LangTracer's older readers key on the prefix
+PROVIDER_OUTAGE_ROOT_CAUSE = ("Model provider was unavailable during the build (transient upstream 5xx/429), "
+                              "so the agent produced no output")
+#: n8n's failure category for every row of a timed-out iteration (``run/case-pipeline.ts``
+#: ``attachExpectations``; ``KNOWN_FAILURE_CATEGORIES`` in ``comparison/compare.ts``)
+BUILD_TIMEOUT_CATEGORY = "build_timeout"
 
 
 class Verdict(str, enum.Enum):

@@ -15,6 +15,7 @@ from orchestrator.results.model import (
     Verdict,
 )
 from orchestrator.results.scoring import summarize
+from orchestrator.verify.verifier import Verification, stamp_timeout
 
 #: A scenario outcome: True pass, False fail, None incomplete, or (passed, failure category).
 Outcome = bool | None | tuple[bool, str]
@@ -44,7 +45,11 @@ def unit(
     attribution: Attribution | None = Attribution.builder_issue,
     failure_category: str | None = None,
     reason: str = "did not do the thing",
+    timeout: dict[str, object] | None = None,
 ) -> UnitResult:
+    """One record as ``run/unit.py`` writes it. A timed-out iteration (``status`` timeout, or a
+    ``timeout`` breach on a saved build) has its rows stamped as the runner stamps them
+    (``incomplete``, attribution ``timeout``), the graded verdicts kept in ``judged``."""
     scenario_results = []
     for name, outcome in (scenarios or {}).items():
         verdict, category = _verdict(outcome)
@@ -61,6 +66,12 @@ def unit(
             attribution=attribution if verdict is Verdict.failed else None,
             reason=reason if verdict is Verdict.failed else "",
         ))
+    if status is BuildStatus.timeout and timeout is None:
+        timeout = {"kind": "turn", "turn": 1, "elapsedMs": 900_000}
+    if timeout is not None:
+        stamped = Verification(scenarios=scenario_results, expectations=expectation_results)
+        stamp_timeout(stamped)
+        failure_category = "build_timeout"
     return UnitResult(
         case=case,
         iteration=iteration,
@@ -68,7 +79,7 @@ def unit(
         started_at=started_at,
         finished_at=started_at + duration,
         build=BuildRecord(status=status, workflow_id="wf1" if status is BuildStatus.ok else None,
-                          attempts=1, cost_usd=cost, turns=turns, duration_s=duration / 2),
+                          attempts=1, cost_usd=cost, turns=turns, duration_s=duration / 2, timeout=timeout),
         scenarios=scenario_results,
         expectations=expectation_results,
         failure_category=failure_category,

@@ -123,16 +123,21 @@ async def test_a_timeout_still_wins_over_a_leak(tmp_path: Path) -> None:
     answer = BuildResult(BuildStatus.timeout, error="build timed out", leaked_workflows=["foreignWf01"])
     _, (outcome, record) = await _run_unit(tmp_path, answer)
     assert outcome is Outcome.done and record.build.status == BuildStatus.timeout
-    assert record.failure_category == "timeout" and record.attribution is None
+    assert record.failure_category == "build_timeout" and record.attribution is Attribution.timeout
     assert all(r.verdict == Verdict.incomplete for r in [*record.scenarios, *record.expectations])
 
 
 async def test_a_budget_timeout_still_wins_over_a_leak_when_a_workflow_was_saved(tmp_path: Path) -> None:
     """n8n README ("a timeout still wins: if the build also timed out, the run stays neutral as
-    timeout") with ``harness/build-workflow.ts``: a conversation a budget ended still carries its
-    saved workflow; when it also read a foreign workflow, the run is a neutral timeout."""
+    timeout") with ``harness/build-workflow.ts`` and ``run/case-pipeline.ts`` (a92ceee3: the
+    ``harnessFault`` row goes through ``attachExpectations``): a conversation a budget ended still
+    carries its saved workflow; when it also read a foreign workflow, every row is the harness
+    fault's, stamped ``incomplete`` / ``timeout`` — a neutral timeout."""
     answer = BuildResult(BuildStatus.ok, workflow_id="builtWf0001", leaked_workflows=["foreignWf01"],
-                         budget_timeout="Run timed out after 1800000ms (conversation budget, user turn 3)")
+                         budget_timeout="Run timed out after 1800000ms (conversation budget, user turn 3)",
+                         budget_breach={"kind": "conversation", "turn": 3, "elapsedMs": 1_800_000})
     _, (outcome, record) = await _run_unit(tmp_path, answer)
-    assert outcome is Outcome.done and record.build.status == BuildStatus.timeout
-    assert record.failure_category == "timeout" and record.attribution is None
+    assert outcome is Outcome.done and record.build.timeout == answer.budget_breach
+    assert record.failure_category == "build_timeout" and record.attribution is Attribution.timeout
+    rows = [*record.scenarios, *record.expectations]
+    assert rows and {(r.verdict, r.attribution) for r in rows} == {(Verdict.incomplete, Attribution.timeout)}

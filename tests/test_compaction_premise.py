@@ -62,7 +62,7 @@ async def test_an_unchecked_premise_leaves_every_expectation_incomplete_without_
         owner = N8nSession(client, "cookie", {"id": "owner"})
         v = await verify_workflow(case, None, owner, Judge(JudgeConfig(api_key=None)), timeout_ms=60_000,
                                   not_judged_reason=NOT_CHECKABLE)
-    texts = [*case.outcome_expectations, *case.process_expectations]
+    texts = [*case.process_expectations, *case.outcome_expectations]  # n8n's collectExpectations order
     assert [e.text for e in v.expectations] == texts and len(texts) == 4
     assert {(e.verdict, e.reason) for e in v.expectations} == {(Verdict.incomplete, NOT_CHECKABLE)}
     assert all(e.judge_input is None for e in v.expectations)

@@ -200,6 +200,9 @@ def test_a_budget_that_fires_in_a_later_turn_grades_what_was_saved(lane_and_mode
     result, entries = built["result"], built["entries"]
     assert result.status == BuildStatus.ok and result.workflow_id, result.error
     assert result.budget_timeout and "(turn budget, user turn 2)" in result.budget_timeout
+    # n8n's BuildTimeout ({kind, turn, elapsedMs}): the unit runner stamps every row of the iteration
+    # with it (incomplete, attribution timeout; tests/test_fidelity_counts.py)
+    assert result.budget_breach is not None and (result.budget_breach["kind"], result.budget_breach["turn"]) == ("turn", 2)
     [stamp] = [e for e in entries if e["kind"] == "timeout"]
     assert (stamp["budget"], stamp["turn"]) == ("turn", 2)
     assert [e["status"] for e in entries if e["kind"] == "run"][0] == "completed"

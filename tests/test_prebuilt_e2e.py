@@ -16,7 +16,7 @@ from _model_switch import SharedModel
 from _static_lane import LaneTurn, StaticLane, lane_turn
 
 from orchestrator.n8n.rest import N8nClient
-from orchestrator.results.contract import published_schema
+from orchestrator.results.schema import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
 from orchestrator.scripted.scripts import demo_script

@@ -28,7 +28,7 @@ from _static_lane import LaneTurn, StaticLane, lane_turn
 from _tools import require
 
 from orchestrator.ledger import Ledger
-from orchestrator.results.contract import published_schema
+from orchestrator.results.schema import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted.scripts import demo_script, judge, last_user_text, verdict_list

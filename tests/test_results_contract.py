@@ -12,13 +12,7 @@ from eval_results_factory import results, unit
 
 from orchestrator.compare import compare, comparison_dict, load_results
 from orchestrator.compare.tiers import Tier
-from orchestrator.results.contract import (
-    SCHEMA_VERSION,
-    from_document,
-    json_schema,
-    published_schema,
-    to_document,
-)
+from orchestrator.results.contract import from_document, to_document
 from orchestrator.results.model import (
     Attribution,
     BuildStatus,
@@ -26,6 +20,7 @@ from orchestrator.results.model import (
     StructuralCheck,
     UsageEntry,
 )
+from orchestrator.results.schema import SCHEMA_VERSION, json_schema, published_schema
 from orchestrator.results.writer import ResultsWriter
 
 REFERENCE = Path(__file__).parent / "fixtures" / "reference" / "eval-results.json"
@@ -57,7 +52,7 @@ def _run() -> EvalResults:
 
 
 def test_published_schema_is_the_generated_one() -> None:
-    """Regenerate with `python -m orchestrator.results.contract` after changing the models."""
+    """Regenerate with `python -m orchestrator.results.schema` after changing the models."""
     assert published_schema() == json_schema()
     assert published_schema()["properties"]["schemaVersion"]["const"] == SCHEMA_VERSION
 
@@ -94,7 +89,9 @@ def test_document_carries_the_reference_fields_and_validates() -> None:
     timeout = {t["testCaseFile"]: t for t in doc["testCases"]}["timeout-case"]
     assert timeout["buildSuccessCount"] == 0
     run = timeout["scenarios"][0]["runs"][0]  # a timed-out build is neutral, not a builder failure
-    assert run["incomplete"] is True and run["passed"] is False and "failureCategory" not in run
+    # n8n's attachExpectations (run/case-pipeline.ts): incomplete, build_timeout / timeout, buildTimeout
+    assert run["incomplete"] is True and run["passed"] is False
+    assert (run["failureCategory"], run["attribution"]) == ("build_timeout", "timeout") and run["buildTimeout"]
     assert timeout["scenarios"][0]["evaluatedCount"] == 0 and timeout["status"] == "notVerified"
     # ours stays under its own key, whole
     assert doc["orchestrator"]["run_id"] == "run-1" and len(doc["orchestrator"]["units"]) == 7
@@ -163,7 +160,10 @@ def test_reference_baseline_compares_with_the_expected_tiers() -> None:
         "daily-signups-slack#expectation:Uses a Schedule trigger.": Tier.stable,
         "contact-dedup/happy-path": Tier.stable,  # 2/3 vs 2/3
     }
-    assert comparison.pr_only == []  # the timed-out build is neutral: no trial
+    # the timed-out build is neutral: its unit is listed (n8n's results list its incomplete row) with
+    # no trial, so nothing of it is compared
+    assert comparison.pr_only == ["timeout-case/s"]
+    assert "timeout-case/s" not in tiers
 
 
 def test_not_an_eval_results_file_is_one_line(tmp_path: Path) -> None:

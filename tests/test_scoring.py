@@ -117,32 +117,37 @@ def test_scoring_units_keys_and_incomplete_excluded() -> None:
     assert sus["alpha#expectation:Sends an email"].kind == "expectation"
 
 
-def test_failed_build_counts_as_failure_and_infra_loss_is_not_scored() -> None:
+def test_failed_build_counts_as_failure_and_rows_decide_the_rest() -> None:
     """n8n's rule (``packages/@n8n/instance-ai/evaluations/harness/runner.ts`` ``runWorkflowTestCase``,
     ``run/aggregator.ts``): a build that saved no workflow passes none of its scenarios, each an
-    evaluated failure; a lost lane or provider is no verdict on the build."""
+    evaluated failure; otherwise a unit's rows decide — only ``incomplete`` ones are dropped (a
+    timed-out iteration's rows are stamped so, an infrastructure failure's are failures: both
+    written by ``run/unit.py``, see ``test_fidelity_counts.py``). A record without rows of a build
+    that was not the builder's failure (an older file) contributes nothing."""
     units = [
         unit("beta", 0, {"s1": True, "s2": True}),
         unit("beta", 1, status=BuildStatus.failed, failure_category=None, attribution=None),
         unit("beta", 2, status=BuildStatus.provider_outage),
         unit("beta", 3, status=BuildStatus.lane_failure),
         unit("beta", 4, status=BuildStatus.skipped),
+        unit("beta", 5, {"s1": (False, "framework_issue"), "s2": (False, "framework_issue")},
+             status=BuildStatus.provider_outage, attribution=Attribution.framework_issue),
         unit("gamma", 0, status=BuildStatus.failed, failure_category="build_failure"),
         unit("gamma", 1, status=BuildStatus.timeout, failure_category="build_failure"),
-        unit("theta", 0, {"s": False}, status=BuildStatus.timeout, failure_category="build_failure"),
+        unit("theta", 0, {"s": None}, status=BuildStatus.timeout, failure_category="build_timeout"),
     ]
     sus = scoring_units(units)
-    assert (sus["beta/s1"].n, sus["beta/s1"].c) == (2, 1)
+    assert (sus["beta/s1"].n, sus["beta/s1"].c) == (3, 1)
     failed = [t for t in sus["beta/s2"].trials if not t.passed]
     assert [(t.iteration, t.failure_category, t.attribution) for t in failed] == [
-        (1, BUILD_FAILED_CATEGORY, Attribution.builder_issue)
+        (1, BUILD_FAILED_CATEGORY, Attribution.builder_issue), (5, "framework_issue", Attribution.framework_issue)
     ]
     # a case no iteration produced a verdict for is still scored, on its build
     assert (sus["gamma/(build)"].n, sus["gamma/(build)"].c) == (1, 0)
     assert sus["gamma/(build)"].trials[0].failure_category == "build_failure"
-    # a timed-out build is neutral: not a builder failure, even with (failed) verdicts stamped on it
     assert [t.iteration for t in sus["gamma/(build)"].trials] == [0]
-    assert "theta/s" not in sus and "theta/(build)" not in sus
+    # a timed-out iteration's rows are incomplete: the unit is known, with no trial
+    assert sus["theta/s"].n == 0 and "theta/(build)" not in sus
 
 
 def test_summarize_fills_run_and_case_summaries() -> None:

@@ -46,6 +46,11 @@ class BudgetBreach:
     def as_dict(self) -> dict[str, object]:
         return {"budget": self.kind, "turn": self.turn, "elapsed_ms": round(self.elapsed_s * 1000)}
 
+    def build_timeout(self) -> dict[str, object]:
+        """n8n's ``BuildTimeout`` (``{kind, turn, elapsedMs}``, ``harness/timeouts.ts``), as the
+        result records it on a timed-out iteration."""
+        return {"kind": self.kind, "turn": self.turn, "elapsedMs": round(self.elapsed_s * 1000)}
+
 
 class Budgets:
     """One conversation's clocks. ``turn_s`` None or ≤ 0: no budget at all (every clock off)."""

@@ -132,6 +132,9 @@ class BuildResult:
     #: the budget that ended the conversation early (``Run timed out after …``); what the agent
     #: had saved by then is still graded (a timeout with nothing saved is ``BuildStatus.timeout``)
     budget_timeout: str | None = None
+    #: the same budget as n8n's ``BuildTimeout`` (``{kind, turn, elapsedMs}``): every row of the
+    #: iteration is then recorded ``incomplete`` with attribution ``timeout``
+    budget_breach: dict[str, object] | None = None
     #: the case's execution-scenario data tables the build created empty
     #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread

@@ -268,6 +268,7 @@ class InstanceAiBuilder(Builder):
         state = outcome.state
         if outcome.timeout is not None:  # the conversation ended; what was saved by then is graded
             total.budget_timeout = outcome.timeout.describe()
+            total.budget_breach = outcome.timeout.build_timeout()
         if outcome.timeout is not None and state.main_workflow_id is None and not (
                 state.agent_ids or not workflow_expected(case)):
             total.status = BuildStatus.timeout  # nothing to grade: no scored result
@@ -276,7 +277,7 @@ class InstanceAiBuilder(Builder):
             total.error = redact(outcome.refused)
         elif outcome.outage is not None:
             total.status = BuildStatus.provider_outage
-            total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {outcome.outage.describe()}")
+            total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE}: {outcome.outage.describe()}")
         elif state.main_workflow_id is not None:
             total.status = BuildStatus.ok
             total.workflow_id = state.main_workflow_id

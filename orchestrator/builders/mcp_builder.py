@@ -127,7 +127,7 @@ class McpBuilder(Builder):
         total.narration = narration_of(result)
         if result.outage is not None:
             total.status = BuildStatus.provider_outage
-            total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE} {result.outage.describe()}")
+            total.error = total.root_cause = redact(f"{PROVIDER_OUTAGE_ROOT_CAUSE}: {result.outage.describe()}")
         elif result.timed_out:
             total.status = BuildStatus.timeout
             total.error = redact(f"build timed out after {claude.timeout_ms / 1000:.0f} s")

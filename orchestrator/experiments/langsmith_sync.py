@@ -59,7 +59,7 @@ from orchestrator.results.model import (
     ScenarioResult,
     UnitResult,
 )
-from orchestrator.results.scoring import UNSCORED_BUILDS, UnitOutcome, unit_outcome
+from orchestrator.results.scoring import BUILDER_FAILURES, UNSCORED_BUILDS, UnitOutcome, unit_outcome
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
 from orchestrator.verify.workflow_checks import feedback
@@ -172,15 +172,25 @@ class RowSpec:
     outputs: dict[str, Any]
 
 
+#: The verdict kinds n8n's ``BuildExpectationResult`` names (absent for process and outcome verdicts).
+N8N_VERDICT_KINDS = frozenset({"memory", "context"})
+
+
 def _expectation_results(unit: UnitResult) -> list[dict[str, Any]]:
-    """n8n's ``expectationResults`` (``run/reshape.ts``): ``{expectation, pass, reason, incomplete?}``."""
+    """n8n's ``expectationResults`` (``run/reshape.ts``): ``{expectation, pass, reason, incomplete?}``
+    (a row stamped incomplete afterwards keeps its graded ``pass``), with ``attribution`` as n8n's
+    verdicts carry it and ``kind`` only where n8n writes one (``memory``, ``context``)."""
     neutral = unit.build.status in UNSCORED_BUILDS
     out = []
     for e in unit.expectations:
-        row: dict[str, Any] = {"expectation": e.text, "pass": e.verdict is Verdict.passed and not neutral,
+        row: dict[str, Any] = {"expectation": e.text, "pass": (e.judged or e.verdict) is Verdict.passed and not neutral,
                                "reason": e.reason}
+        if e.kind in N8N_VERDICT_KINDS:
+            row["kind"] = e.kind
         if e.verdict is Verdict.incomplete or neutral:
             row["incomplete"] = True
+        if e.attribution is not None and e.verdict is not Verdict.passed:
+            row["attribution"] = e.attribution.value
         out.append(row)
     return out
 
@@ -188,17 +198,18 @@ def _expectation_results(unit: UnitResult) -> list[dict[str, Any]]:
 def unit_rows(unit: UnitResult, scenario_names: list[str] | None = None,
               expectation_texts: list[str] | None = None) -> list[RowSpec]:
     """The unit as n8n records it: one row per scenario of the case (a build-only case: one
-    ``__build_only__`` row), every row carrying the (case, iteration)'s expectation verdicts. A
-    neutral build (timeout, outage, lane failure) leaves every row ``incomplete``, as it leaves every
-    trial unscored here; a failed build fails every scenario (``build_failure``) and, when it has
-    no verdicts, every declared expectation — the trials our scoring charges it."""
+    ``__build_only__`` row), every row carrying the (case, iteration)'s expectation verdicts. Each
+    row says what its scenario row says here: a failed one fails (a framework failure too, with its
+    attribution), an ``incomplete`` one is ``incomplete`` (a timed-out iteration: every row, with
+    ``buildTimeout``); an older record of a failed build without rows fails every scenario
+    (``build_failure``) and every declared expectation."""
     names = list(dict.fromkeys([*(scenario_names or []), *(s.name for s in unit.scenarios)]))
     by_name = {s.name: s for s in unit.scenarios}
     neutral = unit.build.status in UNSCORED_BUILDS
     built = unit.build.status is BuildStatus.ok
     expectations = _expectation_results(unit)
     failure_reason = unit.build.error or unit.build.root_cause or unit.build.status.value
-    if unit.build.status is BuildStatus.failed and not unit.expectations:
+    if unit.build.status is BuildStatus.failed and not unit.expectations and not unit.scenarios:
         expectations = [{"expectation": t, "pass": False, "reason": failure_reason} for t in expectation_texts or []]
     common: dict[str, Any] = {"buildSuccess": built, "expectationResults": expectations,
                               "buildCostUsd": unit.build.cost_usd, "buildTurns": unit.build.turns, "execErrors": []}
@@ -206,6 +217,8 @@ def unit_rows(unit: UnitResult, scenario_names: list[str] | None = None,
         common["workflowId"] = unit.build.workflow_id
     if unit.build.thread_id:
         common["threadId"] = unit.build.thread_id
+    if unit.build.timeout is not None:
+        common["buildTimeout"] = dict(unit.build.timeout)
     rows: list[RowSpec] = []
     for name in names or [BUILD_ONLY_SCENARIO_NAME]:
         out: dict[str, Any] = dict(common)
@@ -216,26 +229,32 @@ def unit_rows(unit: UnitResult, scenario_names: list[str] | None = None,
             out.update(passed=bool(judged) and not failed,
                        score=(len(judged) - len(failed)) / len(judged) if judged else 0.0,
                        reasoning=f"build-only case: {len(judged) - len(failed)}/{len(judged)} expectation(s) passed")
-            if not judged:
-                out.update(incomplete=True, failureCategory="verification_failure")
+            if unit.build.timeout is not None:
+                out.update(incomplete=True, failureCategory="build_timeout", attribution="timeout")
+            elif not judged:
+                out.update(incomplete=True, failureCategory="verification_failure", attribution="verification_gap")
             elif failed:
-                out["failureCategory"] = "expectations_failed"
-        elif neutral or (s is not None and s.verdict is Verdict.incomplete) or (s is None and built):
-            out.update(passed=False, score=0.0, incomplete=True,
-                       reasoning=(s.reason if s is not None and s.reason else failure_reason))
-        elif s is None:  # the build failed: the scenario never ran
+                out.update(failureCategory="expectations_failed", attribution="builder_issue")
+        elif s is None and unit.build.status not in BUILDER_FAILURES:
+            out.update(passed=False, score=0.0, incomplete=True, reasoning=failure_reason)
+        elif s is None:  # an older record of a failed build: the scenario never ran
             out.update(passed=False, score=0.0, reasoning=failure_reason,
-                       failureCategory=unit.failure_category or "build_failure")
+                       failureCategory=unit.failure_category or "build_failure",
+                       attribution=(unit.attribution or Attribution.builder_issue).value)
         else:
-            passed = s.verdict is Verdict.passed
-            out.update(passed=passed, score=1.0 if passed else 0.0, reasoning=s.reason)
+            graded = s.judged or s.verdict
+            out.update(passed=graded is Verdict.passed and not neutral, score=1.0 if graded is Verdict.passed else 0.0,
+                       reasoning=s.reason or failure_reason)
             out["execErrors"] = list((s.execution or {}).get("errors") or [])
-            if not passed:
+            if s.verdict is Verdict.incomplete or neutral:
+                out["incomplete"] = True
+            if s.verdict is Verdict.failed or s.attribution is Attribution.timeout:
                 out["failureCategory"] = s.failure_category or unit.failure_category or "builder_issue"
-                if s.root_cause:
-                    out["rootCause"] = s.root_cause
-        if neutral:
-            out["failureCategory"] = "build_timeout" if unit.build.status is BuildStatus.timeout else "framework_issue"
+            if s.verdict is not Verdict.passed and s.attribution is not None:
+                out["attribution"] = s.attribution.value
+            root = s.root_cause or (unit.build.root_cause if s.verdict is Verdict.failed else None)
+            if root:
+                out["rootCause"] = root
         rows.append(RowSpec(name, {"testCaseFile": unit.case, "scenarioName": name, "_iteration": unit.iteration},
                             redact_obj(out)))
     rows[0].outputs["orchestrator"] = redact_obj({"schema": OUTPUT_SCHEMA, "outcome": unit_outcome(unit).value,

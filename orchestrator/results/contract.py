@@ -15,8 +15,8 @@ older snake_case files (the block on its own), and a file written by n8n's TypeS
 (rebuilt into units from ``testCases``), so ``orchestrator compare`` and the baseline lookup accept
 any of them.
 
-The JSON Schema of the document is :func:`json_schema`; it is published as
-``orchestrator/results/eval-results.schema.json`` (a test keeps the two identical).
+The JSON Schema of the document is :mod:`orchestrator.results.schema` (``json_schema``); it is published as ``orchestrator/results/eval-results.schema.json`` (a test keeps the two
+identical).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import json
 import math
 from collections import defaultdict
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
 from pydantic import ValidationError
@@ -40,6 +39,7 @@ from orchestrator.results.model import (
     UnitResult,
     UsageEntry,
 )
+from orchestrator.results.schema import SCHEMA_VERSION
 from orchestrator.results.scoring import (
     BUILD_FAILED_CATEGORY,
     BUILD_ONLY_SCENARIO,
@@ -47,10 +47,6 @@ from orchestrator.results.scoring import (
     UNSCORED_BUILDS,
     terminal_rates,
 )
-
-SCHEMA_VERSION = "1.0.0"
-SCHEMA_ID = "https://n8n-eval-orchestrator.local/schemas/eval-results/1.0.0.json"
-SCHEMA_RESOURCE = "eval-results.schema.json"
 
 #: Harness-code categories folded into the four attribution buckets (the reference's table).
 _CATEGORY_ATTRIBUTION = {
@@ -155,23 +151,30 @@ def _scenario_run(unit: UnitResult | None, s: ScenarioResult | None) -> dict[str
     if unit is None or s is None:
         return {"workflowId": unit.build.workflow_id if unit else None, "passed": False, "incomplete": True,
                 "score": None, "reasoning": "not run", "execErrors": []}
-    neutral = unit.build.status in UNSCORED_BUILDS  # timeout, outage, lane failure: not a judgement
+    neutral = unit.build.status in UNSCORED_BUILDS  # never ran: not a judgement
+    graded = s.judged or s.verdict  # a timed-out row keeps what it was graded, for the record
     failed = s.verdict is Verdict.failed and not neutral
+    stamped = s.attribution is Attribution.timeout  # n8n's attachExpectations: build_timeout / timeout
+    category = s.failure_category or unit.failure_category
     run: dict[str, Any] = {
         "workflowId": unit.build.workflow_id,
-        "passed": s.verdict is Verdict.passed and not neutral,
-        "score": None if neutral else 1.0 if s.verdict is Verdict.passed else 0.0 if failed else None,
+        "passed": graded is Verdict.passed and not neutral,
+        "score": None if neutral else 1.0 if graded is Verdict.passed else 0.0 if graded is Verdict.failed else None,
         "reasoning": s.reason,
-        "failureCategory": (s.failure_category or unit.failure_category) if failed else None,
+        "failureCategory": category if failed or stamped else None,
         "rootCause": (s.root_cause or unit.build.root_cause or (s.reason[:300] if s.reason else None)) if failed else None,
-        "attribution": _attr(attribution_for(s.failure_category or unit.failure_category, s.attribution or unit.attribution))
-        if failed else None,
+        "attribution": _attr(attribution_for(category, s.attribution or unit.attribution)) if failed
+        else _attr(s.attribution),
         "execErrors": list((s.execution or {}).get("errors") or []),
     }
     if s.verdict is Verdict.incomplete or neutral:
         run["incomplete"] = True
     if neutral:
         run["rootCause"] = unit.build.root_cause or unit.build.error or unit.build.status.value
+    if stamped and unit.build.timeout is not None:
+        run["buildTimeout"] = dict(unit.build.timeout)
+        if not run["execErrors"] and unit.build.status is BuildStatus.timeout and unit.build.error:
+            run["execErrors"] = [unit.build.error]
     if s.execution_id:
         run["executionId"] = s.execution_id
     return _drop_absent(run)
@@ -188,10 +191,13 @@ def _drop_absent(row: dict[str, Any]) -> dict[str, Any]:
 
 def _expectation_row(unit: UnitResult, e: ExpectationResult) -> dict[str, Any]:
     neutral = unit.build.status in UNSCORED_BUILDS
-    row: dict[str, Any] = {"expectation": e.text, "kind": e.kind, "pass": e.verdict is Verdict.passed and not neutral,
+    graded = e.judged or e.verdict
+    row: dict[str, Any] = {"expectation": e.text, "kind": e.kind, "pass": graded is Verdict.passed and not neutral,
                            "reason": e.reason}
     if e.verdict is Verdict.incomplete or neutral:
         row["incomplete"] = True
+        if e.attribution is not None:
+            row["attribution"] = e.attribution.value
     elif e.verdict is Verdict.failed:
         category = unit.failure_category if unit.build.status is not BuildStatus.ok else "expectations_failed"
         row["failureCategory"] = category
@@ -515,185 +521,3 @@ def from_document(doc: Any) -> EvalResults:
                            finished_at=_ts(doc.get("timestamp")) or None,
                            config={"iterations": int(doc.get("totalRuns") or 1), "source": "reference"}, units=units)
     raise NotEvalResults("neither testCases (reference harness) nor run_id/units (orchestrator) found")
-
-
-# --------------------------------------------------------------------------- schema
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of :func:`to_document`'s output."""
-    nullable_num = {"type": ["number", "null"]}
-    nullable_str = {"type": ["string", "null"]}
-    attribution = {"enum": [a.value for a in Attribution] + [None]}
-    usage = {
-        "type": "object",
-        "required": ["agent", "model", "inputTokens", "uncachedInputTokens", "outputTokens", "reasoningTokens"],
-        "properties": {"agent": {"type": "string"}, "model": {"type": "string"}, "calls": {"type": "integer"},
-                       "inputTokens": {"type": "integer"}, "uncachedInputTokens": {"type": "integer"},
-                       "outputTokens": {"type": "integer"}, "reasoningTokens": {"type": "integer"}},
-    }
-    expectation_row = {
-        "type": "object",
-        "required": ["expectation", "pass"],
-        "properties": {"expectation": {"type": "string"}, "kind": {"enum": ["outcome", "process"]},
-                       "pass": {"type": "boolean"}, "incomplete": {"type": "boolean"}, "reason": {"type": "string"},
-                       "failureCategory": nullable_str, "attribution": attribution, "rootCause": nullable_str},
-    }
-    scenario_run = {
-        "type": "object",
-        "required": ["workflowId", "passed", "reasoning", "execErrors"],
-        "properties": {"workflowId": nullable_str, "passed": {"type": "boolean"}, "incomplete": {"type": "boolean"},
-                       "score": nullable_num, "reasoning": {"type": "string"}, "failureCategory": {"type": "string"},
-                       "rootCause": {"type": "string"}, "attribution": {"enum": [a.value for a in Attribution]},
-                       "executionId": {"type": "string"},
-                       "execErrors": {"type": "array", "items": {"type": "string"}}},
-    }
-    rate = {"type": "number", "minimum": 0, "maximum": 1}
-    per_run = lambda item: {"type": "array", "items": {"anyOf": [item, {"type": "null"}]}}  # noqa: E731
-    test_case = {
-        "type": "object",
-        "required": ["name", "testCaseFile", "status", "buildSuccessCount", "totalRuns", "buildCostUsdPerRun",
-                     "buildTurnsPerRun", "buildExpectations", "buildExpectationResultsPerRun", "harnessUsagePerRun",
-                     "workflowChecksPerRun", "scenarios"],
-        "properties": {
-            "name": {"type": "string"}, "testCaseFile": {"type": "string"},
-            "status": {"enum": ["pass", "fail", "notVerified"]},
-            "buildSuccessCount": {"type": "integer", "minimum": 0}, "totalRuns": {"type": "integer", "minimum": 0},
-            "workflowJson": {"type": ["object", "null"]},
-            "buildCostUsdPerRun": per_run({"type": "number"}),
-            "buildTurnsPerRun": per_run({"type": "integer"}),
-            "threadIds": per_run({"type": "string"}),
-            "harnessUsagePerRun": per_run({"type": "array", "items": usage}),
-            "workflowChecksPerRun": per_run({"type": "object", "additionalProperties":
-                                             {"enum": ["pass", "fail", "n_a", "error"]}}),
-            "buildExpectationResultsPerRun": per_run({"type": "array", "items": expectation_row}),
-            "buildExpectations": {"type": "array", "items": {
-                "type": "object", "required": ["expectation", "passCount", "evaluatedCount", "passAtK", "passHatK"],
-                "properties": {"expectation": {"type": "string"}, "passCount": {"type": "integer"},
-                               "evaluatedCount": {"type": "integer"}, "passAtK": rate, "passHatK": rate,
-                               "passHatKUnbiased": rate}}},
-            "scenarios": {"type": "array", "items": {
-                "type": "object",
-                "required": ["name", "passCount", "evaluatedCount", "totalRuns", "passAtK", "passHatK", "runs"],
-                "properties": {"name": {"type": "string"}, "passCount": {"type": "integer"},
-                               "evaluatedCount": {"type": "integer"}, "totalRuns": {"type": "integer"},
-                               "passAtK": rate, "passHatK": rate, "passHatKUnbiased": rate,
-                               "runs": {"type": "array", "items": scenario_run}}}},
-        },
-    }
-    check_counts = {
-        "type": "object", "required": ["kind", "dimension", "passes", "fails", "nA", "errors", "passRate"],
-        "properties": {"kind": {"enum": ["deterministic", "llm"]}, "dimension": {"type": "string"},
-                       "passes": {"type": "integer"}, "fails": {"type": "integer"}, "nA": {"type": "integer"},
-                       "errors": {"type": "integer"}, "passRate": {"type": ["number", "null"]}},
-    }
-    verdicts = ["hard_regression", "soft_regression", "watch", "improvement", "stable", "unreliable_baseline",
-                "insufficient_data"]
-    unit_ref = {
-        "type": "object", "required": ["kind", "testCaseFile", "name"],
-        "properties": {"kind": {"enum": ["scenario", "expectation"]}, "testCaseFile": {"type": "string"},
-                       "name": {"type": "string"}, "key": {"type": "string"}},
-    }
-    evaluation_unit = {
-        "type": "object",
-        "required": ["kind", "testCaseFile", "name", "prPasses", "prTotal", "baselinePasses", "baselineTotal",
-                     "verdict", "prPassRate", "baselinePassRate", "delta", "pValueLeft", "pValueRight"],
-        "properties": {"kind": {"enum": ["scenario", "expectation"]}, "testCaseFile": {"type": "string"},
-                       "name": {"type": "string"}, "prPasses": {"type": "integer"}, "prTotal": {"type": "integer"},
-                       "baselinePasses": {"type": "integer"}, "baselineTotal": {"type": "integer"},
-                       "verdict": {"enum": verdicts}, "prPassRate": rate, "baselinePassRate": rate,
-                       "delta": {"type": "number"}, "pValueLeft": rate, "pValueRight": rate,
-                       "key": {"type": "string"}, "qValueLeft": nullable_num, "qValueRight": nullable_num,
-                       "bhVerdict": {"enum": [*verdicts, None]}, "survivesBh": {"type": "boolean"}},
-    }
-    ci = {"type": "object", "required": ["lower", "upper"], "properties": {"lower": rate, "upper": rate}}
-    gate_unit = {
-        "type": "object", "required": ["slug", "kind", "passCount", "total", "passRate", "green"],
-        "properties": {"slug": {"type": "string"}, "kind": {"enum": ["scenario", "buildExpectation"]},
-                       "passCount": {"type": "integer"}, "total": {"type": "integer"}, "passRate": rate,
-                       "green": {"type": "boolean"},
-                       "failureCategories": {"type": "object", "additionalProperties": {"type": "integer"}}},
-    }
-    ours = EvalResults.model_json_schema(ref_template="#/$defs/orchestrator/$defs/{model}")
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "eval-results.json",
-        "description": "Results of one orchestrator run in the contract of n8n's instance-ai evaluation harness; "
-                       "orchestrator-only data lives under `orchestrator`.",
-        "type": "object",
-        "required": ["schemaVersion", "timestamp", "duration", "totalRuns", "summary", "testCases", "orchestrator"],
-        "properties": {
-            "schemaVersion": {"const": SCHEMA_VERSION},
-            "timestamp": {"type": "string"}, "duration": {"type": "integer", "minimum": 0},
-            "totalRuns": {"type": "integer", "minimum": 0}, "experimentName": nullable_str,
-            "comparisonStatus": {"type": "string"},
-            "summary": {
-                "type": "object",
-                "required": ["testCases", "built", "scenariosTotal", "passAtK", "passHatK", "passRatePerIter",
-                             "notVerified"],
-                "properties": {
-                    "testCases": {"type": "integer"}, "built": {"type": "integer"},
-                    "scenariosTotal": {"type": "integer"}, "passAtK": rate, "passHatK": rate,
-                    "passHatKUnbiased": rate,
-                    "passRatePerIter": {"type": "string"}, "notVerified": {"type": "integer"},
-                    "attribution": {"type": "object", "additionalProperties": {"type": "integer"}},
-                    "mcpBuild": {"type": "object", "required": ["builds", "totalCostUsd", "avgTurns"],
-                                 "properties": {"builds": {"type": "integer"}, "totalCostUsd": {"type": "number"},
-                                                "avgTurns": {"type": "number"}}},
-                    "workflowChecks": {"type": "object", "required": ["scoredBuilds", "perCheck"],
-                                       "properties": {"scoredBuilds": {"type": "integer"},
-                                                      "perCheck": {"type": "object",
-                                                                   "additionalProperties": check_counts}}},
-                },
-            },
-            "comparison": {
-                "type": "object", "required": ["baseline", "result"],
-                "properties": {"baseline": {"type": "string"}, "result": {
-                    "type": "object",
-                    "required": ["pr", "baseline", "aggregate", "evaluationUnits", "prOnly", "baselineOnly",
-                                 "failureCategories"],
-                    "properties": {
-                        "aggregate": {"type": "object",
-                                      "required": ["intersectionSize", "prAggregatePassRate",
-                                                   "baselineAggregatePassRate", "prAggregateCI",
-                                                   "baselineAggregateCI", "delta"],
-                                      "properties": {"intersectionSize": {"type": "integer"},
-                                                     "prAggregatePassRate": rate, "baselineAggregatePassRate": rate,
-                                                     "prAggregateCI": ci, "baselineAggregateCI": ci,
-                                                     "delta": {"type": "number"}}},
-                        "evaluationUnits": {"type": "array", "items": evaluation_unit},
-                        "prOnly": {"type": "array", "items": unit_ref},
-                        "baselineOnly": {"type": "array", "items": unit_ref},
-                        "failureCategories": {"type": "array", "items": {
-                            "type": "object",
-                            "required": ["category", "prCount", "prRate", "baselineCount", "baselineRate", "delta",
-                                         "notable"]}}}}},
-            },
-            "gate": {
-                "type": "object",
-                "required": ["criterion", "totalRuns", "green", "units", "failing", "excluded", "aggregate"],
-                "properties": {"criterion": {"type": "object"}, "totalRuns": {"type": "integer"},
-                               "green": {"type": "boolean"}, "units": {"type": "array", "items": gate_unit},
-                               "failing": {"type": "array", "items": gate_unit},
-                               "excluded": {"type": "array", "items": gate_unit},
-                               "aggregate": {"type": "object", "required": ["passed", "total", "rate"]}},
-            },
-            "testCases": {"type": "array", "items": test_case},
-            "orchestrator": {"$ref": "#/$defs/orchestrator"},
-        },
-        "$defs": {"orchestrator": ours},
-    }
-
-
-def published_schema() -> dict[str, Any]:
-    """The schema file shipped with the package."""
-    text = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-if __name__ == "__main__":  # regenerate the published schema: python -m orchestrator.results.contract
-    target = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE)
-    with resources.as_file(target) as path:
-        path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
-        print(path)

@@ -26,11 +26,17 @@ class BuildRecord(BaseModel):
     root_cause: str | None = None
     #: the Instance AI thread the build ran in (n8n's ``threadIds``: the join key to its trace)
     thread_id: str | None = None
+    #: the budget that ended the conversation (n8n's ``buildTimeout``: ``{kind, turn, elapsedMs}``);
+    #: every row of the iteration is then ``incomplete`` (attribution ``timeout``), graded or not
+    timeout: dict[str, Any] | None = None
 
 
 class ScenarioResult(BaseModel):
     name: str
     verdict: Verdict
+    #: the verdict as graded, kept for the record when the row was stamped ``incomplete`` afterwards
+    #: (a timed-out iteration: n8n keeps ``passed`` and sets ``incomplete``); None otherwise
+    judged: Verdict | None = None
     failure_category: str | None = None
     attribution: Attribution | None = None
     reason: str = ""
@@ -44,10 +50,22 @@ class ScenarioResult(BaseModel):
     judge_input: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
+#: What an expectation row grades: the case's ``processExpectations`` / ``outcomeExpectations``
+#: (one judge call), ``memoryExpectations`` (judged on the captured context), ``contextAssertions``
+#: (exact match on the captured context), and the checks the harness adds itself: credential setup
+#: (``credentialFixture`` cases) and external edits (a rename behind the agent's back).
+ExpectationKind = Literal["outcome", "process", "memory", "context", "credential_setup", "external_edit"]
+#: Kinds graded without a judge — n8n's "measurements, not judgements": never re-attributed, and
+#: not stamped by a timeout (``run/build-orchestrator.ts``)
+DETERMINISTIC_KINDS: frozenset[str] = frozenset({"context", "credential_setup", "external_edit"})
+
+
 class ExpectationResult(BaseModel):
-    kind: Literal["outcome", "process"]
+    kind: ExpectationKind
     text: str
     verdict: Verdict
+    #: see :attr:`ScenarioResult.judged`
+    judged: Verdict | None = None
     attribution: Attribution | None = None
     reason: str = ""
     #: Set on the first expectation of a judged batch (see ``ScenarioResult.judge_input``).

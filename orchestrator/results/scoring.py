@@ -4,17 +4,21 @@ A *scoring unit* is one execution scenario or one evaluated expectation of a cas
 per iteration (a *trial*). Keys follow the reference harness: ``<case>/<scenario name>`` and
 ``<case>#expectation:<text>``.
 
-Which trials count:
+Which trials count — n8n's rule (``run/aggregator.ts`` ``aggregateResults``): every row that is not
+``incomplete``. The rows carry the decision, made once where the unit's record is written
+(``run/unit.py``):
 
-* ``incomplete`` verdicts are not judgements and are left out of every count.
-* Units whose build was lost to the infrastructure (``provider_outage``, ``lane_failure``), never
-  ran (``skipped``) or timed out (``timeout``: neutral, as in the reference — a wall-clock cap says
-  nothing reliable about the builder, and a timed-out run stays neutral whatever else happened)
-  contribute no trials.
-* A unit whose build produced no workflow (``failed``) and carries no verdicts counts
-  as one *failed* trial for every scoring unit its case shows in other iterations, so a failed build
-  cannot drop out of the denominator. When no iteration of the case produced a verdict at all, the
-  case is scored on one synthetic scenario unit ``<case>/(build)``.
+* a build the infrastructure failed (provider outage, a lost lane, a seed that would not restore, a
+  crash of the runner) fails its scenarios as ``framework_issue``: they count ("the pass rate shows
+  the leak, builder analyses can filter it out by attribution");
+* a budget that ended the conversation makes every row of the iteration ``incomplete`` (attribution
+  ``timeout``), whatever was graded: a timed-out run stays neutral;
+* a unit that never ran (``skipped``: the spend cap, an interrupt) contributes nothing.
+
+A unit whose build produced no workflow (``failed``) and carries no rows at all (an older record)
+counts as one *failed* trial for every scoring unit its case shows in other iterations, so a failed
+build cannot drop out of the denominator. When no iteration of the case produced a verdict at all,
+the case is scored on one synthetic scenario unit ``<case>/(build)``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from orchestrator.domain import Attribution, BuildStatus, Verdict
+from orchestrator.domain import FAILURE_BUCKETS, Attribution, BuildStatus, Verdict
 from orchestrator.results.model import (
     Band,
     CaseSummary,
@@ -42,9 +46,8 @@ UnitKind = Literal["scenario", "expectation"]
 
 #: Build outcomes charged to the builder: the unit's scoring units fail.
 BUILDER_FAILURES = frozenset({BuildStatus.failed})
-#: Build outcomes that say nothing about the builder: the unit is not scored (a timeout is neutral).
-UNSCORED_BUILDS = frozenset({BuildStatus.provider_outage, BuildStatus.lane_failure, BuildStatus.skipped,
-                             BuildStatus.timeout})
+#: Build outcomes of units that never ran: not scored (every other unit is scored by its rows).
+UNSCORED_BUILDS = frozenset({BuildStatus.skipped})
 #: Builds that produced no workflow, listed as failures in the PR comment (scored or not).
 NO_WORKFLOW_BUILDS = frozenset({BuildStatus.failed, BuildStatus.timeout})
 #: Category given to the trials of a failed build whose unit names none.
@@ -281,7 +284,7 @@ def summarize(units: list[UnitResult], k: int, units_total: int) -> tuple[RunSum
     passed = sum(su.c for su in all_sus)
     judged = [su for su in all_sus if su.n > 0]
     eligible = [su for su in all_sus if su.n >= k]
-    attribution: dict[str, int] = {a.value: 0 for a in Attribution}
+    attribution: dict[str, int] = {a.value: 0 for a in FAILURE_BUCKETS}
     for su in all_sus:
         for t in su.trials:
             if not t.passed:
@@ -352,6 +355,8 @@ _BUILD_OUTCOMES = {
 
 
 def unit_outcome(unit: UnitResult) -> UnitOutcome:
+    if unit.build.timeout is not None:  # a budget ended it: neutral, whatever was saved and graded
+        return UnitOutcome.build_timeout
     if unit.build.status in _BUILD_OUTCOMES:
         return _BUILD_OUTCOMES[unit.build.status]
     rows: list[ScenarioResult | ExpectationResult] = [*unit.scenarios, *unit.expectations]

@@ -23,20 +23,24 @@ from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.leaks import leak_reason
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
-from orchestrator.domain import Attribution, BuildStatus, CleanupFailure
+from orchestrator.domain import BUILD_TIMEOUT_CATEGORY, Attribution, BuildStatus, CleanupFailure
 from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
-from orchestrator.results.model import BuildRecord, UnitResult
+from orchestrator.results.model import BuildRecord, ExpectationResult, UnitResult
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import (
     Verification,
+    charged_to_framework,
     expectations_not_judged,
     harness_fault,
     judge_failed_build,
     not_built,
+    not_run,
+    stamp_timeout,
+    timed_out,
     verify_workflow,
 )
 
@@ -144,17 +148,17 @@ class UnitRunner:
 
     def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
                 workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
-                verify_s: float = 0.0, transcript_path: Path | None = None) -> UnitResult:
+                verify_s: float = 0.0, transcript_path: Path | None = None,
+                timeout: dict[str, object] | None = None) -> UnitResult:
         acc = self._attempts.pop(unit.key, Attempts())
         failure_category, attribution = None, None
-        if status == BuildStatus.provider_outage:
+        if timeout is not None or status == BuildStatus.timeout:
+            # n8n's attachExpectations: the whole iteration is neutral, whatever was graded
+            failure_category, attribution = BUILD_TIMEOUT_CATEGORY, Attribution.timeout
+        elif status in (BuildStatus.provider_outage, BuildStatus.lane_failure):
             failure_category, attribution = "framework_issue", Attribution.framework_issue
-        elif status == BuildStatus.timeout:  # neutral, as in the reference: not the builder's failure
-            failure_category, attribution = "timeout", None
         elif status == BuildStatus.failed:
             failure_category, attribution = "build_failure", Attribution.builder_issue
-        elif status == BuildStatus.lane_failure:
-            failure_category, attribution = "framework_issue", Attribution.framework_issue
         else:
             failed = [s for s in verification.scenarios if s.verdict.value == "fail"]
             if failed:
@@ -165,7 +169,7 @@ class UnitRunner:
             case=unit.case, iteration=unit.iteration, lane=lane_id, started_at=acc.started_at, finished_at=time.time(),
             build=BuildRecord(status=status, workflow_id=workflow_id, attempts=acc.attempts, cost_usd=round(acc.cost_usd, 6),
                               turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause,
-                              thread_id=acc.thread_id),
+                              thread_id=acc.thread_id, timeout=dict(timeout) if timeout is not None else None),
             scenarios=verification.scenarios, expectations=verification.expectations, structural=verification.structural,
             failure_category=failure_category, attribution=attribution, verify_duration_s=round(verify_s, 3),
             **unit_extras(verification, builder=self.builder.name, base_url=self.lanes[lane_id].lane.base_url
@@ -174,21 +178,31 @@ class UnitRunner:
 
     def _leak_record(self, unit: WorkUnit, lane_id: str, case: EvalCase, result: BuildResult) -> UnitResult:
         """The agent read a workflow its build neither created nor seeded: every row fails as the
-        harness's fault, and the log names the workflow(s)."""
+        harness's fault (counted: n8n's ``harnessFault`` with ``counted``), and the log names the
+        workflow(s). A budget that also ended the conversation still wins: the rows are stamped
+        ``timeout``, as every timed-out run."""
         reason = leak_reason(result.leaked_workflows)
         log.warning("%s: %s#%s: %s", lane_id, unit.case, unit.iteration, reason)
-        record = self._record(unit, lane_id, result.status, harness_fault(case, reason=reason),
-                              workflow_id=result.workflow_id, error=reason, transcript_path=result.transcript_path)
-        record.failure_category, record.attribution = "framework_issue", Attribution.framework_issue
+        v = harness_fault(case, reason=reason)
+        if result.budget_breach is not None:
+            stamp_timeout(v)
+        record = self._record(unit, lane_id, result.status, v, workflow_id=result.workflow_id, error=reason,
+                              transcript_path=result.transcript_path, timeout=result.budget_breach)
+        if result.budget_breach is None:
+            record.failure_category, record.attribution = "framework_issue", Attribution.framework_issue
         return record
 
     def lane_failure_record(self, unit: WorkUnit, lane_id: str | None, reason: str) -> UnitResult:
+        """The unit's lanes kept failing under it (or every lane was lost): its scenarios fail as the
+        framework's, and count (n8n: a transport failure after its lane retries is a
+        ``framework_issue`` row)."""
         case = self.cases[unit.case].case
         v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
         return self._record(unit, lane_id or "", BuildStatus.lane_failure, v, error=reason)
 
     def error_record(self, unit: WorkUnit, lane_id: str | None, reason: str) -> UnitResult:
-        """The orchestrator itself failed on this unit: a framework problem, never the builder's."""
+        """The orchestrator itself failed on this unit: a framework problem, never the builder's
+        (n8n's runner-crash row: ``framework_issue``, counted)."""
         case = self.cases[unit.case].case
         v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
         record = self._record(unit, lane_id or "", BuildStatus.failed, v, error=reason)
@@ -196,9 +210,9 @@ class UnitRunner:
         return record
 
     def skipped_record(self, unit: WorkUnit, reason: str) -> UnitResult:
+        """A unit that never started (the spend cap, an interrupt): nothing of it is scored."""
         case = self.cases[unit.case].case
-        v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
-        return self._record(unit, "", BuildStatus.skipped, v, error=reason)
+        return self._record(unit, "", BuildStatus.skipped, not_run(case, reason=reason), error=reason)
 
     async def __call__(self, lane_id: str, unit: WorkUnit, attempt: int) -> tuple[Outcome, UnitResult | str]:
         ctx = self.lanes[lane_id]
@@ -295,10 +309,7 @@ class UnitRunner:
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
-        if result.leaked_workflows and result.budget_timeout is not None and result.status == BuildStatus.ok:
-            # a budget ended the conversation: a timeout still wins over a leak (neutral, not graded)
-            result.status, result.error = BuildStatus.timeout, result.budget_timeout
-        if result.leaked_workflows and result.status != BuildStatus.timeout:  # a timeout still wins
+        if result.leaked_workflows and result.status != BuildStatus.timeout:
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case, or a build whose artifact is an Agent, graded on
         # its expectations (instance-ai builder)
@@ -314,28 +325,39 @@ class UnitRunner:
                                                  ground_truth=result.judge_context, scope=self._scope(),
                                                  artifact_refs=result.artifact_refs, project_id=user.project_id,
                                                  scenario_tables=result.scenario_tables)
+            if result.budget_breach is not None:  # graded, recorded, and neutral (n8n's attachExpectations)
+                stamp_timeout(verification)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
                                               workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
-                                              transcript_path=result.transcript_path)
+                                              transcript_path=result.transcript_path, timeout=result.budget_breach)
         reason = result.error or "no workflow built"
         kept = result.transcript_path
-        if result.framework_fault:
+        if result.status == BuildStatus.timeout:  # nothing saved: neutral, nothing graded
+            return Outcome.done, self._record(unit, lane_id, BuildStatus.timeout, timed_out(case, reason=reason),
+                                              error=reason, transcript_path=kept, timeout=result.budget_breach)
+        if result.framework_fault or result.status == BuildStatus.provider_outage:
+            # the infrastructure failed the build (a seed, the sandbox, the provider): its scenarios
+            # fail as the framework's and count; its expectations are judged when the agent said
+            # anything, a failing one charged to the framework too (n8n's attributionForExpectation)
+            status = BuildStatus.provider_outage if result.status == BuildStatus.provider_outage else BuildStatus.failed
             v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)
-        if result.status == BuildStatus.provider_outage:
-            v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.provider_outage, v, error=reason,
-                                              root_cause=result.root_cause or reason, transcript_path=kept)
-        if result.status == BuildStatus.timeout:  # neutral: nothing graded, not charged to the builder
-            v = not_built(case, reason=reason, attribution=Attribution.framework_issue, category="timeout")
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.timeout, v, error=reason, transcript_path=kept)
+            v.expectations = charged_to_framework(await self._judge_failed(ctx, case, user, result))
+            record = self._record(unit, lane_id, status, v, error=reason, transcript_path=kept,
+                                  root_cause=result.root_cause or (reason if status == BuildStatus.provider_outage else None))
+            record.failure_category, record.attribution = "framework_issue", Attribution.framework_issue
+            return Outcome.done, record
         if result.retry_elsewhere and acc.attempts < self.settings.max_attempts:
             return Outcome.retry_elsewhere, reason
         v = not_built(case, reason=f"no workflow built: {reason}", attribution=Attribution.builder_issue, category="build_failure")
-        if result.not_judged_reason is not None:
-            v.expectations = expectations_not_judged(case, result.not_judged_reason)
-        else:  # n8n judges the expectations of a failed build too (all incomplete without agent output)
-            v.expectations = await judge_failed_build(case, ctx.owner, self.judge, transcript_path=kept,
-                                                      scope=self._scope(), artifact_refs=result.artifact_refs,
-                                                      project_id=user.project_id, ground_truth=result.judge_context)
+        v.expectations = await self._judge_failed(ctx, case, user, result)
         return Outcome.done, self._record(unit, lane_id, BuildStatus.failed, v, error=reason, transcript_path=kept)
+
+    async def _judge_failed(self, ctx: BuildLane, case: EvalCase, user: BuildUser,
+                            result: BuildResult) -> list[ExpectationResult]:
+        """The expectations of a build that saved no workflow: not judged when the case's premise did
+        not hold, else judged as n8n does (:func:`judge_failed_build`)."""
+        if result.not_judged_reason is not None:
+            return expectations_not_judged(case, result.not_judged_reason)
+        return await judge_failed_build(case, ctx.owner, self.judge, transcript_path=result.transcript_path,
+                                        scope=self._scope(), artifact_refs=result.artifact_refs,
+                                        project_id=user.project_id, ground_truth=result.judge_context)

@@ -19,11 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.cases import EvalCase
-from orchestrator.domain import Attribution, Verdict
+from orchestrator.domain import BUILD_TIMEOUT_CATEGORY, Attribution, Verdict
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
-from orchestrator.results.model import ExpectationResult, ScenarioResult, StructuralCheck, UsageEntry
+from orchestrator.results.model import (
+    DETERMINISTIC_KINDS,
+    ExpectationResult,
+    ScenarioResult,
+    StructuralCheck,
+    UsageEntry,
+)
 from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.artifacts import ArtifactRef, artifact_context
@@ -88,20 +94,83 @@ async def judge_process_expectations(case: EvalCase, transcript_path: Path | Non
 
 
 def not_built(case: EvalCase, *, reason: str, attribution: Attribution, category: str) -> Verification:
-    """Every unit of a case whose build produced no workflow.
+    """Every row of a unit whose build saved no workflow, as n8n's build-failure row has it
+    (``run/case-pipeline.ts``): each execution scenario *fails* and counts (n8n's aggregator drops
+    only ``incomplete`` rows) — charged to the builder (``build_failure``), or to the framework
+    (``framework_issue``) when the build died on the infrastructure: a provider outage, a dead
+    lane or transport, a seed that would not restore, a crash of the runner ("the pass rate shows
+    the leak, builder analyses can filter it out by attribution").
 
-    A builder failure fails them (charged to the builder); a provider outage or a lane fault
-    leaves them ``incomplete``: nothing was built, so there is nothing to grade.
+    The expectations are left ``incomplete`` here — not judged — with ``framework_issue`` for an
+    infrastructure failure and ``verification_gap`` otherwise (``attributionForExpectation``); a
+    caller that has the build's transcript judges them instead (:func:`judge_failed_build`).
     """
-    verdict = Verdict.failed if attribution == Attribution.builder_issue else Verdict.incomplete
     v = Verification()
-    v.scenarios = [ScenarioResult(name=s.name, verdict=verdict, failure_category=category, attribution=attribution, reason=reason)
+    v.scenarios = [ScenarioResult(name=s.name, verdict=Verdict.failed, failure_category=category,
+                                  attribution=attribution, reason=reason)
                    for s in case.execution_scenarios]
-    v.expectations = [ExpectationResult(kind="outcome", text=t, verdict=verdict, attribution=attribution, reason=reason)
-                      for t in case.outcome_expectations]
-    v.expectations += _process_incomplete(case)
-    v.expectations += intent_not_graded(case.intent_expectation, Verdict.incomplete, reason)
+    unjudged = Attribution.framework_issue if attribution is Attribution.framework_issue else Attribution.verification_gap
+    v.expectations = _unjudged_rows(case, reason, unjudged)
     return v
+
+
+def _unjudged_rows(case: EvalCase, reason: str, attribution: Attribution | None = None) -> list[ExpectationResult]:
+    rows = [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=reason)
+            for t in case.process_expectations]
+    rows += [ExpectationResult(kind="outcome", text=t, verdict=Verdict.incomplete, reason=reason)
+             for t in case.outcome_expectations]
+    rows += intent_not_graded(case.intent_expectation, Verdict.incomplete, reason)
+    for row in rows:
+        row.attribution = attribution
+    return rows
+
+
+def charged_to_framework(rows: list[ExpectationResult]) -> list[ExpectationResult]:
+    """The expectations of a build the infrastructure failed: a failing verdict is charged to the
+    framework, and so is a row left unjudged (n8n's ``attributionForExpectation`` when
+    ``buildFailedOnInfra``)."""
+    for row in rows:
+        if row.verdict is not Verdict.passed and row.kind not in DETERMINISTIC_KINDS:
+            row.attribution = Attribution.framework_issue
+    return rows
+
+
+def not_run(case: EvalCase, *, reason: str) -> Verification:
+    """Every row of a unit that never ran (the spend cap, an interrupt): all ``incomplete``. n8n
+    writes no row for an iteration it did not run (its crash path drops partial iterations)."""
+    v = Verification()
+    v.scenarios = [ScenarioResult(name=s.name, verdict=Verdict.incomplete, reason=reason)
+                   for s in case.execution_scenarios]
+    v.expectations = _unjudged_rows(case, reason)
+    return v
+
+
+def timed_out(case: EvalCase, *, reason: str) -> Verification:
+    """Every row of an iteration whose conversation a budget ended before anything was saved:
+    ``incomplete``, attribution ``timeout``, category ``build_timeout`` (n8n's ``attachExpectations``
+    stamps the build-failure row so: "a timed-out run stays neutral")."""
+    v = not_run(case, reason=reason)
+    stamp_timeout(v)
+    return v
+
+
+def stamp_timeout(v: Verification) -> None:
+    """A budget ended the conversation: every row of the iteration becomes ``incomplete`` with
+    attribution ``timeout`` (scenarios: category ``build_timeout``) — what was saved is still graded
+    and the verdict kept in ``judged`` for the record, but the iteration counts neither as a pass nor
+    as a failure (``run/case-pipeline.ts`` ``attachExpectations``, ``run/build-orchestrator.ts``
+    ``attribute``). Deterministic checks the harness adds (context assertions, credential-setup and
+    external-edit checks) are measurements and keep their verdicts, as n8n leaves them."""
+    for s in v.scenarios:
+        if s.verdict is not Verdict.incomplete:
+            s.judged = s.verdict
+        s.verdict, s.attribution, s.failure_category = Verdict.incomplete, Attribution.timeout, BUILD_TIMEOUT_CATEGORY
+    for e in v.expectations:
+        if e.kind in DETERMINISTIC_KINDS:
+            continue
+        if e.verdict is not Verdict.incomplete:
+            e.judged = e.verdict
+        e.verdict, e.attribution = Verdict.incomplete, Attribution.timeout
 
 
 def harness_fault(case: EvalCase, *, reason: str) -> Verification:
@@ -123,11 +192,7 @@ def harness_fault(case: EvalCase, *, reason: str) -> Verification:
 
 def expectations_not_judged(case: EvalCase, reason: str) -> list[ExpectationResult]:
     """Every expectation of the case ``incomplete`` (not judged, out of scoring) with ``reason``."""
-    outcome = [ExpectationResult(kind="outcome", text=t, verdict=Verdict.incomplete, reason=reason)
-               for t in case.outcome_expectations]
-    return outcome + [ExpectationResult(kind="process", text=t, verdict=Verdict.incomplete, reason=reason)
-                      for t in case.process_expectations] + intent_not_graded(case.intent_expectation,
-                                                                              Verdict.incomplete, reason)
+    return _unjudged_rows(case, reason)
 
 
 def scenario_evidence(result: Any) -> dict[str, Any]:

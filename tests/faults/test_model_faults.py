@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
 from orchestrator.run.pipeline import Run
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import HttpError
@@ -54,16 +55,23 @@ async def test_rate_limit_storm_is_waited_out(model: ModelDesk, shared_lane: Sha
 async def test_overload_outage_is_a_framework_issue_and_the_run_completes(model: ModelDesk, shared_lane: SharedLane,
                                                                           tmp_path: Path) -> None:
     """529 for ever: three attempts (the waits in between), then the unit is a provider outage —
-    charged to the framework, nothing judged, and the run itself completes normally."""
+    charged to the framework, and the run itself completes normally. As in n8n
+    (``run/case-pipeline.ts``: the build-failure row of a ``buildFailedOnInfra`` build;
+    ``run/aggregator.ts`` drops only incomplete rows): every scenario fails as ``framework_issue``
+    and counts ("the pass rate shows the leak"); with no agent output the expectations are not
+    judged (``build-expectations/select.ts``)."""
     model.use(ms.demo_script(builder=ms.status_storm(529)))
     outcome, unit = await _run_on_shared_lane(tmp_path, shared_lane, "outage529")
     build = unit["build"]
     assert build["status"] == "provider_outage" and build["attempts"] == 3
-    assert build["root_cause"].startswith("provider_outage:") and "529" in build["root_cause"]
+    assert build["root_cause"].startswith(PROVIDER_OUTAGE_ROOT_CAUSE + ": ") and "529" in build["root_cause"]
     assert unit["failure_category"] == "framework_issue" and unit["attribution"] == "framework_issue"
-    assert all(s["verdict"] == "incomplete" for s in unit["scenarios"] + unit["expectations"])
+    assert unit["scenarios"] and all((s["verdict"], s["attribution"]) == ("fail", "framework_issue")
+                                     for s in unit["scenarios"])
+    assert all(e["verdict"] == "incomplete" for e in unit["expectations"])
     summary = outcome.results.summary
-    assert summary.units_finished == 1 and summary.trials == 0  # not a quality signal: excluded
+    assert summary.units_finished == 1 and summary.trials == len(unit["scenarios"]) and summary.passed_trials == 0
+    assert summary.attribution["framework_issue"] == summary.trials  # filtered out by attribution, not dropped
 
 
 @pytest.mark.parametrize(
