@@ -28,12 +28,14 @@ from typing import Any
 import pytest
 
 from orchestrator.allocator import WorkUnit
+from orchestrator.allocator.model import ResultStatus, WorkResult
 from orchestrator.builders.builder import Builder, BuildRequest, BuildResult
 from orchestrator.cases import EvalCase, LoadedCase
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, Attribution, BuildStatus, Verdict
 from orchestrator.results.model import ExpectationResult, ScenarioResult, UnitResult
 from orchestrator.results.scoring import scoring_units, summarize
 from orchestrator.run import unit as unit_module
+from orchestrator.run.execute import record_for
 from orchestrator.run.unit import Attempts, UnitRunner, UnitSettings
 from orchestrator.verify.verifier import Verification
 
@@ -229,3 +231,21 @@ def test_a_leak_counts_as_the_framework_s_unless_a_timeout_also_ended_it(monkeyp
     assert [(s.verdict, s.attribution) for s in records[1].scenarios] == [(Verdict.incomplete, Attribution.timeout)]
     su = scoring_units(records)["c/s"]
     assert (su.n, su.c) == (1, 0)
+
+
+@pytest.mark.parametrize(("status", "counted"), [(ResultStatus.aborted, True), (ResultStatus.lane_failure, True),
+                                                 (ResultStatus.skipped, False), (ResultStatus.cancelled, False)])
+def test_the_allocator_s_last_word_on_a_unit_that_never_finished(status: ResultStatus, counted: bool) -> None:
+    """n8n aborts the waiters once every lane was quarantined for 5 minutes
+    (``cli/lane-allocator.ts``); the build then throws and its row is a counted ``framework_issue``
+    (``run/case-pipeline.ts`` runRow catch). A unit stopped before it started (the spend cap, an
+    interrupt) leaves no row n8n would count (its crash path keeps complete iterations only)."""
+    runner = _runner(_ScriptedBuilder({}))
+    record = record_for(WorkResult(WorkUnit(case="c", iteration=0), None, status, reason="why"), runner)
+    [row] = record.scenarios
+    if counted:
+        assert (row.verdict, row.attribution) == (Verdict.failed, Attribution.framework_issue)
+        assert scoring_units([record])["c/s"].n == 1
+    else:
+        assert row.verdict is Verdict.incomplete and record.build.status is BuildStatus.skipped
+        assert scoring_units([record]) == {}

@@ -32,6 +32,9 @@ def record_for(res: WorkResult, runner: UnitRunner) -> UnitResult:
         return res.value
     if res.status == ResultStatus.lane_failure:
         return runner.lane_failure_record(res.unit, res.lane, redact(str(res.value or res.reason or "lane failure")))
+    if res.status == ResultStatus.aborted:  # every lane was lost for the abort window: the framework's
+        # failure, counted as n8n counts a build whose lane wait was aborted (a framework_issue row)
+        return runner.lane_failure_record(res.unit, res.lane, redact(res.reason or "every lane was lost"))
     if res.status == ResultStatus.failed:
         value = res.value
         reason = f"{type(value).__name__}: {value}" if isinstance(value, BaseException) else str(value or res.reason)
