@@ -24,6 +24,7 @@ from orchestrator.verify.artifacts import (
     render_config_eval,
 )
 from orchestrator.verify.expectations import (
+    MCP_FAILED_NOT_JUDGED,
     MCP_PROCESS_SKIPPED,
     NO_AGENT_OUTPUT,
     NO_TRANSCRIPT_PROCESS,
@@ -143,6 +144,19 @@ async def test_mcp_builds_skip_process_expectations_unless_opted_in_and_then_nev
     assert "The agent asked which channel" in prompts[0]
     assert rows[0].verdict is Verdict.incomplete and rows[0].reason.startswith("[--judge-mcp-process extra, not scored: fail]")
     assert [r.verdict for r in rows if r.kind == "outcome"] == [Verdict.failed, Verdict.failed]
+
+
+async def test_a_failed_mcp_build_leaves_every_expectation_incomplete(tmp_path: Path) -> None:
+    """n8n: ``run/build-orchestrator.ts`` (``isPrebuilt`` for ``--build-via-mcp``, commit 03f3eed1)
+    and ``build-expectations/select.ts`` (0666e421): an MCP build carries no transcript, so a
+    failed one has no agent output and every authored expectation is recorded incomplete — not
+    judged against "(no workflow built)" with claude's stream, whatever it printed; the opt-in
+    extra changes nothing there."""
+    for scope in (JudgeScope(process_gradable=False), JudgeScope(False, judge_process_anyway=True)):
+        rows, prompts = await _judged(tmp_path, verdict_list(False), succeeded=False, scope=scope)
+        assert prompts == []
+        assert {(r.verdict, r.reason) for r in rows} == {(Verdict.incomplete, MCP_FAILED_NOT_JUDGED)}
+        assert [r.kind for r in rows] == ["process", "outcome", "outcome"]
 
 
 async def test_the_artifact_sections_join_the_workflow_block(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ As n8n's harness does it (``build-expectations/select.ts`` ``selectAuthorExpecta
   lost event stream): only the outcome expectations are judged, with the case's authored user turns
   as the conversation; the process expectations are recorded ``incomplete``;
 - a build that failed without any agent output: every expectation is recorded ``incomplete`` (an
-  empty transcript would only be graded confidently wrong).
+  empty transcript would only be graded confidently wrong); so is every expectation of a failed MCP
+  build — n8n treats MCP builds as prebuilt (``run/build-orchestrator.ts`` ``isPrebuilt``), with
+  no transcript, so a failed one has nothing it grades, whatever claude printed.
 
 MCP builds have a transcript here (claude's stream), but n8n never judges process expectations for
 them; ``judge_mcp_process`` (the ``--judge-mcp-process`` opt-in) judges them anyway. Those verdicts
@@ -34,6 +36,8 @@ from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM, Judge, build_expectati
 
 NO_AGENT_OUTPUT = "not judged: the build produced no agent output, so there was nothing to grade"
 NO_TRANSCRIPT_PROCESS = "not judged: process expectations need the build's transcript, and this build left no agent output"
+MCP_FAILED_NOT_JUDGED = ("not judged: an MCP build that saved no workflow has no agent transcript n8n grades "
+                         "(it treats MCP builds as prebuilt), so nothing was judged")
 MCP_PROCESS_SKIPPED = ("not judged: process expectations are not judged for MCP builds (as in n8n); "
                        "--judge-mcp-process judges them as an extra")
 
@@ -137,9 +141,11 @@ async def _judge_author_expectations(case: EvalCase, judge: Judge, entries: list
     if not process and not outcome:
         return []
     has_output = gradable(entries)
-    if not has_output and not build_succeeded:
-        return _rows("process", process, Verdict.incomplete, NO_AGENT_OUTPUT) + \
-            _rows("outcome", outcome, Verdict.incomplete, NO_AGENT_OUTPUT)
+    if not build_succeeded and not (has_output and scope.process_gradable):
+        # no agent output to grade; an MCP build has none n8n grades (it treats the build as prebuilt,
+        # with no transcript: build-orchestrator.ts isPrebuilt, select.ts), whatever claude printed
+        reason = NO_AGENT_OUTPUT if not has_output else MCP_FAILED_NOT_JUDGED
+        return _rows("process", process, Verdict.incomplete, reason) + _rows("outcome", outcome, Verdict.incomplete, reason)
     skipped: list[ExpectationResult] = []
     if has_output and (scope.process_gradable or scope.judge_process_anyway):
         judged = [("process", t) for t in process] + [("outcome", t) for t in outcome]
