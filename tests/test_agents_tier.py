@@ -57,3 +57,12 @@ def test_agents_runs_use_the_absolute_gate_not_the_baseline_comparison() -> None
     green = run_gate(_tiered(flaky, "agents"))
     assert green is not None and green["green"] is True and gate_exit_code(green) == 0
     assert run_gate(_tiered(flaky, "full")) is None  # other tiers: the baseline comparison decides
+
+
+def test_the_mcp_gate_tier_is_gated_absolutely_too() -> None:
+    """n8n ``run/tiers.ts`` (13a56a29) ``GATED_TIER_NAMES`` = pr, agents, mcp-gate (PR #35762): an
+    ``mcp-gate`` run reports the absolute gate and no baseline comparison."""
+    assert is_gated_tier("mcp-gate")
+    red = _tiered([unit("mcp-a", 0, {"s": False}), unit("mcp-a", 1, {"s": False})], "mcp-gate")
+    gate = run_gate(red)
+    assert gate is not None and gate["green"] is False and gate_exit_code(gate) == GATE_RED_EXIT

@@ -1,6 +1,6 @@
 """The absolute gate of a curated tier, as n8n's ``comparison/gate.ts`` (``evaluateGate``).
 
-A gated tier (``pr``, ``agents``) needs no baseline: every measured unit is expected to pass, so a run of it
+A gated tier (``pr``, ``agents``, ``mcp-gate``) needs no baseline: every measured unit is expected to pass, so a run of it
 reports a green/red verdict *in place of* the baseline comparison (n8n's LangSmith driver skips
 the comparison for such a tier). A unit is a scenario (its non-incomplete runs are the
 denominator) or a build expectation (``evaluatedCount``); a unit with no verdict is *excluded*,
@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-#: n8n's ``GATED_TIERS`` (``pr``), and ``agents``: the reference README's agents tier ("PR runs use an
-#: absolute pass gate"), whose standalone Agent cases have no baseline experiment to compare with.
-GATED_TIERS = frozenset({"pr", "agents"})
+#: n8n's ``GATED_TIER_NAMES`` (``run/tiers.ts``, commit 13a56a29; n8n PR #35762 "Gate the mcp-gate eval
+#: tier absolutely"): ``pr``, ``agents`` (standalone Agent cases have no baseline to compare with) and
+#: ``mcp-gate`` (the curated MCP regression subset, gated like ``pr``).
+GATED_TIERS = frozenset({"pr", "agents", "mcp-gate"})
 CRITERION = {"kind": "passAtK"}
 #: n8n's label length for an expectation unit (``${slug} :: ${expectation.slice(0, 60)}``).
 EXPECTATION_LABEL = 60
