@@ -118,8 +118,7 @@ def _records(monkeypatch: pytest.MonkeyPatch, builds: dict[int, BuildResult],
 
     async def one(iteration: int) -> UnitResult:
         unit = WorkUnit(case="c", iteration=iteration)
-        outcome, record = await runner._build_and_verify(_BuildLane(), unit, case, _User(),  # type: ignore[arg-type]
-                                                         Attempts(), 0)
+        outcome, record = await runner._build_and_verify(_BuildLane(), unit, case, _User(), Attempts(), 0)
         assert isinstance(record, UnitResult), record
         return record
 
@@ -128,7 +127,7 @@ def _records(monkeypatch: pytest.MonkeyPatch, builds: dict[int, BuildResult],
 
 def _runner(builder: Builder, case: EvalCase = CASE) -> UnitRunner:
     return UnitRunner({"c": LoadedCase(slug="c", source="c.json", case=case)}, {}, builder,
-                      judge=None,  # type: ignore[arg-type]
+                      judge=None,
                       settings=UnitSettings(max_attempts=1, timeout_ms=1000, keep_workflows=False))
 
 

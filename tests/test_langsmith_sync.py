@@ -183,7 +183,7 @@ async def test_baseline_found_and_comparison_returned(fake, tmp_path: Path) -> N
     (u,) = comparison["evaluationUnits"]
     assert u["key"] == "smoke-a/happy-path" and (u["baselinePasses"], u["baselineTotal"]) == (5, 5)
     assert u["prPasses"] == 0 and u["verdict"] == "hard_regression"
-    assert hooks.baseline is not None and len(hooks.baseline.units) == 5
+    assert hooks.baseline is not None and len(hooks.baseline.units) == 5 and hooks.comparison_status == "ok"
     assert results.config["langsmith"]["baseline"] == "instance-ai-baseline-7abc1234"
     own = next(s for s in store.sessions.values() if s["name"].startswith("pr-123-"))
     assert own["end_time"] is not None
@@ -192,16 +192,21 @@ async def test_baseline_found_and_comparison_returned(fake, tmp_path: Path) -> N
 
 
 async def test_baseline_run_itself_and_no_baseline_skip(fake, tmp_path: Path) -> None:
+    """n8n ``run/langsmith-driver.ts`` ``tryRunComparison`` and ``run/persist.ts`` ``comparisonStatus``:
+    no baseline experiment → ``no_baseline``; the newest baseline is this run's own experiment (a
+    master run named ``instance-ai-baseline``) → ``self_baseline``, nothing compared."""
     store, url = fake
     hooks = _hooks(url, tmp_path)
     await hooks.on_cases("run-1", [_case("smoke-a")])
     assert await hooks.on_finish(_results("run-1", [unit("smoke-a", 0, {"happy-path": True})])) is None  # none yet
+    assert hooks.comparison_status == "no_baseline"
 
     store.add_session("instance-ai-baseline-old00000", dt.datetime.now(dt.UTC) - dt.timedelta(days=1))
     creating = _hooks(url, tmp_path, experiment_name="instance-ai-baseline")
     await creating.on_cases("run-2", [_case("smoke-a")])
     await creating.on_unit(unit("smoke-a", 0, {"happy-path": True}))
     assert await creating.on_finish(_results("run-2", [unit("smoke-a", 0, {"happy-path": True})])) is None
+    assert creating.comparison_status == "self_baseline"
     assert creating.failures == [] and hooks.failures == []
 
 
@@ -219,6 +224,7 @@ async def test_server_error_everywhere_leaves_the_run_unaffected(tmp_path: Path,
         server.shutdown()
         server.server_close()
     assert hooks.experiment is None and len(hooks.failures) == 2
+    assert hooks.comparison_status == "fetch_failed" and hooks.comparison_error == hooks.failures[-1]
     assert any("LangSmith dataset sync" in r.getMessage() for r in caplog.records)
     assert all(API_KEY not in r.getMessage() for r in caplog.records)
 

@@ -85,6 +85,22 @@ def test_no_baseline_variant() -> None:
     assert "| a | 3 | 100.0% | 29.6% | 2/3 |" in text
 
 
+def test_the_heading_is_n8ns_and_each_comparison_status_has_its_own_alert() -> None:
+    """n8n ``comparison/format.ts`` (pinned by ``__tests__/comparison-format.test.ts`` @ 012ffedc:
+    "omits commit SHA from the PR-comment heading", "renders distinct alerts per skip reason"): the
+    heading readers key on is ``### Instance AI Workflow Eval``; no_baseline, self_baseline and
+    fetch_failed each say why nothing was compared, fetch_failed as a warning."""
+    pr = results("pr-run", trials_units("a", "s", 2, 3), k=2)
+    assert render_pr_comment(pr, None).startswith("### Instance AI Workflow Eval\n")
+    pr.comparison_status = "no_baseline"
+    assert "`--experiment-name instance-ai-baseline` on master to create one" in render_pr_comment(pr, None)
+    pr.comparison_status, pr.experiment_name = "self_baseline", "instance-ai-baseline-1"
+    assert "this run is the baseline (`instance-ai-baseline-1`) — nothing to compare against" in render_pr_comment(pr, None)
+    pr.comparison_status, pr.comparison_error = "fetch_failed", "HTTP 503"
+    text = render_pr_comment(pr, None)
+    assert "⚠️ **Regression detection did not run — baseline fetch failed: HTTP 503**" in text
+
+
 def test_escaping_and_redaction(tmp_path: Path) -> None:
     secret = "mcp-token-Zq81x7Lw0PpA"
     register_secret(secret)

@@ -53,8 +53,31 @@ def band_text(band: Band | None, passed: int | None = None, total: int | None = 
 # --------------------------------------------------------------------------- sections
 
 
+#: n8n's heading (``comparison/format.ts``; its newest test drops the commit SHA from it): what readers
+#: of the PR comment key on.
+HEADING = "### Instance AI Workflow Eval"
+#: n8n's warning when the baseline could not be read (``fetch_failed``) and its advice when no baseline
+#: exists (``no_baseline``), from ``comparison/format.ts``.
+FETCH_FAILED = "Regression detection did not run — baseline fetch failed"
+NO_BASELINE_HINT = ("no baseline configured — comparison skipped. Run the eval with "
+                    "`--experiment-name instance-ai-baseline` on master to create one")
+
+
+def _status_reason(results: EvalResults) -> str | None:
+    """Why there is no comparison, in n8n's words per ``comparisonStatus`` (None: the caller's reason)."""
+    if results.comparison_status == "no_baseline":
+        return NO_BASELINE_HINT
+    if results.comparison_status == "self_baseline":
+        return f"this run is the baseline ({code(results.experiment_name or results.run_id)}) — nothing to compare against"
+    if results.comparison_status == "fetch_failed":
+        return f"{FETCH_FAILED}: {results.comparison_error or 'unknown error'}"
+    return None
+
+
 def alert_line(comparison: Comparison | None, no_baseline_reason: str | None = None) -> str:
     if comparison is None:
+        if no_baseline_reason and no_baseline_reason.startswith(FETCH_FAILED):
+            return f"⚠️ **{no_baseline_reason}**"
         return f"ℹ️ **No baseline comparison** — {no_baseline_reason or 'no baseline was given'}."
     tc = comparison.tier_counts
     reg, likely = tc.get(Tier.hard_regression.value, 0), tc.get(Tier.soft_regression.value, 0)
@@ -90,7 +113,7 @@ def _aggregate(summary: RunSummary, baseline: RunSummary | None) -> list[str]:
         ("Units finished", f"{summary.units_finished}/{summary.units_total}",
          f"{baseline.units_finished}/{baseline.units_total}" if baseline else ""),
     ]
-    out = ["### Aggregate", ""]
+    out = ["#### Aggregate", ""]
     if baseline is not None:
         out += ["| | This run | Baseline |", "|---|---|---|"]
         out += [f"| {a} | {cell(b)} | {cell(c)} |" for a, b, c in rows]
@@ -120,7 +143,7 @@ def _unit_row(u: UnitComparison) -> str:
 
 
 def _comparison(comparison: Comparison) -> list[str]:
-    out = [f"### Comparison vs baseline {code(comparison.baseline_run_id)}", "",
+    out = [f"#### Comparison vs baseline {code(comparison.baseline_run_id)}", "",
            f"Over the {comparison.intersection_size} unit(s) both runs measured: this run "
            f"{band_text(comparison.pr_band)}; baseline {band_text(comparison.baseline_band)}.", ""]
     tc = comparison.tier_counts
@@ -140,10 +163,10 @@ def _comparison(comparison: Comparison) -> list[str]:
         rows = comparison.in_tier(tier)
         if not rows:
             continue
-        out += [f"#### {title} ({len(rows)})", "", f"_{blurb}_", ""] + header + [_unit_row(u) for u in rows] + [""]
+        out += [f"##### {title} ({len(rows)})", "", f"_{blurb}_", ""] + header + [_unit_row(u) for u in rows] + [""]
     bh_only = [u for u in comparison.units if u.bh_tier is Tier.hard_regression and u.tier is not Tier.hard_regression]
     if bh_only:  # cannot happen with q >= p, kept so a change of method would show
-        out += ["#### Regressions only under BH", ""] + header + [_unit_row(u) for u in bh_only] + [""]
+        out += ["##### Regressions only under BH", ""] + header + [_unit_row(u) for u in bh_only] + [""]
     for title, keys in (("Only in this run", comparison.pr_only), ("Only in the baseline", comparison.baseline_only)):
         if keys:
             out += [f"<details><summary>{title} ({len(keys)}) — not compared</summary>", ""]
@@ -151,7 +174,7 @@ def _comparison(comparison: Comparison) -> list[str]:
     if comparison.drift is None:
         out += ["_Failure-category drift: not captured on both sides._", ""]
     elif comparison.drift:
-        out += ["### Failure-category drift", "",
+        out += ["#### Failure-category drift", "",
                 "_Notable: rate moved ≥ 5 pts and ≥ 3 trials beyond what the trial-count scaling predicts._", "",
                 "| Category | This run | Baseline | Δ | Beyond scaling | Notable |", "|---|---|---|---|---|---|"]
         for d in comparison.drift:
@@ -176,7 +199,7 @@ def gate_lines(results: EvalResults) -> list[str]:
     gate = evaluate_gate(doc["testCases"], doc["totalRuns"])
     agg = gate["aggregate"]
     head = "🟢 **Gate green**" if gate["green"] else f"🔴 **Gate red** — {len(gate['failing'])} unit(s) never passed"
-    out = ["### Gate", "", f"{head} (tier {code(tier)}, every unit must pass at least once in {gate['totalRuns']} "
+    out = ["#### Gate", "", f"{head} (tier {code(tier)}, every unit must pass at least once in {gate['totalRuns']} "
            f"iteration(s); {agg['passed']}/{agg['total']} trials passed)", ""]
     for u in gate["failing"]:
         out.append(f"- {cell(u['slug'])} ({u['passCount']}/{u['total']})")
@@ -186,7 +209,7 @@ def gate_lines(results: EvalResults) -> list[str]:
 
 
 def _cases(cases: list[CaseSummary], k: int) -> list[str]:
-    out = ["### Per-case results", "",
+    out = ["#### Per-case results", "",
            f"| Case | Iterations | pass@{k} | pass^{k} | Trials passed | Cost | Turns | Failure categories |",
            "|---|---|---|---|---|---|---|---|"]
     for case in cases:
@@ -216,7 +239,7 @@ def workflow_checks_lines(results: EvalResults) -> list[str]:
     per_check = summary["perCheck"]
     rank = {d: i for i, d in enumerate(DIMENSION_ORDER)}
     rows = sorted(per_check.items(), key=lambda kv: (rank.get(kv[1]["dimension"], 99), kv[0]))
-    out = ["### Workflow checks", "",
+    out = ["#### Workflow checks", "",
            f"<details><summary>{len(rows)} checks over {summary['scoredBuilds']} build(s)"
            " — independent of the scenario verdicts</summary>", "",
            "| Dimension | Check | Pass | Fail | N/A | Pass rate |", "|---|---|---|---|---|---|"]
@@ -256,10 +279,10 @@ def failure_lines(results: EvalResults) -> list[str]:
 def _failures(results: EvalResults) -> list[str]:
     lines = failure_lines(results)
     if not lines:
-        return ["### Failures", "", "None.", ""]
+        return ["#### Failures", "", "None.", ""]
     shown = lines[:MAX_FAILURES]
     more = [f"- … and {len(lines) - MAX_FAILURES} more (see eval-results.json)"] if len(lines) > MAX_FAILURES else []
-    return (["### Failures", "", f"<details><summary>{len(lines)} failure(s)</summary>", ""]
+    return (["#### Failures", "", f"<details><summary>{len(lines)} failure(s)</summary>", ""]
             + shown + more + ["", "</details>", ""])
 
 
@@ -274,7 +297,9 @@ def render_pr_comment(
     summary, cases = summaries(results)
     base_summary = summaries(baseline)[0] if baseline is not None and comparison is not None else None
     title = results.experiment_name or results.run_id
-    out = [f"## Instance AI eval — {cell(title)}", "", alert_line(comparison, no_baseline_reason), ""]
+    if comparison is None:
+        no_baseline_reason = _status_reason(results) or no_baseline_reason
+    out = [HEADING, "", alert_line(comparison, no_baseline_reason), "", f"<sub>{cell(title)}</sub>", ""]
     out += _aggregate(summary, base_summary)
     out += gate_lines(results)
     if comparison is not None:

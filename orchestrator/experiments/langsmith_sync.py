@@ -515,8 +515,11 @@ class LangSmithHooks(RunHooks):
                                            "experiment_id": str(self.experiment.id)}
             if results.experiment_name is None:
                 results.experiment_name = self.experiment_prefix
+        failures = len(self.failures)
         baseline = await self._best_effort("baseline lookup", lambda: self._find_baseline(results))
         if baseline is None:
+            if len(self.failures) > failures:  # the lookup raised: n8n's fetch_failed, with its message
+                self.comparison_status, self.comparison_error = "fetch_failed", self.failures[-1]
             return None
         self.baseline = baseline
         results.config.setdefault("langsmith", {})["baseline"] = baseline.run_id  # type: ignore[index]
@@ -639,23 +642,34 @@ class LangSmithHooks(RunHooks):
 
     # ------------------------------------------------------------ baseline
     def _find_baseline(self, results: EvalResults) -> EvalResults | None:
+        """n8n's ``findLatestBaseline`` then ``fetchBaselineBucket`` (``comparison/fetch-baseline.ts``),
+        saying how it went in :attr:`comparison_status` as n8n's ``tryRunComparison``
+        (``run/langsmith-driver.ts``): no experiment → ``no_baseline``; the newest is this run's own
+        → ``self_baseline`` (nothing to compare against); one with no readable runs → ``fetch_failed``."""
         prefix = self.baseline_prefix
         candidates = [p for p in self.client.list_projects(name_contains=prefix)
-                      if (p.name or "").startswith(prefix) and not _is_scripted(p)
-                      and (self.experiment is None or p.id != self.experiment.id)]
+                      if (p.name or "").startswith(prefix) and not _is_scripted(p)]
         if not candidates:
-            log.info("LangSmith: no baseline experiment named %s* (other than this run, not scripted); "
-                     "comparison skipped", prefix)
+            log.info("LangSmith: no baseline experiment named %s* (not scripted); comparison skipped", prefix)
+            self.comparison_status = "no_baseline"
             return None
         candidates.sort(key=lambda p: p.start_time.timestamp() if p.start_time else 0.0, reverse=True)
         chosen = next((p for p in candidates[:MAX_COMPLETION_PROBES] if _has_completion_marker(p)), candidates[0])
+        if self.experiment is not None and chosen.id == self.experiment.id:
+            log.info("LangSmith: this run (%s) is the newest baseline; nothing to compare against", chosen.name)
+            self.comparison_status = "self_baseline"
+            self.comparison_error = f"This run is the baseline ({chosen.name}): nothing to compare against"
+            return None
         runs = list(self.client.list_runs(project_id=chosen.id, is_root=True))
         ours = {u.unit_id: u for run in runs if (u := unit_from_outputs(run.outputs)) is not None}
         units = list(ours.values()) or units_from_n8n_rows([(run.inputs or {}, run.outputs or {}) for run in runs])
         if not units:
             log.info("LangSmith: baseline %s has no readable runs; comparison skipped", chosen.name)
+            self.comparison_status = "fetch_failed"
+            self.comparison_error = f"baseline {chosen.name} has no readable runs"
             return None
         log.info("LangSmith: comparing against baseline %s (%d unit(s))", chosen.name, len(units))
+        self.comparison_status = "ok"
         return EvalResults(run_id=chosen.name or str(chosen.id), experiment_name=chosen.name,
                            started_at=chosen.start_time.timestamp() if chosen.start_time else 0.0, units=units,
                            config={"langsmith_experiment_id": str(chosen.id)})

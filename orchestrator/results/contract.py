@@ -365,7 +365,9 @@ def to_document(results: EvalResults) -> dict[str, Any]:
         "totalRuns": total,
         "experimentName": results.experiment_name or results.run_id,
         "summary": summary,
-        "comparisonStatus": "ok" if comparison else "not_attempted",
+        "comparisonStatus": results.comparison_status or ("ok" if comparison else "not_attempted"),
+        **({"comparisonError": results.comparison_error}
+           if results.comparison_status == "fetch_failed" and results.comparison_error else {}),
         **({"gate": gate} if (gate := _gate(results, test_cases, total)) is not None else {}),
         "testCases": test_cases,
         "orchestrator": json.loads(results.model_dump_json()),

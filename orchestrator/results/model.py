@@ -206,6 +206,12 @@ class LaneRecord(BaseModel):
     fingerprint: dict[str, str]
 
 
+#: n8n's ``comparisonStatus`` (``run/persist.ts``): the baseline comparison ran (``ok``), found no baseline
+#: (``no_baseline``), found this run itself as the newest baseline (``self_baseline``: nothing to compare
+#: against), could not read it (``fetch_failed``), or was not attempted (a gated tier, no baseline source).
+ComparisonStatus = Literal["ok", "no_baseline", "self_baseline", "fetch_failed", "not_attempted"]
+
+
 class EvalResults(BaseModel):
     run_id: str
     experiment_name: str | None = None
@@ -220,3 +226,7 @@ class EvalResults(BaseModel):
     #: lanes that never joined the pool (failed to start, or configured unlike the first ready lane)
     lane_failures: list[str] = Field(default_factory=list)
     comparison: dict[str, object] | None = None
+    #: how the baseline comparison went (None in files written before it was recorded)
+    comparison_status: ComparisonStatus | None = None
+    #: why the baseline could not be read (``fetch_failed`` only; redacted)
+    comparison_error: str | None = None

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any, get_args
 
 from orchestrator.domain import Attribution
-from orchestrator.results.model import EvalResults, ExpectationKind
+from orchestrator.results.model import ComparisonStatus, EvalResults, ExpectationKind
 
 SCHEMA_VERSION = "1.0.0"
 SCHEMA_ID = "https://n8n-eval-orchestrator.local/schemas/eval-results/1.0.0.json"
@@ -126,7 +126,8 @@ def json_schema() -> dict[str, Any]:
             "schemaVersion": {"const": SCHEMA_VERSION},
             "timestamp": {"type": "string"}, "duration": {"type": "integer", "minimum": 0},
             "totalRuns": {"type": "integer", "minimum": 0}, "experimentName": nullable_str,
-            "comparisonStatus": {"type": "string"},
+            "comparisonStatus": {"enum": list(get_args(ComparisonStatus))},
+            "comparisonError": {"type": "string"},
             "summary": {
                 "type": "object",
                 "required": ["testCases", "built", "scenariosTotal", "passAtK", "passHatK", "passRatePerIter",

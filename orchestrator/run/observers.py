@@ -23,7 +23,7 @@ from orchestrator.domain import CleanupFailure
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact
-from orchestrator.results.model import EvalResults, UnitResult
+from orchestrator.results.model import ComparisonStatus, EvalResults, UnitResult
 from orchestrator.results.scoring import unit_outcome
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,13 @@ class ProgressObserver(RunObserver):
 
 class RunHooks:
     """Observers of a run's results (LangSmith experiments, A/B bookkeeping). Every call is
-    best-effort: a hook that raises is logged and never fails the run."""
+    best-effort: a hook that raises is logged and never fails the run.
+
+    A hook that looks for a baseline says how that went in :attr:`comparison_status` (and
+    :attr:`comparison_error`) by the end of :meth:`on_finish`: n8n's ``comparisonStatus``."""
+
+    comparison_status: ComparisonStatus | None = None
+    comparison_error: str | None = None
 
     async def on_cases(self, run_id: str, cases: list[LoadedCase]) -> None: ...
 

@@ -273,9 +273,11 @@ class Run:
         hook_comparisons = [c for c in await call_hooks(self.hooks, "on_finish", plan.results) if isinstance(c, dict)]
         hook_baseline = next((b for b in (getattr(h, "baseline", None) for h in self.hooks)
                               if isinstance(b, EvalResults)), None)
+        hook_status = next(((status, h.comparison_error) for h in self.hooks
+                            if (status := h.comparison_status) is not None), None)
         for error in write_final(plan.results, plan.writer, plan.output_dir, baseline_path=self.cfg.baseline,
                                  hook_comparison=hook_comparisons[0] if hook_comparisons else None,
-                                 hook_baseline=hook_baseline):
+                                 hook_baseline=hook_baseline, hook_status=hook_status):
             if error not in self.errors:
                 self.errors.append(error)
 
