@@ -285,7 +285,8 @@ def test_single_prompt_confirmations_follow_n8ns_auto_approval() -> None:
     ``tryInfrastructureResponse``: only confirmations are approved. A clarifying question gets no
     answer, a standalone credential card is deferred with an empty selection (the declared
     credential is NOT picked), a setup card is applied as it stands, network access is allowed
-    for all, a gateway resource decision takes its allowing option."""
+    for all, a gateway resource decision takes its allowing option (``utils/confirmation-payload.ts``
+    at 028ab2b2)."""
     assert answer_confirmation({"requestId": "r", "toolName": "executions", "message": "Run it?"}) == \
         {"kind": "approval", "approved": True}
     questions = {"inputType": "questions", "questions": [
@@ -304,6 +305,13 @@ def test_single_prompt_confirmations_follow_n8ns_auto_approval() -> None:
     assert answer_confirmation(setup) == {"kind": "setupWorkflowApply"}  # the wizard wins over the card
     assert answer_confirmation({"resourceDecision": {"options": ["denyOnce", "allowForSession"]}}) == \
         {"kind": "resourceDecision", "resourceDecision": "allowForSession"}
+    # n8n's chat-loop test: options [denyOnce, allowOnce] → allowOnce; a value the schema
+    # (instanceGatewayResourceDecisionSchema) does not know falls back to allowOnce
+    assert answer_confirmation({"resourceDecision": {"options": ["denyOnce", "allowOnce"]}}) == \
+        {"kind": "resourceDecision", "resourceDecision": "allowOnce"}
+    for options in (["allowAlways", "denyOnce"], ["denyAlways"], []):
+        assert answer_confirmation({"resourceDecision": {"options": options}}) == \
+            {"kind": "resourceDecision", "resourceDecision": "allowOnce"}
     assert answer_confirmation({"credentialDestination": {"origin": "https://api.x"}}) == \
         {"kind": "credentialDestination", "origin": "https://api.x", "approved": True}
     assert answer_confirmation({"inputType": "plan-review", "planItems": [{}]}) == {"kind": "approval", "approved": True}

@@ -9,7 +9,7 @@ import pytest
 from eval_results_factory import results, trials_units, unit
 from n8n_reader import N8nParseError, bucket_from_results_json
 
-from orchestrator.compare.comparison import KNOWN_FAILURE_CATEGORIES, compare, comparison_dict
+from orchestrator.compare.comparison import KNOWN_FAILURE_CATEGORIES, compare, comparison_dict, locale_key
 from orchestrator.compare.gate import evaluate_gate
 from orchestrator.compare.load import load_results
 from orchestrator.results.contract import from_document, to_document
@@ -111,6 +111,24 @@ def test_units_are_listed_in_n8ns_order() -> None:
                    + [unit("a", 0, {}, {"exp": True})])
     keys = [u["key"] for u in comparison_dict(compare(pr, base))["evaluationUnits"]]
     assert keys == ["z/s", "m/s", "a/s", "a#expectation:exp"]
+
+
+#: Sorted by Node 24's ``localeCompare`` (ICU, en-US): ``xs.sort((a, b) => a.localeCompare(b))``.
+NODE_LOCALE_ORDER = ["#hashtag", "~tilde", "$dollar", "a/b", "a\\b", "alpha", "Alpha", "ALPHA", "alpha_beta",
+                     "alpha-beta", "alpha.beta", "alphabeta", "emile", "Emile", "émile", "It totals (the) order",
+                     "it totals the order", "It totals the order", "smoke manual", "smoke_manual", "smoke-1",
+                     "Smoke-manual", "smoke-manual-set", "smoke10", "smoke2", "x-1y", "x1y", "X1Y", "Zeta case"]
+
+
+def test_case_and_unit_names_are_ordered_by_locale_compare_not_code_points() -> None:
+    """n8n's ``comparison/compare.ts`` ``unitComparator`` sorts by ``testCaseFile.localeCompare`` and
+    ``name.localeCompare`` (commit 2dd7f368): punctuation before digits before letters, case and
+    accents only breaking ties — not code points ("Zeta" before "alpha")."""
+    assert sorted(reversed(NODE_LOCALE_ORDER), key=locale_key) == NODE_LOCALE_ORDER
+    pr = results("pr", trials_units("Zeta", "s", 3, 3) + trials_units("alpha", "B step", 3, 3)
+                 + trials_units("alpha", "a step", 3, 3))
+    keys = [u["key"] for u in comparison_dict(compare(pr, pr))["evaluationUnits"]]
+    assert keys == ["alpha/a step", "alpha/B step", "Zeta/s"]
 
 
 def test_the_pr_tier_gate() -> None:

@@ -81,6 +81,10 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 15.0
 
 
+#: ``instanceGatewayResourceDecisionSchema`` (``@n8n/api-types``): the values a resource decision may take.
+RESOURCE_DECISIONS = frozenset({"denyOnce", "allowOnce", "allowForSession"})
+
+
 def answer_confirmation(payload: dict[str, Any]) -> dict[str, Any]:
     """What a single-prompt case answers to a ``confirmation-request``: the reference's
     ``buildAutoApprovePayload`` (``harness/chat-loop.ts``), its infrastructure cases from
@@ -88,7 +92,8 @@ def answer_confirmation(payload: dict[str, Any]) -> dict[str, Any]:
     approved; nothing here ever takes a decision the user would have to make:
 
     - network access (``domainAccess`` / ``webSearch``): allow all;
-    - a gateway resource decision: the first option that allows (else ``allowOnce``);
+    - a gateway resource decision: the first option that allows (else the first), when the schema
+      knows it (``denyOnce``, ``allowOnce``, ``allowForSession``), else ``allowOnce``;
     - a credential destination review: approved;
     - a standalone credential card (``credentialRequests`` without ``setupRequests``): deferred
       with an empty selection — no credential is picked, the card is answered before any model call;
@@ -102,7 +107,8 @@ def answer_confirmation(payload: dict[str, Any]) -> dict[str, Any]:
     if isinstance(decision, dict):
         options = [o for o in decision.get("options") or [] if isinstance(o, str)]
         allow = next((o for o in options if "allow" in o.lower()), options[0] if options else None)
-        return {"kind": "resourceDecision", "resourceDecision": allow or "allowOnce"}
+        # a value outside the schema n8n answers with falls back to allowOnce (tryInfrastructureResponse)
+        return {"kind": "resourceDecision", "resourceDecision": allow if allow in RESOURCE_DECISIONS else "allowOnce"}
     destination = payload.get("credentialDestination")
     if isinstance(destination, dict) and isinstance(destination.get("origin"), str):
         return {"kind": "credentialDestination", "origin": destination["origin"], "approved": True}

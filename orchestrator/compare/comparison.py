@@ -9,6 +9,7 @@ compare`` writes it to ``comparison.json``.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -151,9 +152,35 @@ def failure_category_rows(pr: Iterable[ScoringUnit], baseline: Iterable[ScoringU
     return sorted(rows, key=lambda r: (not r.notable, -abs(r.delta)))
 
 
-def _order(u: UnitComparison) -> tuple[int, str, int, str]:
-    """n8n's ``unitComparator``: verdict, then case, scenarios before expectations, then name."""
-    return VERDICT_ORDER[u.tier], u.case, 0 if u.kind == "scenario" else 1, u.name
+#: The root collation order of printable ASCII, as ``String.prototype.localeCompare`` sorts it in
+#: Node (ICU, ``en-US``): punctuation and symbols, digits, then letters, case ignored at first.
+_COLLATION = " _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789abcdefghijklmnopqrstuvwxyz"
+_PRIMARY = {ch: i for i, ch in enumerate(_COLLATION)}
+
+LocaleKey = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def locale_key(text: str) -> LocaleKey:
+    """A sort key that orders strings as JavaScript's ``a.localeCompare(b)`` does (ICU root
+    collation, checked against Node 24): first by each character's primary weight (letters
+    case-insensitively and without accents, after digits, after punctuation; a prefix first), then
+    accents, then lowercase before uppercase, each at the first difference. Characters outside
+    Latin letters and printable ASCII sort after them by code point."""
+    primary: list[int] = []
+    secondary: list[int] = []
+    tertiary: list[int] = []
+    for ch in text:
+        base, *marks = unicodedata.normalize("NFD", ch)
+        primary.append(_PRIMARY.get(base.lower(), len(_COLLATION) + ord(base)))
+        secondary.append(sum(ord(m) for m in marks))
+        tertiary.append(1 if base.isupper() else 0)
+    return tuple(primary), tuple(secondary), tuple(tertiary)
+
+
+def _order(u: UnitComparison) -> tuple[int, LocaleKey, int, LocaleKey]:
+    """n8n's ``unitComparator`` (``comparison/compare.ts``): verdict, then ``testCaseFile.localeCompare``,
+    scenarios before expectations, then ``name.localeCompare``."""
+    return VERDICT_ORDER[u.tier], locale_key(u.case), 0 if u.kind == "scenario" else 1, locale_key(u.name)
 
 
 def compare(results: EvalResults, baseline: EvalResults) -> Comparison:
