@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.cases import EvalCase, load_disk, parse_case
+from orchestrator.cases.credential_types import from_install, known_types, unknown_type_message
 
 INVALID_DIR = Path(__file__).parent / "fixtures" / "invalid"
 
@@ -79,6 +80,9 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     "context-assertion-bad-anchor": [("contextAssertions.0.anchor", "'probe' or 'turn-end'")],
     "intent-expectation-without-accepts": [("intentExpectation.accepts", "at least 1 item")],
     "credential-blank-not-boolean": [("credentials.0.blank", "true or false")],
+    # a type the pinned n8n does not define is refused at load, naming the nearest known type
+    "credential-type-unknown": [("credentials.1.type", "unknown credential type 'SlackApi': n8n defines no such "
+                                                        "type (did you mean 'slackApi'?)")],
     "not-an-object": [("(case)", "must be a JSON object, got an array")],
     "bad-json-syntax": [("<json>", "Expecting ',' delimiter (line 4, column 3)")],
     "duplicate-json-key": [("<json>", "duplicate key 'complexity'")],
@@ -225,6 +229,27 @@ def test_every_supported_credential_type_loads() -> None:
 
     case = valid(credentials=[{"type": t} for t in sorted(SUPPORTED_CREDENTIAL_TYPES)])
     assert {c.type for c in case.credentials} == SUPPORTED_CREDENTIAL_TYPES
+
+
+def test_any_type_the_pinned_n8n_defines_loads_and_a_stranger_is_named() -> None:
+    """Our choice (``docs/n8n-corpus.md``): any credential type the pinned n8n defines, beyond
+    n8n's seeder templates (``credentials/seeder.ts``), with the MCP registry's seeded types."""
+    case = valid(credentials=[{"type": t} for t in ("anthropicApi", "postgres", "notionMcpOAuth2Api")])
+    assert [c.type for c in case.credentials] == ["anthropicApi", "postgres", "notionMcpOAuth2Api"]
+    assert unknown_type_message("postgresql") == ("unknown credential type 'postgresql': n8n defines no such type "
+                                                   "(did you mean 'postgres'?)")
+    assert unknown_type_message("qqqzzzxxx") == "unknown credential type 'qqqzzzxxx': n8n defines no such type"
+
+
+def test_the_shipped_credential_type_list_is_the_installed_n8ns() -> None:
+    """The list cases are checked against is generated from the pinned install (n8n-nodes-base and
+    @n8n/n8n-nodes-langchain ``dist/known/credentials.json``, plus the MCP registry seed's types)."""
+    from orchestrator.toolchain import N8N_VERSION, default_cache_dir
+
+    modules = default_cache_dir() / f"n8n-{N8N_VERSION}" / "node_modules"
+    if not (modules / "n8n-nodes-base").is_dir():
+        pytest.skip("the pinned n8n is not installed")
+    assert from_install(modules) == known_types()
 
 
 def test_description_of_exactly_512_characters_after_trimming() -> None:

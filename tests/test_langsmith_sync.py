@@ -22,14 +22,13 @@ from langsmith_fake import API_KEY, FakeLangSmith, serve
 
 from orchestrator.cases import LoadedCase
 from orchestrator.cases.model import EvalCase
+from orchestrator.experiments.langsmith_rows import unit_feedback, unit_outputs
 from orchestrator.experiments.langsmith_sync import (
     DEFAULT_DATASET,
     LangSmithHooks,
     dataset_name,
     default_experiment_name,
     default_hooks,
-    unit_feedback,
-    unit_outputs,
 )
 from orchestrator.redact import register_secret
 from orchestrator.results.model import BuildStatus, EvalResults

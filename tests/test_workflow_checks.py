@@ -162,7 +162,7 @@ def test_samples_saved_on_a_real_lane_get_the_expected_outcomes(shared_plain_lan
 
 
 def test_langsmith_feedback_rows_carry_the_check_keys() -> None:
-    from orchestrator.experiments.langsmith_sync import unit_feedback
+    from orchestrator.experiments.langsmith_rows import unit_feedback
 
     workflow = json.loads((CAPTURED / "flawed.json").read_text())
     checks = deterministic_checks(workflow, CheckContext(prompt=SAMPLES["flawed"][1]))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from orchestrator.cases.credential_types import spellings
 from orchestrator.cases.credentials import SUPPORTED_CREDENTIAL_TYPES, CredentialSpec
 from orchestrator.errors import UserError
 from orchestrator.redact import register_secret
@@ -131,12 +132,7 @@ class CredentialTypes:
         return name in self._types
 
     def resolve(self, credential_type: str) -> str:
-        candidates = [credential_type]
-        if credential_type.endswith("Api"):
-            candidates.append(credential_type[: -len("Api")])
-        else:
-            candidates.append(credential_type + "Api")
-        for name in candidates:
+        for name in spellings(credential_type):
             if name in self._types:
                 return name
         raise UnknownCredentialType(f"credential type {credential_type!r} is not a credential type this n8n defines")

@@ -1,11 +1,11 @@
 """Credentials a case declares: created for real before the build and pinned as the build's
 entire credential view.
 
-The type is any credential type n8n knows. n8n's own schema checks it against its seeder's
-hand-kept templates; here the placeholder data is derived at run time from the lane's own
+The type is any credential type the pinned n8n defines. n8n's own schema checks it against its
+seeder's hand-kept templates; here the placeholder data is derived at run time from the lane's own
 credential type definitions (``builders/credentials.py``), so a new type needs no code — the one
-place this loader accepts more than n8n's (``docs/n8n-corpus.md``). An unknown type therefore
-fails on the lane, naming the type, not at load.
+place this loader accepts more than n8n's (``docs/n8n-corpus.md``). A type the pinned n8n does not
+define is refused at load, naming the nearest known one (:mod:`orchestrator.cases.credential_types`).
 
 Like n8n's schema, an entry is a plain (non-strict) object: keys it does not know are dropped.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from orchestrator.cases.base import CaseModel
+from orchestrator.cases.credential_types import unknown_type_message
 
 #: Credential types with a hand-written template (live ``EVAL_*`` values; verified field names).
 #: Every other type gets placeholder data derived from the lane's type definition.
@@ -47,6 +48,14 @@ class CredentialSpec(CaseModel):
     #: True declares a credential the user saved without filling anything in: created with empty
     #: fields, and (like ``valid: false``) its connection test is not bypassed.
     blank: StrictBool = False
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        problem = unknown_type_message(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("description")
     @classmethod

@@ -170,7 +170,8 @@ def locale_key(text: str) -> LocaleKey:
     secondary: list[int] = []
     tertiary: list[int] = []
     for ch in text:
-        base, *marks = unicodedata.normalize("NFD", ch)
+        decomposed = unicodedata.normalize("NFD", ch)
+        base, marks = decomposed[0], decomposed[1:]
         primary.append(_PRIMARY.get(base.lower(), len(_COLLATION) + ord(base)))
         secondary.append(sum(ord(m) for m in marks))
         tertiary.append(1 if base.isupper() else 0)
