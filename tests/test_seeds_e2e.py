@@ -306,3 +306,40 @@ def test_a_session_boundary_seed_is_an_earlier_thread_and_the_live_turn_opens_a_
     assert "ZEBRA-OPS-" not in json.dumps(live["messages"])
     assert [e["role"] for e in read_transcript(tmp_path / "s.jsonl") if e["kind"] == "seeded"] == ["user", "assistant"]
     assert seen["failures"] == [] and seen["open"] == []
+
+
+def test_the_leftover_eviction_survives_another_build_s_member_going_meanwhile(seed_lane, tmp_path: Path) -> None:
+    """Issue 34 item 11, the race behind "seed restore failed: HTTP 404: Project not found": a
+    seed's leftover eviction lists every project on the lane (a crashed run's folder sits in another
+    build's project), then each project's root folders. Another unit on the same lane releases its
+    member meanwhile — since a finished unit's clean-up runs after its slot is given back — and its
+    personal project goes with it. Here that interleaving is forced on a real lane: the second
+    member is deleted right after the project listing. The eviction must skip the project that is
+    gone (nothing of this run is there) instead of failing the seed restore (n8n: a seeding failure
+    is the framework's, and this one was not even a failure of the seed)."""
+    lane, ledger, _ = seed_lane
+    plan = seeds.plan_restore(_case().inline_seed)  # type: ignore[arg-type]
+
+    async def scenario() -> list[str]:
+        ctx = await BuildLane.open(lane, ledger)
+        mine = await ctx.users.acquire([], mcp_key=False)
+        other = await ctx.users.acquire([], mcp_key=False)
+        real_get = ctx.owner.get
+        released: list[bool] = []
+
+        async def get_then_release_the_other_member(path: str, **kwargs: Any) -> Any:
+            answer = await real_get(path, **kwargs)
+            if path == "/rest/projects" and not released:
+                released.append(await ctx.users.release(other) == [])
+            return answer
+
+        ctx.owner.get = get_then_release_the_other_member  # type: ignore[method-assign]
+        try:
+            return await seeds.evict_leftovers(ctx.owner, mine.project_id, plan, ledger, lane.lane_id)
+        finally:
+            ctx.owner.get = real_get  # type: ignore[method-assign]
+            assert released == [True]
+            assert await ctx.users.release(mine) == []
+            await ctx.close()
+
+    assert asyncio.run(scenario()) == []

@@ -44,7 +44,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.builders import seeds
+from orchestrator.builders import scenario_tables, seeds
 from orchestrator.builders.budgets import BudgetBreach, Budgets
 from orchestrator.builders.builder import (
     Builder,
@@ -354,11 +354,11 @@ class InstanceAiBuilder(Builder):
             if outcome.error is not None:
                 return outcome
         try:  # after the seed (whose restore clears this user's open tables), before the first turn
-            outcome.tables = await seeds.create_scenario_tables(
+            outcome.tables = await scenario_tables.create_scenario_tables(
                 lane.owner, case, thread_id, lane.ledger, lane=lane_id, user=user.user_id, project_id=user.project_id)
         except N8nTransportError:
             raise
-        except (N8nError, seeds.ScenarioTablesRefused) as exc:
+        except (N8nError, scenario_tables.ScenarioTablesRefused) as exc:
             outcome.error = redact(f"scenario data tables could not be created: {exc}")[:1000]
             transcript.add("error", message=outcome.error)
             return outcome
