@@ -25,6 +25,7 @@ from orchestrator.builders.users import BuildUserPool
 from orchestrator.cases import CredentialSpec
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
+from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.rest import N8nClient
@@ -111,6 +112,40 @@ async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(shar
         finally:
             assert await pool.release(user) == []
         assert [c for c in await admin.list_credentials() if c["id"] in set(user.credential_ids)] == []
+
+
+@pytest.mark.n8n
+async def test_every_credential_type_the_lane_defines_is_created_from_its_derived_data(
+        shared_plain_lane: StartedLane) -> None:
+    """Our choice beyond n8n's seeder templates (``credentials/seeder.ts``): a case may declare any
+    type the pinned n8n defines. Every one of them — the MCP registry's seeded types included
+    (``POST /rest/mcp-registry/test/seed``, as n8n's harness seeds each lane) — is accepted by a
+    real lane from the placeholder data derived from its definition (an OAuth2 type's URL fields
+    get a valid placeholder URL; a hidden field keeps its default, e.g. the MCP server URL)."""
+    owner = OwnerCredentials("owner@types-test.invalid", "Own3r-" + secrets.token_urlsafe(12))
+    others = {"admin": OwnerCredentials("admin@types-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
+              "chat": OwnerCredentials("chat@types-test.invalid", "Ch4t-" + secrets.token_urlsafe(12))}
+    async with N8nClient(shared_plain_lane.base_url) as client:
+        await client.e2e_reset(owner, **others)
+        session = await client.login(owner.email, owner.password)
+        assert await session.seed_mcp_registry() == 2
+        definitions = (await session.call("GET", "/types/credentials.json")).json()
+        types = CredentialTypes(definitions)
+        names = sorted(str(d["name"]) for d in definitions)
+        assert {"notionMcpOAuth2Api", "linearMcpOAuth2Api"} <= set(names)
+        refused, created = [], []
+        for name in names:
+            try:
+                created.append(await session.create_credential(f"types-test {name}", name,
+                                                               types.placeholder_data(name, PLACEHOLDER)))
+            except N8nError as exc:
+                refused.append(f"{name}: {exc}")
+        for cid in created:
+            await session.delete_credential(cid)
+        notion = types.placeholder_data("notionMcpOAuth2Api", PLACEHOLDER)
+        await session.aclose()
+    assert refused == []
+    assert notion["serverUrl"] == "https://mcp.notion.com/mcp" and "authUrl" not in notion
 
 
 # ----------------------------------------------------------------- types the lane defines

@@ -33,6 +33,28 @@ PLACEHOLDER = "eval-placeholder"
 INVALID_PLACEHOLDER = "eval-invalid-placeholder"
 
 
+def _url_field(name: str) -> bool:
+    return name.lower().endswith(("url", "uri"))
+
+
+def placeholder_url(field_name: str) -> str:
+    """A valid URL nobody answers (``.invalid``, RFC 2606) for a URL field of a placeholder credential."""
+    return f"https://eval-placeholder.invalid/{field_name}"
+
+
+def _shown(prop: Mapping[str, Any], form: Mapping[str, Any]) -> bool:
+    """Whether n8n's form shows ``prop`` for these values (``displayOptions.show`` / ``hide``; keys
+    such as ``@version`` that are not fields are not checked)."""
+    options = prop.get("displayOptions") or {}
+    for key, allowed in (options.get("show") or {}).items():
+        if not key.startswith("@") and isinstance(allowed, list) and form.get(key) not in allowed:
+            return False
+    for key, hidden in (options.get("hide") or {}).items():
+        if not key.startswith("@") and isinstance(hidden, list) and form.get(key) in hidden:
+            return False
+    return True
+
+
 def _oauth2(token: str, **extra: Any) -> dict[str, Any]:
     return {
         **extra,
@@ -156,13 +178,22 @@ class CredentialTypes:
         return name == _OAUTH2_BASE or _OAUTH2_BASE in self._ancestors(name)
 
     def placeholder_data(self, name: str, secret: str) -> dict[str, Any]:
+        """What a user saving the type's form would store: every field the form shows (its
+        ``displayOptions`` read against the form's defaults) that is a required or password string
+        without a default gets the placeholder — a URL field a placeholder URL, which n8n checks
+        (``OAuth url is not a valid URL``) — and every shown or hidden field with a default keeps it
+        (an MCP registry type's hidden ``serverUrl``, say)."""
+        props = self.properties(name)
+        form = {n: p.get("default") for n, p in props.items()}
         data: dict[str, Any] = {}
-        for prop_name, prop in self.properties(name).items():
+        for prop_name, prop in props.items():
+            if not _shown(prop, form):
+                continue
             kind, default = prop.get("type"), prop.get("default")
             secret_field = bool((prop.get("typeOptions") or {}).get("password"))
-            if kind == "string" and (prop.get("required") or secret_field):
-                data[prop_name] = secret
-            elif kind in ("string", "options", "number", "boolean") and default not in (None, ""):
+            if kind == "string" and (prop.get("required") or secret_field) and (secret_field or default in (None, "")):
+                data[prop_name] = placeholder_url(prop_name) if _url_field(prop_name) else secret
+            elif kind in ("string", "options", "number", "boolean", "hidden") and default not in (None, ""):
                 data[prop_name] = default
         if self.is_oauth2(name):
             data.update(_oauth2(secret))

@@ -1,7 +1,8 @@
 """Bring a lane pool up and take it down, the same way for every backend.
 
 Bring-up, per lane and in parallel: start → wait for ``/healthz/readiness`` under a deadline →
-seed the owner with ``POST /rest/e2e/reset`` → log in to prove the seed → fingerprint. A lane
+seed the owner with ``POST /rest/e2e/reset`` → log in to prove the seed → seed the MCP registry's
+mock servers (``POST /rest/mcp-registry/test/seed``, as n8n's harness) → fingerprint. A lane
 that fails is torn down *before* its replacement starts (so retries never pile up lanes) and is
 replaced up to ``retries`` times; then the failure is reported with the lane's last log lines.
 A cancelled bring-up (Ctrl-C) tears down every lane it had started.
@@ -88,6 +89,11 @@ async def seed_owner(lane: Lane, owner: OwnerCredentials) -> None:
         await client.set_feature("feat:folders", True)  # the reset stubs every license feature off
         session = await client.login(owner.email, owner.password)
         try:
+            # as n8n's harness after each lane's login (mcp-registry/seeder.ts): the registry's mock
+            # servers, so cases declaring notionMcpOAuth2Api / linearMcpOAuth2Api can build
+            seeded = await session.seed_mcp_registry()
+            if seeded is None:
+                log.info("%s: skipped MCP registry seed (test endpoint unavailable)", lane.describe())
             lane.fingerprint = await fetch_fingerprint(client, session)  # one login (bcrypt) less per lane
         finally:
             await session.aclose()

@@ -614,6 +614,21 @@ class N8nSession:
     async def set_feature(self, feature: str, enabled: bool) -> None:
         await self.client.set_feature(feature, enabled)
 
+    async def seed_mcp_registry(self) -> int | None:
+        """``POST /rest/mcp-registry/test/seed`` (mounted with ``E2E_TESTS=true``): replaces the lane's
+        MCP registry with n8n's Notion and Linear mock servers, whose credential types
+        (``notionMcpOAuth2Api``, ``linearMcpOAuth2Api``) then exist. As n8n's harness
+        (``mcp-registry/seeder.ts``): the number of servers seeded, or None when the test endpoint is
+        not there (a lane without ``E2E_TESTS``); 401/403 are raised."""
+        try:
+            answer = await self._send("POST", "/rest/mcp-registry/test/seed")
+        except (N8nUnauthorized, N8nForbidden):
+            raise
+        except N8nHTTPError:
+            return None
+        count = answer.get("count") if isinstance(answer, dict) else None
+        return int(count) if isinstance(count, int) else 0
+
     async def set_quota(self, feature: str, value: int) -> None:
         await self.client.set_quota(feature, value)
 
