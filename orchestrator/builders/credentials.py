@@ -299,13 +299,22 @@ def _default_name(credential_type: str) -> str:
     return f"[eval] {credential_type}"
 
 
+#: Model-provider credential types whose base-URL field routes an Agent's model calls: the run's
+#: model route (the lanes' ``N8N_INSTANCE_AI_MODEL_URL``; offline, the scripted server) goes there,
+#: so an Agent an execution scenario runs with "its real model" reaches the route like the lane's
+#: own agent does. The field takes the same base URL (the client appends ``/v1``).
+MODEL_ROUTE_FIELDS = {"anthropicApi": "url"}
+
+
 def plan_credentials(
     specs: Iterable[CredentialSpec], *, env: Mapping[str, str] | None = None,
-    types: CredentialTypes | None = None,
+    types: CredentialTypes | None = None, model_url: str | None = None,
 ) -> list[PlannedCredential]:
     """What to create for a case's declared credentials, in order (names as :func:`credential_bodies`;
     a repeated name gets `` #2``…). A type without a hand template takes its data from ``types``
-    (the lane's definitions; :class:`UnknownCredentialType` without them or when the lane lacks it)."""
+    (the lane's definitions; :class:`UnknownCredentialType` without them or when the lane lacks it).
+    ``model_url``: the run's model route, put into a model-provider credential's base-URL field
+    (:data:`MODEL_ROUTE_FIELDS`)."""
     planned: list[PlannedCredential] = []
     seen: dict[str, int] = {}
     for spec in specs:
@@ -329,6 +338,8 @@ def plan_credentials(
                 data = types.blank_data(ctype)
             else:
                 data = types.placeholder_data(ctype, PLACEHOLDER if spec.valid else INVALID_PLACEHOLDER)
+        if model_url and ctype in MODEL_ROUTE_FIELDS and not spec.blank:
+            data = {**data, MODEL_ROUTE_FIELDS[ctype]: model_url}
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             name = f"{name} #{seen[name]}"

@@ -24,12 +24,14 @@ class BuildLane:
         return self.users.ledger
 
     @classmethod
-    async def open(cls, lane: Lane, ledger: Ledger) -> BuildLane:
+    async def open(cls, lane: Lane, ledger: Ledger, *, model_url: str | None = None) -> BuildLane:
+        """Log in as the lane's owner; ``model_url``: the run's model route (the lane's
+        ``N8N_INSTANCE_AI_MODEL_URL``), which the model-provider credentials a case declares reach."""
         if lane.owner is None:
             raise RuntimeError(f"{lane.describe()} has no owner")
         client = N8nClient(lane.base_url)
         owner = await client.login(lane.owner.email, lane.owner.password)
-        return cls(lane, client, owner, BuildUserPool(lane, owner, client, ledger))
+        return cls(lane, client, owner, BuildUserPool(lane, owner, client, ledger, model_url=model_url))
 
     async def close(self) -> list[CleanupFailure]:
         failures = await self.users.close()

@@ -53,8 +53,11 @@ class _Invite:
 class BuildUserPool:
     """Per-lane supply of fresh members, invited ``INVITE_BATCH`` at a time through the owner."""
 
-    def __init__(self, lane: Lane, owner: N8nSession, client: N8nClient, ledger: Ledger) -> None:
+    def __init__(self, lane: Lane, owner: N8nSession, client: N8nClient, ledger: Ledger, *,
+                 model_url: str | None = None) -> None:
         self.lane = lane
+        #: the run's model route (``plan_credentials``): a declared model-provider credential reaches it
+        self.model_url = model_url
         self.owner = owner
         self.client = client
         self.ledger = ledger
@@ -90,7 +93,7 @@ class BuildUserPool:
             project_id = await session.personal_project()
             user = BuildUser(invite.user_id, invite.email, session, key, project_id)
             types = await self._credential_types(session) if needs_lane_types(credentials) else None
-            for plan in plan_credentials(credentials, types=types):
+            for plan in plan_credentials(credentials, types=types, model_url=self.model_url):
                 cid = await session.create_credential(plan.name, plan.type, plan.data, project_id=project_id,
                                                       description=plan.description)
                 self.ledger.created("credential", cid, lane=self.lane.lane_id, type=plan.type, user=invite.user_id)

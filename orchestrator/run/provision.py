@@ -58,6 +58,7 @@ class Pool:
 
 
 MODEL_KEY_ENV = "N8N_INSTANCE_AI_MODEL_API_KEY"
+MODEL_URL_ENV = "N8N_INSTANCE_AI_MODEL_URL"
 
 
 def lane_spec(cfg: RunConfig, route: ModelRoute) -> LaneSpec:
@@ -157,7 +158,7 @@ class Provisioner:
             self.reference = (lane, fp)
         elif detail := fingerprint_mismatch(self.reference[1], fp):
             raise LaneError(f"configured differently from {self.reference[0].describe()}: {detail}")
-        ctx = await BuildLane.open(lane, self.ledger)
+        ctx = await BuildLane.open(lane, self.ledger, model_url=self.spec.env.get(MODEL_URL_ENV))
         self.pool.contexts[lane.lane_id] = ctx
         await self.builder.prepare_lane(ctx)
         self.observer.on_lanes(self.pool.lanes)

@@ -512,10 +512,16 @@ def is_planner_request(request: dict[str, Any]) -> bool:
     return not request.get("tools") and "test data planner" in system_text(request).lower()
 
 
+_TEST_SCENARIO = re.compile(r"## Test Scenario\s*\n(?P<text>.*?)(?:\n\s*##|\Z)", re.S)
+
+
 def planner_reply(request: dict[str, Any], trigger_content: Any = None) -> Action:
-    if "openingMessage" in system_text(request):
-        plan: dict[str, Any] = {"globalContext": "scripted scenario", "openingMessage": "Hello, please help me with my request.",
-                                "toolHints": {}}
+    if "openingMessage" in system_text(request):  # an Agent's: the scenario, said by the user
+        texts = [t for _, t in user_texts(request)]
+        found = _TEST_SCENARIO.search(texts[-1]) if texts else None
+        opening = " ".join(found.group("text").split()) if found and found.group("text").strip() else ""
+        plan: dict[str, Any] = {"globalContext": "scripted scenario",
+                                "openingMessage": opening or "Hello, please help me with my request.", "toolHints": {}}
     else:
         plan = {"globalContext": "scripted scenario", "nodeHints": {}, "triggerContent": trigger_content or {"n": 1}}
     return text_reply(json.dumps(plan))

@@ -366,12 +366,15 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
     """One scripted model for a whole offline run, whichever builder runs.
 
     - the lane's Instance AI agent (it offers ``build-workflow``) → ``instance_ai_agent``;
+    - the agent builder behind ``build-agent``, and an Agent an execution scenario runs
+      (:mod:`orchestrator.scripted.agents`);
     - the lane's eval mock per HTTP request (``submit_response``) → :func:`lane_mock`;
     - any other caller with tools (the claude CLI of the ``mcp`` builder) → :func:`mcp_builder`;
     - no tools: the user proxy (:mod:`orchestrator.scripted.user_proxy`), our judge (passes, or
       ``judge_script``), the thread-title generator (a title), the
       mock planners (a JSON plan).
     """
+    from orchestrator.scripted import agents as ag
     from orchestrator.scripted import instance_ai as ia
     from orchestrator.scripted import user_proxy as up
 
@@ -385,6 +388,10 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
             return mock(request)
         if ia.is_instance_ai_agent(request):
             return chat_agent(request)
+        if ag.is_agent_builder(request):
+            return ag.agent_builder(request)
+        if ag.is_agent_under_test(request):
+            return ag.agent_under_test(request)
         if request.get("tools"):
             return build(request)
         if up.is_user_proxy_request(request):

@@ -32,7 +32,8 @@ from orchestrator.results.model import (
 )
 from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
-from orchestrator.verify.artifacts import ArtifactRef, artifact_context
+from orchestrator.verify.agent_scenarios import agent_scenario
+from orchestrator.verify.artifacts import ArtifactRef, artifact_context, fetch_agent, render_agent
 from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
 from orchestrator.verify.intent import intent_not_graded
 from orchestrator.verify.judge import (
@@ -49,9 +50,8 @@ from orchestrator.verify.workflow_checks import (
     run_workflow_checks,
 )
 
-AGENT_SCENARIO_NOT_RUN = ("not run: the build's artifact is an Agent, not a workflow; n8n runs an Agent's scenarios "
-                          "through its agent-execution eval path (harness/agent-execution.ts), which this orchestrator "
-                          "does not drive, so the Agent is graded on its expectations only")
+AGENT_SCENARIO_NOT_RUN = ("not run: the build's artifact is an Agent but the build has no agent transcript (n8n's "
+                          "agentRunnable needs one: run/case-pipeline.ts), so the Agent's scenarios cannot run")
 PROCESS_NOT_JUDGED = "not judged: process expectations need a build transcript, and this unit has none"
 PROCESS_NO_OUTPUT = "not judged: the build transcript holds no agent output to grade"
 
@@ -287,11 +287,17 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
             return not_built(case, reason=reason, attribution=Attribution.framework_issue, category="framework_issue")
         v.workflow = workflow
 
-    built_agent = any(ref.type == "agent" for ref in artifact_refs or [])
+    agent = next((ref for ref in artifact_refs or [] if ref.type == "agent"), None)
+    # n8n's agentRunnable (run/case-pipeline.ts): an Agent, and a build driven through the chat (its
+    # transcript): every scenario runs against the Agent, whatever workflow was saved too
+    agent_runnable = agent is not None and scope.process_gradable and transcript_path is not None
+    agent_context = await _agent_context(owner, agent, project_id) if agent_runnable else ""
 
     async def one_scenario(scenario: Any) -> ScenarioResult:
+        if agent_runnable and agent is not None:
+            return await agent_scenario(owner, judge, case, agent, project_id or "", scenario, timeout_ms, agent_context)
         if workflow is None or workflow_id is None:
-            reason = AGENT_SCENARIO_NOT_RUN if built_agent else "no workflow was built to execute"
+            reason = AGENT_SCENARIO_NOT_RUN if agent is not None else "no workflow was built to execute"
             return ScenarioResult(name=scenario.name, verdict=Verdict.incomplete, failure_category="verification_gap",
                                   attribution=Attribution.verification_gap, reason=reason)
         return await _scenario(owner, judge, workflow, workflow_id, scenario, timeout_ms, scenario_tables)
@@ -315,6 +321,17 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
     v.expectations = await expectation_task
     v.structural = await checks if checks is not None else []
     return v
+
+
+async def _agent_context(owner: N8nSession, ref: ArtifactRef | None, project_id: str | None) -> str:
+    """The Agent under test as the scenario judge sees it: its config and skills (n8n's
+    ``fetchAgentScenarioContext``, once per build), or n8n's fallback when it cannot be read."""
+    if ref is None or not (ref.project_id or project_id):
+        return "(agent configuration could not be fetched)"
+    try:
+        return render_agent(await fetch_agent(owner, ref, project_id or ""))
+    except N8nError:
+        return "(agent configuration could not be fetched)"
 
 
 async def judge_failed_build(case: EvalCase, owner: N8nSession, judge: Judge, *, transcript_path: Path | None,
