@@ -318,7 +318,9 @@ def test_the_leftover_eviction_survives_another_build_s_member_going_meanwhile(s
     gone (nothing of this run is there) instead of failing the seed restore (n8n: a seeding failure
     is the framework's, and this one was not even a failure of the seed)."""
     lane, ledger, _ = seed_lane
-    plan = seeds.plan_restore(_case().inline_seed)  # type: ignore[arg-type]
+    seed = _case().inline_seed
+    assert seed is not None
+    plan = seeds.plan_restore(seed)
 
     async def scenario() -> list[str]:
         ctx = await BuildLane.open(lane, ledger)
@@ -333,11 +335,11 @@ def test_the_leftover_eviction_survives_another_build_s_member_going_meanwhile(s
                 released.append(await ctx.users.release(other) == [])
             return answer
 
-        ctx.owner.get = get_then_release_the_other_member  # type: ignore[method-assign]
+        ctx.owner.get = get_then_release_the_other_member
         try:
             return await seeds.evict_leftovers(ctx.owner, mine.project_id, plan, ledger, lane.lane_id)
         finally:
-            ctx.owner.get = real_get  # type: ignore[method-assign]
+            ctx.owner.get = real_get
             assert released == [True]
             assert await ctx.users.release(mine) == []
             await ctx.close()
