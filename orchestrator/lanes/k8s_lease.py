@@ -35,20 +35,42 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import urllib3
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
-from orchestrator.lanes.backend import LaneError
+from orchestrator.lanes.backend import BackendEvents, LaneError
 from orchestrator.lanes.k8s_api import api_error
-
-if TYPE_CHECKING:
-    from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+from orchestrator.lanes.k8s_options import KubernetesOptions
 
 log = logging.getLogger(__name__)
+
+
+class KeptRun(Protocol):
+    """What the keeper and a takeover use of the backend (``kubernetes_lanes.KubernetesBackend``)."""
+
+    run_id: str
+    holder: str
+    events: BackendEvents
+    opts: KubernetesOptions
+    _attempts: dict[int, int]
+
+    @property
+    def core(self) -> client.CoreV1Api: ...
+    @property
+    def networking(self) -> client.NetworkingV1Api: ...
+    @property
+    def coordination(self) -> client.CoordinationV1Api: ...
+    async def _call(self, fn: Callable[..., Any], *args: Any, budget_s: float | None = None,
+                    on_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> Any: ...
+    async def restore(self, kind: str) -> str: ...
+    async def remove_run(self, run_id: str, ns: str) -> list[str]: ...
+    def _collides(self, kind: str, name: str, ns: str, creator: str | None) -> ConfigError: ...
+    def _api_error(self, what: str, exc: ApiException) -> LaneError: ...
 
 #: Errors of one API call that say nothing about the Lease (the API failed, not the holder).
 CALL_ERRORS = (ApiException, LaneError, urllib3.exceptions.HTTPError)
@@ -110,7 +132,7 @@ class ExpiryWitness:
 class LeaseKeeper:
     """Renews the run's Lease and keeps its Service and NetworkPolicy (the module's rules)."""
 
-    def __init__(self, backend: KubernetesBackend, name: str, ns: str, ttl_s: float) -> None:
+    def __init__(self, backend: KeptRun, name: str, ns: str, ttl_s: float) -> None:
         self.backend, self.name, self.ns, self.ttl_s = backend, name, ns, ttl_s
         self.renewed_at = time.monotonic()  # created just now
         self.failing_since: float | None = None
@@ -188,7 +210,7 @@ class LeaseKeeper:
         self.backend.events.restored(api_kind, name)
 
 
-async def take_over(backend: KubernetesBackend, name: str, ns: str) -> None:
+async def take_over(backend: KeptRun, name: str, ns: str) -> None:
     """``--resume`` by a new process (a replaced orchestrator pod): watch the old holder's Lease until
     this process has seen it expired and unrenewed for its TTL with every call answered (renewed
     meanwhile: it is alive, a run-id collision that touches nothing; gone: the janitor removed the run),

@@ -88,6 +88,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.deletion import close_with_lane
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
@@ -649,7 +650,9 @@ class KubernetesBackend(LaneBackend):
         return removed
 
     def _forget(self, kind: str, meta: Mapping[str, Any]) -> None:
-        """Close the ledger entries of a swept object in the run that created it (if that ledger is here)."""
+        """Close the ledger entries of a swept object in the run that created it (if that ledger is here);
+        a lane pod takes what was recorded on it with it (its n8n's users and workflows: a taken-over
+        run's teardown must not report them as left)."""
         run_id = (meta.get("annotations") or {}).get(objects.ANNOTATION_RUN_ID)
         if not run_id:
             return
@@ -658,6 +661,7 @@ class KubernetesBackend(LaneBackend):
             return
         name = meta.get("name", "")
         if kind == "pod":
+            close_with_lane(ledger, name)
             ledger.deleted("lane", name, lane=name)
         else:
             ledger.deleted(kind, name)
