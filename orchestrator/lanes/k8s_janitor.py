@@ -56,7 +56,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.k8s_api import call_with_retry, finished_at, parse_time
-from orchestrator.lanes.k8s_lease import ExpiryWitness, describe
+from orchestrator.lanes.k8s_lease import ExpiryWitness
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
@@ -296,9 +296,8 @@ class Janitor:
             try:
                 items = self._raw(self.coordination.list_namespaced_lease, self.namespace,
                                   label_selector=objects.sweep_selector(None, self.release)).get("items") or []
-            except Exception as exc:
-                self.errors.labels(step="lease").inc()
-                log.warning("janitor: %s: watching again", redact(describe(exc, "list leases")))
+            except Exception as exc:  # the watch starts again (ExpiryWitness.failed, in _raw)
+                self._failed(report, "lease", f"list leases in {self.namespace} (watching expired Leases)", exc)
                 continue
             leases = {((i.get("metadata") or {}).get("labels") or {}).get(objects.LABEL_RUN_ID, ""): i for i in items}
             for run, v in list(pending.items()):

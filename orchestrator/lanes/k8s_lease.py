@@ -46,6 +46,7 @@ from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.backend import BackendEvents, LaneError
 from orchestrator.lanes.k8s_api import api_error
 from orchestrator.lanes.k8s_options import KubernetesOptions
+from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,8 @@ def renew_time(lease: Mapping[str, Any]) -> str:
 def describe(exc: BaseException, what: str) -> str:
     """One line for a failed call: status and the API's message (never the response headers)."""
     if isinstance(exc, ApiException):
-        return str(api_error(what, exc))
-    return f"kubernetes: {what} failed: {type(exc).__name__}: {exc}" if not isinstance(exc, LaneError) else str(exc)
+        return str(api_error(what, exc))  # redacted
+    return str(exc) if isinstance(exc, LaneError) else redact(f"kubernetes: {what} failed: {type(exc).__name__}: {exc}")
 
 
 class ExpiryWitness:

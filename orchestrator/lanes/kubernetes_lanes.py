@@ -25,7 +25,8 @@ fast, as a lane failure that says why: an ended pod (OOMKilled, Evicted, …) or
 at once; an image pull that keeps failing (``ErrImagePull``/``ImagePullBackOff``) after
 ``lanes.pod.pullGraceSeconds`` (120 s: a registry throttling 500 pulls heals within it), naming the
 image; a pod the scheduler cannot place after ``lanes.pod.unschedulableGraceSeconds`` (600 s: time
-for an autoscaler to add nodes), with the scheduler's message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is
+for an autoscaler to add nodes), with the scheduler's message. Anything else slow waits until
+``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is
 ``http://<pod>.<run service>.<namespace>.svc.<cluster_domain>.:5678`` (fully qualified, trailing dot:
 no search-domain fan-out) or, outside the cluster, the ``url_template`` option (e.g.
 ``http://127.0.0.1:{local_port}`` behind one ``kubectl port-forward pod/<pod> <local_port>:5678`` per lane).
@@ -486,8 +487,8 @@ class KubernetesBackend(LaneBackend):
 
     async def wait_ready(self, lane: Lane, timeout_s: float) -> None:
         """Wait (on the run's watch) until the pod is Ready — an ended pod fails at once, an image pull
-        failing past ``pullGraceSeconds`` (30 s) or a pod Unschedulable past
-        ``unschedulableGraceSeconds`` (180 s) fails naming the image or the scheduler's message, the
+        failing past ``pullGraceSeconds`` (120 s) or a pod Unschedulable past
+        ``unschedulableGraceSeconds`` (600 s) fails naming the image or the scheduler's message, the
         rest waits until the deadline (at least ``lanes.pod.readyTimeoutSeconds``) — then ask
         ``/healthz/readiness`` through the lane URL."""
         timeout_s = max(timeout_s, self.min_ready_timeout_s)
@@ -603,6 +604,9 @@ class KubernetesBackend(LaneBackend):
         if not self._knows_run(run_id):
             log.debug("kubernetes: run %s has no kubernetes objects in this machine's ledger: not swept", run_id)
             return []
+        if run_id == self.run_id and self._renewer is not None:  # the keeper would re-create what goes now
+            self._renewer.cancel()
+            self._renewer = None
         removed = await self.remove_run(run_id, self.namespace)
         if run_id == self.run_id:
             self._run_objects_ready = False
