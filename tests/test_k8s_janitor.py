@@ -231,3 +231,28 @@ async def test_the_pass_survives_5xx_and_a_failed_delete(server, tmp_path) -> No
     assert server.state.errors_sent == 3 and janitor.registry.get_sample_value("n8n_eval_janitor_retries_total") >= 3
     assert {f.split(":")[0] for f in report.failures} == {f"delete service {NS}/n8n-lanes-run-dead"}
     assert run_objects(server, "run-dead") == {"services/n8n-lanes-run-dead"}
+
+
+async def test_an_ownerless_run_without_a_lease_goes_after_the_grace(server, tmp_path) -> None:
+    """No owner in the cluster and no Lease (every orchestrator creates its Lease first and deletes it
+    last: its orchestrator is gone): left alone within ``grace_s`` of its newest object, removed after."""
+    laptop = make_backend(server, tmp_path, environ={}, run_id="run-orphan")
+    await laptop.start_lane(0, lane_spec())
+    await laptop.close()
+    server.delete("leases", NS, "n8n-lanes-run-orphan")
+    now = time.time()
+    report = Janitor(server.api_client(), NS, grace_s=300, now=lambda: now + 60).run()
+    assert report.dead_runs == [] and "no Lease" in report.verdicts[0].why and run_objects(server, "run-orphan")
+    report = Janitor(server.api_client(), NS, grace_s=300, now=lambda: now + 301).run()
+    assert report.dead_runs == ["run-orphan"] and "no owner and no Lease" in report.verdicts[0].why
+    assert not run_objects(server, "run-orphan")
+
+
+async def test_a_pass_that_cannot_list_leases_removes_nothing(server, tmp_path) -> None:
+    """Without the Leases no run's liveness is known: an owner that looks dead is not enough then."""
+    await two_runs(server, tmp_path, lanes=1)
+    server.set_pod("orch-dead", "OOMKilled")
+    server.state.failures[("GET", "leases")] = 403
+    report = Janitor(server.api_client(), NS, now=lambda: NOW).run()
+    assert report.verdicts == [] and report.removed == [] and any("list leases" in f for f in report.failures)
+    assert run_objects(server, "run-dead")

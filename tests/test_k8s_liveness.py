@@ -229,3 +229,14 @@ async def test_the_run_stops_loudly_on_a_fatal_backend_event(tmp_path: Path) -> 
     sample = run.metrics.registry.get_sample_value
     assert sample("n8n_eval_run_stopped_total", {"reason": "lane_backend"}) == 1
     assert sample("n8n_eval_lane_objects_restored_total", {"kind": "Service"}) == 1
+
+
+async def test_every_lane_pod_gets_what_is_left_of_the_runs_deadline(server: FakeApiServer, tmp_path: Path) -> None:
+    """The kubelet's own backstop: ``activeDeadlineSeconds`` = the run's deadline left + the margin."""
+    backend = make_backend(server, tmp_path, environ=LIVE, run_id="run-live", deadline_s=3600)
+    lane = await backend.start_lane(0, lane_spec())
+    pod = server.get("pods", NS, lane.handle)
+    assert pod is not None
+    assert 3600 + k8s.LANE_DEADLINE_MARGIN_S - 60 <= pod["spec"]["activeDeadlineSeconds"] <= 3600 + k8s.LANE_DEADLINE_MARGIN_S
+    await backend.teardown(lane)
+    await backend.close()
