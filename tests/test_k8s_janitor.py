@@ -248,11 +248,16 @@ async def test_an_ownerless_run_without_a_lease_goes_after_the_grace(server, tmp
     assert not run_objects(server, "run-orphan")
 
 
-async def test_a_pass_that_cannot_list_leases_removes_nothing(server, tmp_path) -> None:
-    """Without the Leases no run's liveness is known: an owner that looks dead is not enough then."""
+@pytest.mark.parametrize("kind", ["leases", "pods"])
+async def test_a_pass_that_cannot_list_every_kind_removes_nothing(server, tmp_path, kind: str) -> None:
+    """Without the Leases no run's liveness is known; without the pods a dead run would be half
+    removed, its pods left with no Lease and an owner that may look alive: nothing goes on a partial view."""
     await two_runs(server, tmp_path, lanes=1)
     server.set_pod("orch-dead", "OOMKilled")
-    server.state.failures[("GET", "leases")] = 403
+    server.state.failures[("GET", kind)] = 403
     report = Janitor(server.api_client(), NS, now=lambda: NOW).run()
-    assert report.verdicts == [] and report.removed == [] and any("list leases" in f for f in report.failures)
-    assert run_objects(server, "run-dead")
+    assert report.verdicts == [] and report.removed == [] and any(f"list {kind}" in f for f in report.failures)
+    assert len(run_objects(server, "run-dead")) == 5
+    del server.state.failures[("GET", kind)]
+    assert Janitor(server.api_client(), NS, now=lambda: NOW).run().dead_runs == ["run-dead"]
+    assert not run_objects(server, "run-dead")

@@ -28,7 +28,8 @@ TTL + lease grace + one janitor period. A run without a Lease is judged by its o
 or when it has neither an owner nor a Lease and its newest object is older than ``grace_s`` (every
 orchestrator creates its Lease first and deletes it last: such a run's orchestrator is gone). A run
 is **alive** otherwise — including a run with no owner but a fresh Lease (started from a
-workstation). A pass whose list of Leases failed removes nothing.
+workstation). A pass that could not list every kind removes nothing (a partial view could hide a
+run's Lease, or delete half a run and leave pods whose owner looks alive).
 
 Deletion of a dead run: its lane Pods, Services and NetworkPolicies (list by label, delete by name
 *with the listed uid as a precondition*, so an object re-created under the same name in between is
@@ -82,8 +83,9 @@ class JanitorReport:
     verdicts: list[RunVerdict] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    #: the Leases could not be listed: no run's liveness is known, nothing is removed
-    leases_unknown: bool = False
+    #: a kind could not be listed: no run is judged on a partial view (a run's Lease may be among the
+    #: unlisted, or a half-deleted run left with pods whose owner looks alive), nothing is removed
+    incomplete: bool = False
 
     @property
     def dead_runs(self) -> list[str]:
@@ -159,8 +161,7 @@ class Janitor:
                 if report is None:
                     raise
                 self._failed(report, "list", f"list {kind}s in {self.namespace}", exc)
-                if kind == "lease":
-                    report.leases_unknown = True
+                report.incomplete = True
                 continue
             for item in items:
                 run = ((item.get("metadata") or {}).get("labels") or {}).get(objects.LABEL_RUN_ID, "")
@@ -250,8 +251,8 @@ class Janitor:
         ``run_id`` even with no owner in the cluster (never a run whose owner is alive)."""
         report = JanitorReport()
         listed = sorted(self.lane_objects(run_id, report).items())
-        if report.leases_unknown:
-            log.warning("janitor: the Leases could not be listed: no run is judged, nothing is removed")
+        if report.incomplete:
+            log.warning("janitor: not every kind could be listed: no run is judged, nothing is removed")
             return report
         verdicts: list[tuple[RunVerdict, list[tuple[str, dict[str, Any]]]]] = []
         for run, items in listed:
