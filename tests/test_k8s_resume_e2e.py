@@ -12,6 +12,7 @@ Our own behaviour (n8n's harness has no cluster runner and no resume).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from k8s_fake_rbac import authorizer
 from test_helm_chart import AB_VALUES, RELEASE, container, cron, one, render
 
 from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.process import labelled_processes
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude, pytest.mark.slow]
 
@@ -97,6 +99,10 @@ def _killed_then_resumed(tmp_path: Path, docs: list[dict[str, Any]], template: d
         finally:
             if first.poll() is None:
                 first.kill()
+            for rid in run_ids:  # the pod died whole: its builds' claude processes (own sessions) with it
+                for pid in labelled_processes(rid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
         assert _lane_objects(server), "the killed orchestrator left no lane object to take over"
         done, found = run_and_sweep(args("new"), run_ids, env=_env(template, "new", kubeconfig, lane), timeout=900)
         assert found == {rid: [] for rid in run_ids}
