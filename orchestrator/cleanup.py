@@ -142,11 +142,11 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
 
 
 def janitor_pass(namespace: str | None, context: str | None, run_id: str | None, grace_s: float,
-                 dry_run: bool, *, say: Callable[[str], object]) -> int:
+                 dry_run: bool, *, say: Callable[[str], object], lease_grace_s: float | None = None) -> int:
     """One pass of the Kubernetes janitor (``cleanup --kubernetes``), told line by line through ``say``;
     returns the number of failures."""
     from orchestrator.lanes.k8s_api import kubeconfig_namespace, load_api_client
-    from orchestrator.lanes.k8s_janitor import Janitor
+    from orchestrator.lanes.k8s_janitor import DEFAULT_LEASE_GRACE_S, Janitor
     from orchestrator.lanes.kubernetes_lanes import SA_NAMESPACE_FILE
 
     api_client, in_cluster = load_api_client(context)
@@ -154,7 +154,11 @@ def janitor_pass(namespace: str | None, context: str | None, run_id: str | None,
           or (SA_NAMESPACE_FILE.read_text().strip() if in_cluster and SA_NAMESPACE_FILE.exists() else None)
           or kubeconfig_namespace(context) or "default")
     # With an existing lane Secret (what the chart requires) there is no per-run Secret, and no RBAC on secrets.
-    janitor = Janitor(api_client, ns, grace_s=grace_s, delete_secrets=not os.environ.get("ORCHESTRATOR_K8S_LANE_SECRET"))
+    # With the chart's ORCHESTRATOR_K8S_RELEASE, only that release's runs (its admission policy lets
+    # the janitor delete nothing else).
+    janitor = Janitor(api_client, ns, grace_s=grace_s, delete_secrets=not os.environ.get("ORCHESTRATOR_K8S_LANE_SECRET"),
+                      release=os.environ.get("ORCHESTRATOR_K8S_RELEASE") or None,
+                      lease_grace_s=DEFAULT_LEASE_GRACE_S if lease_grace_s is None else lease_grace_s)
     try:
         report = janitor.run(run_id, dry_run=dry_run, force=run_id is not None)
     finally:

@@ -40,9 +40,17 @@ The harsher behaviours of a real API server, each off by default so a test turns
   ``resourceVersion``) and ``PATCH`` (merge patch), for the run's liveness lease;
 * a kubelet outcome ``Unschedulable`` (PodScheduled False with the scheduler's message).
 
+* **RBAC**: ``state.authorizer`` (``tests/k8s_fake_rbac.py`` builds one from the Roles and
+  RoleBindings a Helm render gives) sees every API request with its bearer token and may refuse it
+  with 403, worded as the API server words it (``api_client(token=…)`` sends one);
+* **an outage**: ``outage(seconds)`` makes every API request answer 503 for that long (the lanes'
+  own endpoints still answer: an API server outage does not stop pods);
+* a merge ``PATCH`` carrying ``metadata.resourceVersion`` is refused with 409 when it is stale (as
+  the API server's optimistic concurrency does).
+
 Every request is recorded (method, path, query, body) so tests can assert the exact calls. What it
-does *not* model: RBAC enforcement, NetworkPolicy enforcement, real scheduling, real containers.
-Those need a cluster (docs/cluster.md).
+does *not* model: NetworkPolicy enforcement, admission policies' CEL, real scheduling, real
+containers. Those need a cluster (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -142,6 +150,13 @@ class ApiState:
     closing: bool = False
     #: Every namespace an object was created in (the lane side finds a pod by name without a scan).
     namespaces: set[str] = field(default_factory=set)
+    #: (request, bearer token or None) -> why it is forbidden, or None (allowed). None: no RBAC.
+    authorizer: Callable[[Request, str | None], str | None] | None = None
+    #: (request, why) of every request the authorizer refused
+    denied: list[tuple[Request, str]] = field(default_factory=list)
+    #: API requests answer 503 until this ``time.monotonic()``; how many did
+    outage_until: float = 0.0
+    outage_answers: int = 0
 
     @property
     def lock(self) -> threading.Condition:  # the old name, kept for tests that lock the state
@@ -302,11 +317,24 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(split.query).items()}
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
+        request = Request(self.command, split.path, query, body)
         with st.cond:
-            st.requests.append(Request(self.command, split.path, query, body))
+            st.requests.append(request)
         resource, ns, name, sub = self._route()
         if resource == "lane":
             return self._lane(name or "", sub or "", body)
+        with st.cond:
+            down = time.monotonic() < st.outage_until
+            if down:
+                st.outage_answers += 1
+        if down:
+            return self._send(503, status_body(503, "ServiceUnavailable", "etcdserver: request timed out (outage)"))
+        auth = self.headers.get("Authorization") or ""
+        why = st.authorizer(request, auth[7:] if auth.startswith("Bearer ") else None) if st.authorizer else None
+        if why is not None:
+            with st.cond:
+                st.denied.append((request, why))
+            return self._send(403, status_body(403, "Forbidden", why))
         with st.cond:
             throttled = st.throttle_left > 0 or (st.throttle_rate > 0 and st.rng.random() < st.throttle_rate)
             if throttled:
@@ -520,10 +548,18 @@ class FakeApiServer:
 
     # ---- the client side of tests --------------------------------------------------------------
 
-    def api_client(self) -> client.ApiClient:
+    def api_client(self, token: str | None = None) -> client.ApiClient:
         cfg = client.Configuration()
         cfg.host = self.url
+        if token is not None:
+            cfg.api_key = {"authorization": token}
+            cfg.api_key_prefix = {"authorization": "Bearer"}
         return client.ApiClient(cfg)
+
+    def outage(self, seconds: float) -> None:
+        """Every API request answers 503 for ``seconds`` from now."""
+        with self.state.cond:
+            self.state.outage_until = time.monotonic() + seconds
 
     def calls(self, *, watches: bool = True) -> list[tuple[str, str, dict[str, str]]]:
         return [r.call for r in self.state.requests if watches or not r.is_watch]
@@ -592,7 +628,7 @@ class FakeApiServer:
                         f"limited: pods={st.quota_pods}"))
             obj = copy.deepcopy(body)
             obj["metadata"].setdefault("uid", str(uuid.uuid4()))
-            obj["metadata"]["creationTimestamp"] = "2026-12-02T00:00:00Z"
+            obj["metadata"]["creationTimestamp"] = _now_rfc3339()
             obj["metadata"]["namespace"] = ns
             if resource == "pods" and "status" not in body:
                 obj["status"] = pod_status("pending")
@@ -647,14 +683,11 @@ class FakeApiServer:
             current = st.objects.get((resource, ns, name))
             if current is None:
                 return 404, status_body(404, "NotFound", f'{resource} "{name}" not found')
-            if merge:
-                obj = _merge(copy.deepcopy(current), body)
-            else:
-                sent = (body.get("metadata") or {}).get("resourceVersion")
-                if sent and sent != current["metadata"].get("resourceVersion"):
-                    return 409, status_body(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": '
-                                                             "the object has been modified")
-                obj = copy.deepcopy(body)
+            sent = (body.get("metadata") or {}).get("resourceVersion")
+            if sent and sent != current["metadata"].get("resourceVersion"):  # PUT, or a PATCH naming a version
+                return 409, status_body(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": '
+                                                         "the object has been modified")
+            obj = _merge(copy.deepcopy(current), body) if merge else copy.deepcopy(body)
             for key in ("uid", "creationTimestamp", "namespace", "name"):
                 obj["metadata"][key] = current["metadata"][key]
             st.objects[(resource, ns, name)] = obj
@@ -708,27 +741,40 @@ class FakeApiServer:
             return copy.deepcopy(obj)
 
 
+@dataclass(frozen=True)
+class Attributes:
+    """What RBAC decides on (the API server's request attributes)."""
+
+    group: str
+    resource: str  # with its subresource: pods/log
+    verb: str
+    namespace: str
+    name: str | None
+
+
+def attributes(r: Request) -> Attributes | None:
+    """The request attributes of an API request (None: the lanes' own endpoints)."""
+    parts = [p for p in r.path.split("/") if p]
+    if parts[0] == "lanes":
+        return None
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    resource, named = rest[2], len(rest) > 3
+    if len(rest) > 4:
+        resource = f"{resource}/{rest[4]}"
+    verb = {
+        ("POST", False): "create",
+        ("GET", True): "get",
+        ("DELETE", True): "delete",
+        ("DELETE", False): "deletecollection",
+        ("PUT", True): "update",
+        ("PATCH", True): "patch",
+    }.get((r.method, named))
+    if verb is None:  # GET on a collection
+        verb = "watch" if r.is_watch else "list"
+    return Attributes(group, resource, verb, rest[1], rest[3] if named else None)
+
+
 def rbac_of(requests: list[Request]) -> set[tuple[str, str, str]]:
     """(apiGroup, resource, verb) of every API request — what a Role must grant for them."""
-    out: set[tuple[str, str, str]] = set()
-    for r in requests:
-        parts = [p for p in r.path.split("/") if p]
-        if parts[0] == "lanes":
-            continue
-        group = "" if parts[0] == "api" else parts[1]
-        rest = parts[2:] if parts[0] == "api" else parts[3:]
-        resource, named = rest[2], len(rest) > 3
-        if len(rest) > 4:
-            resource = f"{resource}/{rest[4]}"
-        verb = {
-            ("POST", False): "create",
-            ("GET", True): "get",
-            ("DELETE", True): "delete",
-            ("DELETE", False): "deletecollection",
-            ("PUT", True): "update",
-            ("PATCH", True): "patch",
-        }.get((r.method, named))
-        if verb is None:  # GET on a collection
-            verb = "watch" if r.is_watch else "list"
-        out.add((group, resource, verb))
-    return out
+    return {(a.group, a.resource, a.verb) for r in requests if (a := attributes(r)) is not None}

@@ -25,7 +25,7 @@ from orchestrator.lanes import k8s_objects as k8s
 
 CHART = Path(__file__).resolve().parents[1] / "helm" / "n8n-eval-orchestrator"
 K8S_VERSION = "1.30"
-CRD_KINDS = {"ServiceMonitor", "PodMonitor"}
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "CiliumNetworkPolicy"}
 #: GA in Kubernetes 1.30: no such API on 1.27 (the chart's admissionPolicy.enabled=false there).
 VAP_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 RELEASE, NAMESPACE = "n8n-eval-orchestrator", "evals"
@@ -83,6 +83,7 @@ FULL_VALUES: dict[str, Any] = {
         },
         "egress": {"allowCidrs": ["0.0.0.0/0"], "ports": [443], "clusterCidrs": ["10.96.0.0/12", "10.244.0.0/16"]},
     },
+    "orchestratorNetworkPolicy": {"apiServer": {"cilium": True}},
 }
 
 
@@ -161,10 +162,11 @@ def test_every_rendered_object_is_valid(values, version: str) -> None:
         kubernetes_validate.validate(doc, version, strict=True)
 
 
-#: What #26 added to every kubernetes render: PDBs (orchestrator, lanes), the orchestrator's priority
-#: class and NetworkPolicy, the janitor's own account, the admission policy restricting lane pods.
-HARDENING = ["NetworkPolicy", "PodDisruptionBudget", "PodDisruptionBudget", "PriorityClass", "Role", "RoleBinding",
-             "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+#: What #26/#35 add to every kubernetes render: the orchestrator's priority class and NetworkPolicy,
+#: the janitor's own account, the admission policies (lane pods' shape; this release's objects only).
+#: No PDB (#35).
+HARDENING = ["NetworkPolicy", "PriorityClass", "Role", "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy",
+             "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
 
 
 def named(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
@@ -173,8 +175,9 @@ def named(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
 
 
 def test_what_each_values_set_renders(defaults, ab) -> None:
-    assert sorted(d["kind"] for d in defaults) == sorted(
-        ["CronJob", "CronJob", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount", *HARDENING]
+    assert sorted(d["kind"] for d in defaults) == sorted(  # the results claim: on by default (#35)
+        ["CronJob", "CronJob", "NetworkPolicy", "PersistentVolumeClaim", "Role", "RoleBinding", "Service",
+         "ServiceAccount", *HARDENING]
     )
     assert sorted(component(d) for d in by_kind(defaults, "CronJob")) == ["janitor", "nightly"]
     assert sorted(d["kind"] for d in ab) == sorted(
@@ -187,11 +190,12 @@ def test_what_each_values_set_renders(defaults, ab) -> None:
 EXPECTED_RULES = {
     ("", "pods", "create"), ("", "pods", "delete"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
     ("", "pods/log", "get"),
-    ("", "services", "create"), ("", "services", "delete"), ("", "services", "get"),
+    ("", "services", "create"), ("", "services", "delete"), ("", "services", "get"), ("", "services", "list"),
     ("networking.k8s.io", "networkpolicies", "create"), ("networking.k8s.io", "networkpolicies", "delete"),
-    ("networking.k8s.io", "networkpolicies", "get"),
+    ("networking.k8s.io", "networkpolicies", "get"), ("networking.k8s.io", "networkpolicies", "list"),
     ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "delete"),
-    ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "patch"),
+    ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "list"),
+    ("coordination.k8s.io", "leases", "patch"),
 }
 #: The janitor's own Role: list and delete lane objects, read the owner Pod; it creates nothing.
 JANITOR_RULES = {
@@ -201,10 +205,9 @@ JANITOR_RULES = {
     ("coordination.k8s.io", "leases", "delete"), ("coordination.k8s.io", "leases", "list"),
 }
 JANITOR = f"{RELEASE}-janitor"
-#: Reads only made when a create answered 409 (adopt our own object, or stop on a run-id collision),
-#: or for a pod the run's watch has not seen yet.
-ADOPT_READS = {("", "pods", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
-               ("coordination.k8s.io", "leases", "get")}
+#: Reads made only for a pod the run's watch has not seen yet (the Lease keeper reads the Lease,
+#: Service and NetworkPolicy in every run).
+ADOPT_READS = {("", "pods", "get")}
 
 
 def role_rules(docs: list[dict[str, Any]], name: str = RELEASE) -> set[tuple[str, str, str]]:
@@ -232,21 +235,37 @@ def test_rbac_verbs_exactly(defaults) -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
 
 
+async def renewed(backend: Any, timeout_s: float = 30.0) -> None:
+    """Wait until the backend's Lease keeper renewed the run's Lease once (a read, then a patch)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    first = backend.keeper.renewed_at
+    while backend.keeper.renewed_at == first:
+        assert time.monotonic() < deadline, "the Lease was never renewed"
+        await asyncio.sleep(0.05)
+
+
 async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> tuple[set[tuple[str, str, str]],
                                                                                       set[tuple[str, str, str]]]:
     """(group, resource, verb) of a full lane lifecycle with the chart's settings (an existing lane
-    Secret, owned by the orchestrator Pod/Job), and of a janitor pass over a dead run after it."""
+    Secret, owned by the orchestrator Pod/Job) — taking over a killed orchestrator's run, renewing the
+    Lease — and of a janitor pass over a dead run after it."""
     from test_k8s_contract import IN_CLUSTER_ENV, NS, lane_spec, make_backend
 
     from orchestrator.lanes.k8s_janitor import Janitor
 
     env = dict(IN_CLUSTER_ENV, JOB_NAME="nightly-1", JOB_UID="dddddddd-0000-4000-8000-000000000004")
     with RecordingApiServer() as server:
+        killed = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind,
+                              lease_ttl_s=1)
+        await killed.start_lane(0, lane_spec())
+        await killed.close()  # killed mid-run: the next orchestrator takes the run over (--resume-existing)
         backend = make_backend(server, tmp_path, environ=env, existing_secret="n8n-eval-keys", owner_kind=owner_kind,
-                               lease_ttl_s=1)
+                               lease_ttl_s=1, takeover=True)
         lane = await backend.start_lane(0, lane_spec())
-        await asyncio.sleep(0.5)  # the Lease is renewed (patch) every third of its TTL
         await backend.wait_ready(lane, 10)
+        await renewed(backend)
         assert await backend.health(lane)
         await backend.logs(lane)
         await backend.teardown(lane)
@@ -296,17 +315,23 @@ def test_existing_secret_is_required_and_no_secret_rbac_and_no_role_for_static()
 def test_lane_network_policy_matches_the_backend_selectors(defaults) -> None:
     policy = named(defaults, "NetworkPolicy", "-lanes")
     assert policy["spec"]["podSelector"]["matchLabels"] == {
-        k8s.LABEL_NAME: k8s.LANE_APP, k8s.LABEL_MANAGED_BY: k8s.MANAGED_BY,
+        k8s.LABEL_NAME: k8s.LANE_APP, k8s.LABEL_MANAGED_BY: k8s.MANAGED_BY, k8s.LABEL_RELEASE: RELEASE,
     }
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (rule,) = policy["spec"]["ingress"]
-    assert rule == {"from": [{"podSelector": {"matchLabels": {k8s.LABEL_NAME: k8s.ORCHESTRATOR_APP}}}],
-                    "ports": [{"protocol": "TCP", "port": k8s.N8N_PORT}]}
-    # the chart's policy selects every lane pod the backend makes ...
-    lane_labels = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret="s")["metadata"]["labels"]
+    orchestrators = {k8s.LABEL_NAME: k8s.ORCHESTRATOR_APP, k8s.LABEL_INSTANCE: RELEASE}  # this release's only
+    assert rule == {"from": [{"podSelector": {"matchLabels": orchestrators}}],
+                    "ports": [{"protocol": "TCP", "port": k8s.N8N_PORT}, {"protocol": "TCP", "port": 8790}]}
+    # the chart's policy selects every lane pod the backend makes for this release (the chart passes it) ...
+    release = orchestrator_env(defaults)["ORCHESTRATOR_K8S_RELEASE"]
+    lane_labels = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret="s", release=release)["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= lane_labels.items()
+    other = k8s.pod_object("r1", 0, NAMESPACE, _spec(), secret="s", release="other")["metadata"]["labels"]
+    assert not policy["spec"]["podSelector"]["matchLabels"].items() <= other.items()
     # ... and both policies admit the orchestrator pods the chart runs
-    backend_from = k8s.network_policy_object("r1", NAMESPACE)["spec"]["ingress"][0]["from"][0]["podSelector"]
+    backend_from = k8s.network_policy_object("r1", NAMESPACE, release=release)["spec"]["ingress"][0]["from"][0][
+        "podSelector"]
+    assert backend_from["matchLabels"] == orchestrators
     for template in pod_specs(defaults):
         labels = template["metadata"]["labels"]
         assert rule["from"][0]["podSelector"]["matchLabels"].items() <= labels.items()
@@ -324,8 +349,8 @@ def test_security_context_and_volumes(which, defaults, ab) -> None:
     docs = defaults if which == "defaults" else ab
     for template in pod_specs(docs):
         spec = template["spec"]
-        assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
-                                           "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+        assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                                           "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
         c = container(template)
         assert c["securityContext"] == {"runAsNonRoot": True, "privileged": False, "allowPrivilegeEscalation": False,
                                         "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
@@ -334,12 +359,10 @@ def test_security_context_and_volumes(which, defaults, ab) -> None:
         assert mounts == {"tmp": "/tmp", "results": "/results"}
         volumes = {v["name"]: v for v in spec["volumes"]}
         assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}
-        if which == "defaults":
-            assert volumes["results"] == {"name": "results", "emptyDir": {"sizeLimit": "2Gi"}}
-        else:
-            claim = one(ab, "PersistentVolumeClaim")
-            assert volumes["results"]["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
-            assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+        claim = one(docs, "PersistentVolumeClaim")  # on by default: a failed night keeps its results
+        assert volumes["results"]["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
+        assert claim["spec"]["resources"]["requests"]["storage"] == ("5Gi" if which == "defaults" else "10Gi")
+        assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
         assert spec["restartPolicy"] == "Never"
         assert c["resources"]["limits"] == {"cpu": "2", "memory": "2Gi"}
 
@@ -396,7 +419,8 @@ def test_cronjob_runs_the_nightly_sweep_from_values() -> None:
     c = container(nightly["spec"]["jobTemplate"]["spec"]["template"])
     assert c["command"] == ["orchestrator"]
     args = c["args"]
-    assert args[:3] == ["run", "--backend", "kubernetes"]
+    # results on the claim (the default): the Job's name is the run id, a replacement pod resumes it
+    assert args[:6] == ["run", "--run-id", "$(ORCHESTRATOR_JOB_NAME)", "--resume-existing", "--backend", "kubernetes"]
     assert (_arg(args, "--suite"), _arg(args, "--tier"), _arg(args, "--iterations"), _arg(args, "--lanes"),
             _arg(args, "--concurrency")) == ("full", "full", "5", "6", "12")
     assert _arg(args, "--output-dir") == "/results/$(POD_NAME)"  # expanded by the kubelet from the env
@@ -420,7 +444,8 @@ def test_a_replaced_nightly_pod_resumes_its_run_from_the_results_volume() -> Non
     template = cron(durable)["spec"]["jobTemplate"]["spec"]["template"]
     assert {v["name"]: v for v in template["spec"]["volumes"]}["results"]["persistentVolumeClaim"]
     # a later --run-id (run.extraArgs) wins: typer keeps the last value
-    ephemeral = container(cron(render({}))["spec"]["jobTemplate"]["spec"]["template"])["args"]
+    ephemeral = container(cron(render({"results": {"persistence": {"enabled": False}}}))["spec"]["jobTemplate"]["spec"][
+        "template"])["args"]
     assert "--resume-existing" not in ephemeral and "--run-id" not in ephemeral
     off = render({"results": {"persistence": {"enabled": True}}, "run": {"resumeOnReplacement": False}})
     assert "--resume-existing" not in container(cron(off)["spec"]["jobTemplate"]["spec"]["template"])["args"]
@@ -752,7 +777,8 @@ def test_janitor_cronjob_runs_cleanup_kubernetes() -> None:
     assert janitor["spec"]["schedule"] == "*/5 * * * *" and janitor["spec"]["concurrencyPolicy"] == "Forbid"
     template = janitor["spec"]["jobTemplate"]["spec"]["template"]
     c = container(template)
-    assert c["command"] == ["orchestrator"] and c["args"] == ["cleanup", "--kubernetes", "--grace-seconds", "120"]
+    assert c["command"] == ["orchestrator"] and c["args"] == ["cleanup", "--kubernetes", "--grace-seconds", "120",
+                                                              "--lease-grace-seconds", "60"]
     assert {a for a in c["args"] if a.startswith("--")} <= PLANNED_SURFACE["cleanup"]
     env = {e["name"]: e for e in c["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -764,9 +790,12 @@ def test_janitor_cronjob_runs_cleanup_kubernetes() -> None:
     assert not [d for d in by_kind(render({"janitor": {"enabled": False}}), "CronJob") if component(d) == "janitor"]
 
 
-def test_jobs_finish_within_an_hour_survive_disruptions_and_get_teardown_time(defaults, ab) -> None:
+def test_failed_jobs_stay_inspectable_survive_disruptions_and_get_teardown_time(defaults, ab) -> None:
+    """#35: a failed night's Job, its pod's logs and (on the claim) its results stay three days (a
+    working day at least, a weekend too); the CronJob keeps its last three failed Jobs."""
+    assert cron(defaults)["spec"]["failedJobsHistoryLimit"] >= 1
     for spec in [cron(defaults)["spec"]["jobTemplate"]["spec"], one(ab, "Job")["spec"]]:
-        assert spec["ttlSecondsAfterFinished"] == 3600
+        assert spec["ttlSecondsAfterFinished"] == 3 * 86400
         rules = spec["podFailurePolicy"]["rules"]
         assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]} in rules
         assert {"action": "FailJob", "onExitCodes": {"containerName": "orchestrator", "operator": "In",

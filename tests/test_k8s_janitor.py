@@ -29,6 +29,19 @@ LIVE = {"POD_NAME": "orch-live", "POD_NAMESPACE": NS, "POD_UID": "bbbbbbbb-0000-
 NOW = time.time() + 30
 
 
+class Clock:
+    """The janitor's clock: ``sleep`` moves it on at once (a pass's watch of a Lease takes no real time)."""
+
+    def __init__(self, start: float) -> None:
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
 @pytest.fixture
 def server() -> Iterator[FakeApiServer]:
     with FakeApiServer() as srv:
@@ -103,8 +116,12 @@ async def test_owner_gone_or_replaced_is_dead_ownerless_runs_are_left_alone(serv
     assert "replaced" in verdicts["run-dead"].why and not verdicts["run-dead"].alive
     assert verdicts["run-laptop"].alive and "no owner" in verdicts["run-laptop"].why
     assert run_objects(server, "run-laptop") and run_objects(server, "run-live") and not run_objects(server, "run-dead")
-    # asked for by id, an ownerless run goes; a live run never does, even when named
-    Janitor(server.api_client(), NS, now=lambda: NOW).run("run-laptop", force=True)
+    # asked for by id, an ownerless run goes once its Lease ran out (a workstation run still renewing
+    # it is alive); a run whose owner is alive never does, even when named
+    report = Janitor(server.api_client(), NS, now=lambda: NOW).run("run-laptop", force=True)
+    assert report.verdicts[0].alive and "lease held" in report.verdicts[0].why and run_objects(server, "run-laptop")
+    clock = Clock(NOW + 120)  # past the laptop's Lease (TTL 60 s): watched a minute of the janitor's clock
+    Janitor(server.api_client(), NS, now=clock.now, sleep=clock.sleep).run("run-laptop", force=True)
     assert not run_objects(server, "run-laptop")
     report = Janitor(server.api_client(), NS, now=lambda: NOW).run("run-live", force=True)
     assert report.verdicts[0].alive and run_objects(server, "run-live")
@@ -179,21 +196,26 @@ async def test_one_forbidden_owner_read_does_not_stop_the_pass(server, tmp_path)
 
 async def test_an_expired_lease_removes_a_live_looking_runs_lanes(server, tmp_path) -> None:
     """A hung orchestrator: its Pod is Running (the owner looks alive) but it stopped renewing its
-    Lease. Within the TTL its lanes stay; past it they go (TTL + one janitor period)."""
+    Lease. While it renews, its lanes stay; once the janitor saw the Lease expired and unrenewed for
+    its lease grace (at least the TTL), they go."""
     orchestrator_pod(server, LIVE)
     backend = make_backend(server, tmp_path, environ=LIVE, run_id="run-hung", lease_ttl_s=2)
     await backend.start_lane(0, lane_spec())
     lease = server.get("leases", NS, "n8n-lanes-run-hung")
     assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 2
     renewed = lease["spec"]["renewTime"]
-    await asyncio.sleep(1.0)  # renewed every TTL/3 while the event loop runs
-    assert server.get("leases", NS, "n8n-lanes-run-hung")["spec"]["renewTime"] != renewed
-    assert Janitor(server.api_client(), NS).run().dead_runs == []
+    deadline = time.monotonic() + 30
+    while server.get("leases", NS, "n8n-lanes-run-hung")["spec"]["renewTime"] == renewed:  # renewed every TTL/3
+        assert time.monotonic() < deadline, "the Lease was never renewed"
+        await asyncio.sleep(0.1)
+    janitor = Janitor(server.api_client(), NS, lease_grace_s=1)
+    assert (await asyncio.to_thread(janitor.run)).dead_runs == []
     await backend.close()  # the loop "hangs": no more renewals; the Pod still runs
-    await asyncio.sleep(2.5)
-    report = Janitor(server.api_client(), NS).run()
+    while not (report := await asyncio.to_thread(janitor.run)).dead_runs:
+        assert time.monotonic() < deadline + 30, report.verdicts
+        await asyncio.sleep(0.2)
     verdict = report.verdicts[0]
-    assert not verdict.alive and verdict.why.startswith("lease expired"), verdict
+    assert not verdict.alive and verdict.why.startswith("lease expired") and "not renewed while watched" in verdict.why
     assert not run_objects(server, "run-hung")
     assert "orch-live" in server.names("pods")
 
@@ -209,3 +231,33 @@ async def test_the_pass_survives_5xx_and_a_failed_delete(server, tmp_path) -> No
     assert server.state.errors_sent == 3 and janitor.registry.get_sample_value("n8n_eval_janitor_retries_total") >= 3
     assert {f.split(":")[0] for f in report.failures} == {f"delete service {NS}/n8n-lanes-run-dead"}
     assert run_objects(server, "run-dead") == {"services/n8n-lanes-run-dead"}
+
+
+async def test_an_ownerless_run_without_a_lease_goes_after_the_grace(server, tmp_path) -> None:
+    """No owner in the cluster and no Lease (every orchestrator creates its Lease first and deletes it
+    last: its orchestrator is gone): left alone within ``grace_s`` of its newest object, removed after."""
+    laptop = make_backend(server, tmp_path, environ={}, run_id="run-orphan")
+    await laptop.start_lane(0, lane_spec())
+    await laptop.close()
+    server.delete("leases", NS, "n8n-lanes-run-orphan")
+    now = time.time()
+    report = Janitor(server.api_client(), NS, grace_s=300, now=lambda: now + 60).run()
+    assert report.dead_runs == [] and "no Lease" in report.verdicts[0].why and run_objects(server, "run-orphan")
+    report = Janitor(server.api_client(), NS, grace_s=300, now=lambda: now + 301).run()
+    assert report.dead_runs == ["run-orphan"] and "no owner and no Lease" in report.verdicts[0].why
+    assert not run_objects(server, "run-orphan")
+
+
+@pytest.mark.parametrize("kind", ["leases", "pods"])
+async def test_a_pass_that_cannot_list_every_kind_removes_nothing(server, tmp_path, kind: str) -> None:
+    """Without the Leases no run's liveness is known; without the pods a dead run would be half
+    removed, its pods left with no Lease and an owner that may look alive: nothing goes on a partial view."""
+    await two_runs(server, tmp_path, lanes=1)
+    server.set_pod("orch-dead", "OOMKilled")
+    server.state.failures[("GET", kind)] = 403
+    report = Janitor(server.api_client(), NS, now=lambda: NOW).run()
+    assert report.verdicts == [] and report.removed == [] and any(f"list {kind}" in f for f in report.failures)
+    assert len(run_objects(server, "run-dead")) == 5
+    del server.state.failures[("GET", kind)]
+    assert Janitor(server.api_client(), NS, now=lambda: NOW).run().dead_runs == ["run-dead"]
+    assert not run_objects(server, "run-dead")

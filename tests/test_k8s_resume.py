@@ -50,7 +50,7 @@ async def test_a_resumed_run_takes_over_and_leaves_nothing_of_the_first(server: 
     second = make_backend(server, tmp_path, environ=NEW, takeover=True)  # same run id, same state dir
     lanes = [await second.start_lane(i, lane_spec()) for i in range(2)]
     waited = time.monotonic() - killed_at
-    assert 1.5 <= waited < 10  # the old Lease (TTL 2 s) had to run out first
+    assert waited >= 2  # the old Lease (TTL 2 s) had to run out and stay unrenewed a TTL first
     assert [lane.handle for lane in lanes] == ["n8n-lane-20261202-contract-0-1", "n8n-lane-20261202-contract-1-1"]
     now = lane_objects(server)
     assert not {o for o in left if o.startswith("pods/")} & now  # the old lanes are gone
@@ -81,11 +81,11 @@ async def test_a_resumed_run_with_nothing_left_to_run_still_removes_what_the_old
     assert lane_objects(server) and first.ledger.open_entries()
     second = make_backend(server, tmp_path, environ=NEW, takeover=True)
     await second.take_over_leftovers()
-    assert 1.5 <= time.monotonic() - killed_at < 10  # the old Lease (TTL 2 s) ran out first
+    assert time.monotonic() - killed_at >= 2  # the old Lease (TTL 2 s) ran out first
     assert lane_objects(server) == set() and second.ledger.open_entries() == []
-    t0 = time.monotonic()
-    await second.take_over_leftovers()  # nothing open: no wait, nothing asked of the API
-    assert time.monotonic() - t0 < 0.5
+    before = len(server.api_calls())
+    await second.take_over_leftovers()  # nothing open: nothing asked of the API
+    assert len(server.api_calls()) == before
     await second.close()
 
 

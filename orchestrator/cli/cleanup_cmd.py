@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         namespace: Optional[str] = typer.Option(None, help="--kubernetes: the namespace (default: POD_NAMESPACE, the kubeconfig's)."),
         context: Optional[str] = typer.Option(None, help="--kubernetes: the kubeconfig context."),
         grace_seconds: float = typer.Option(300.0, help="--kubernetes: how long an ended orchestrator's lanes are kept."),
+        lease_grace_seconds: float = typer.Option(
+            60.0, help="--kubernetes: how long the janitor itself must see a run's Lease expired and unrenewed, with "
+                       "its own API calls answered, before the run is dead (at least the Lease's TTL)."),
         dry_run: bool = typer.Option(False, help="--kubernetes: only say which runs are dead."),
     ) -> None:
         """Tear down lanes and delete users/credentials/workflows recorded in ledgers; sweep by label."""
@@ -43,8 +46,11 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--backend: unknown backend {name!r}; choose one of {', '.join(available_backends())}")
         if grace_seconds < 0:
             raise ConfigError(f"--grace-seconds: must be ≥ 0, got {grace_seconds}")
+        if lease_grace_seconds < 0:
+            raise ConfigError(f"--lease-grace-seconds: must be ≥ 0, got {lease_grace_seconds}")
         if kubernetes or JANITOR_BACKEND in backend:
-            failures = janitor_pass(namespace, context, run_id, grace_seconds, dry_run, say=console.print)
+            failures = janitor_pass(namespace, context, run_id, grace_seconds, dry_run, say=console.print,
+                                    lease_grace_s=lease_grace_seconds)
             rest = [b for b in backend if b != JANITOR_BACKEND]
             if not rest:
                 if failures:

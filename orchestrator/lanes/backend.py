@@ -11,6 +11,7 @@ it with :func:`register_backend`, or expose it under the ``orchestrator.lane_bac
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -23,8 +24,10 @@ from orchestrator.ledger import Ledger
 from orchestrator.n8n.health import READINESS_PATH, answers_ready, readiness_status
 from orchestrator.plugins import Registry
 
-__all__ = ["READINESS_PATH", "LaneBackend", "LaneError", "answers_ready", "get_backend", "readiness_status",
+__all__ = ["READINESS_PATH", "BackendEvents", "LaneBackend", "LaneError", "answers_ready", "get_backend", "readiness_status",
            "register_backend"]
+
+log = logging.getLogger(__name__)
 
 
 class BackendOptions(BaseModel):
@@ -35,6 +38,20 @@ class BackendOptions(BaseModel):
 
 class LaneError(OrchestratorError):
     """A lane could not be started, reached or stopped. The message names the lane."""
+
+
+class BackendEvents:
+    """What a backend tells the run about the lanes' shared objects while the run goes on. The run
+    wires it to its metrics and to stopping itself; this default only logs."""
+
+    def restored(self, kind: str, name: str) -> None:
+        """An object the run's lanes need (a Service, a policy, the liveness Lease) was gone and was
+        created again."""
+        log.warning("%s %s was gone: re-created", kind, name)
+
+    def fatal(self, error: LaneError) -> None:
+        """The run cannot go on safely (e.g. another process took its lanes over): it must stop."""
+        log.error("%s", error)
 
 
 class LaneBackend(abc.ABC):
@@ -68,6 +85,8 @@ class LaneBackend(abc.ABC):
         self.state_dir = state_dir
         self.options = options
         self.config: BackendOptions | None = self.parse_options(options)
+        #: the run replaces this with its own (metrics, stopping the run)
+        self.events = BackendEvents()
 
     @property
     def min_ready_timeout_s(self) -> float:

@@ -7,22 +7,29 @@ until its Job's ``ttlSecondsAfterFinished`` — so its lanes (n8n pods with 1–
 running. The janitor closes that gap; it runs as a CronJob in the chart and as
 ``orchestrator cleanup --kubernetes``.
 
-A run (every object labelled ``n8n-eval/run-id=<run>`` and managed by the orchestrator) is judged
-first by its **Lease** (``coordination.k8s.io/v1``, ``n8n-lanes-<run>``), which the orchestrator
-renews every third of its TTL (default 60 s) from its event loop: a Lease past ``renewTime +
-leaseDurationSeconds`` means the run is dead — OOM-killed, evicted, or hung (a stuck event loop stops
-renewing too) — whatever its owner Pod looks like; a fresh Lease means alive. So a dead run's lanes
-go within the Lease TTL plus one janitor period. A run without a Lease (an older orchestrator) is
-judged by its owners: it is **dead** when one of its owners is
+A run (every object labelled ``n8n-eval/run-id=<run>`` and managed by the orchestrator; with
+``release``, only that Helm release's) is judged first by its **Lease** (``coordination.k8s.io/v1``,
+``n8n-lanes-<run>``), which the orchestrator renews every third of its TTL (default 60 s) from its
+event loop. A fresh Lease means alive. A Lease past ``renewTime + leaseDurationSeconds`` is only a
+suspicion: the pass then watches it (one list of Leases every few seconds) and the run is **dead**
+only once the pass itself saw that Lease expired and unrenewed for ``lease_grace_s`` (at least the
+Lease's TTL) with every API call it made answered — any failed call, even one retried away, starts
+the watch again (:class:`~orchestrator.lanes.k8s_lease.ExpiryWitness`). An API outage therefore
+never kills a live run: the janitor cannot see the API either, and once it can, the orchestrator
+renews within a third of its TTL. A dead (OOM-killed, evicted, hung) orchestrator's lanes go within
+TTL + lease grace + one janitor period. A run without a Lease is judged by its owners: it is
+**dead** when one of its owners is
 
 * gone (404), or replaced (same name, another uid), or
 * a Pod in phase ``Failed``/``Succeeded``, or being deleted, and that happened more than
   ``grace_s`` ago (``finishedAt`` of its containers, else its conditions' transition time), or
 * a Job with a ``Complete``/``Failed`` condition older than ``grace_s``.
 
-A run is **alive** otherwise — including a run whose objects name no owner (started from a laptop:
-nothing in the cluster can tell whether that process still runs). Those are left alone and
-reported; ``orchestrator cleanup --kubernetes --run-id <run>`` removes one explicitly.
+or when it has neither an owner nor a Lease and its newest object is older than ``grace_s`` (every
+orchestrator creates its Lease first and deletes it last: such a run's orchestrator is gone). A run
+is **alive** otherwise — including a run with no owner but a fresh Lease (started from a
+workstation). A pass that could not list every kind removes nothing (a partial view could hide a
+run's Lease, or delete half a run and leave pods whose owner looks alive).
 
 Deletion of a dead run: its lane Pods, Services and NetworkPolicies (list by label, delete by name
 *with the listed uid as a precondition*, so an object re-created under the same name in between is
@@ -50,11 +57,14 @@ from prometheus_client import CollectorRegistry, Counter
 
 from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.k8s_api import call_with_retry, finished_at, parse_time
+from orchestrator.lanes.k8s_lease import ExpiryWitness
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 300.0
+#: How long a pass watches an expired Lease stay unrenewed (at least the Lease's TTL) before the run is dead.
+DEFAULT_LEASE_GRACE_S = 60.0
 _DELETED_KINDS = ("pod", "service", "networkpolicy", "lease")
 
 
@@ -64,6 +74,8 @@ class RunVerdict:
     alive: bool
     why: str
     objects: list[str] = field(default_factory=list)
+    #: an expired Lease: dead once the pass watched it stay so (``Janitor._confirm``)
+    lease: dict[str, Any] | None = None
 
 
 @dataclass
@@ -71,6 +83,9 @@ class JanitorReport:
     verdicts: list[RunVerdict] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    #: a kind could not be listed: no run is judged on a partial view (a run's Lease may be among the
+    #: unlisted, or a half-deleted run left with pods whose owner looks alive), nothing is removed
+    incomplete: bool = False
 
     @property
     def dead_runs(self) -> list[str]:
@@ -83,7 +98,8 @@ class Janitor:
     def __init__(self, api_client: client.ApiClient, namespace: str, *, grace_s: float = DEFAULT_GRACE_S,
                  delete_secrets: bool = True, now: Callable[[], float] = time.time,
                  request_timeout_s: float = 30.0, retry_budget_s: float = 60.0,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, release: str | None = None,
+                 lease_grace_s: float = DEFAULT_LEASE_GRACE_S, sleep: Callable[[float], None] = time.sleep) -> None:
         self.core = client.CoreV1Api(api_client)
         self.networking = client.NetworkingV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
@@ -94,15 +110,26 @@ class Janitor:
         self.now = now
         self.timeout = request_timeout_s
         self.retry_budget_s = retry_budget_s
+        self.release = release
+        self.sleep = sleep
+        self.witness = ExpiryWitness(lease_grace_s, now)
         self.registry = registry or CollectorRegistry()
         self.errors = Counter("n8n_eval_janitor_errors", "Janitor API errors that remained after retries, by step.",
                               ["step"], registry=self.registry)
         self.retries = Counter("n8n_eval_janitor_retries", "Janitor API calls retried (429, 5xx, reset, timeout).",
                                registry=self.registry)
 
+    def _retried(self, _: BaseException) -> None:
+        self.retries.inc()
+        self.witness.failed()  # the API failed for the janitor: no Lease counts as watched through that
+
     def _raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        resp = call_with_retry(fn, *args, _preload_content=False, _request_timeout=self.timeout,
-                               budget_s=self.retry_budget_s, on_retry=lambda _: self.retries.inc(), **kwargs)
+        try:
+            resp = call_with_retry(fn, *args, _preload_content=False, _request_timeout=self.timeout,
+                                   budget_s=self.retry_budget_s, on_retry=self._retried, **kwargs)
+        except Exception:
+            self.witness.failed()
+            raise
         return dict(json.loads(resp.data or b"{}"))
 
     def _failed(self, report: JanitorReport, step: str, what: str, exc: Exception) -> None:
@@ -125,7 +152,7 @@ class Janitor:
                      report: JanitorReport | None = None) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """Run label → [(kind, object)] of every lane object (one run, or all). A kind that cannot be
         listed is a failure in ``report`` (raised without one); the other kinds are still listed."""
-        selector = objects.sweep_selector(run_id)
+        selector = objects.sweep_selector(run_id, self.release)
         runs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for kind, (lister, _) in self._listers().items():
             try:
@@ -134,6 +161,7 @@ class Janitor:
                 if report is None:
                     raise
                 self._failed(report, "list", f"list {kind}s in {self.namespace}", exc)
+                report.incomplete = True
                 continue
             for item in items:
                 run = ((item.get("metadata") or {}).get("labels") or {}).get(objects.LABEL_RUN_ID, "")
@@ -171,9 +199,16 @@ class Janitor:
         if expires is not None and lease is not None:
             holder = (lease.get("spec") or {}).get("holderIdentity") or "?"
             left = expires - self.now()
-            if left < 0:
-                return RunVerdict(run, False, f"lease expired {-left:.0f} s ago (holder {holder})", names)
+            if left < 0:  # a suspicion: dead once this pass watched it stay so (_confirm)
+                return RunVerdict(run, False, f"lease expired {-left:.0f} s ago (holder {holder})", names, lease)
             reasons.append(f"lease held by {holder}, valid {left:.0f} s more")
+        elif not owners and lease is None:
+            created = [parse_time(item["metadata"].get("creationTimestamp")) for _, item in items]
+            newest = max((c for c in created if c is not None), default=None)
+            age = self.now() - newest if newest is not None else 0.0
+            if age >= self.grace_s:
+                return RunVerdict(run, False, f"no owner and no Lease; its newest object is {age:.0f} s old", names)
+            reasons[0] += f" and no Lease, newest object {age:.0f} s old (grace {self.grace_s:.0f} s): left alone"
         elif not owners:
             reasons[0] += ": left alone"
         return RunVerdict(run, True, "; ".join(reasons), names)
@@ -215,20 +250,68 @@ class Janitor:
         """Judge every run (or ``run_id``) and delete the dead ones' objects. ``force`` deletes
         ``run_id`` even with no owner in the cluster (never a run whose owner is alive)."""
         report = JanitorReport()
-        for run, items in sorted(self.lane_objects(run_id, report).items()):
+        listed = sorted(self.lane_objects(run_id, report).items())
+        if report.incomplete:
+            log.warning("janitor: not every kind could be listed: no run is judged, nothing is removed")
+            return report
+        verdicts: list[tuple[RunVerdict, list[tuple[str, dict[str, Any]]]]] = []
+        for run, items in listed:
             try:
                 verdict = self.verdict(run, items)
             except Exception as exc:  # one unreadable owner: this run is left alone, the pass goes on
                 self._failed(report, "owner", f"run {run}: liveness unknown, left alone", exc)
                 continue
-            if force and verdict.alive and verdict.why.startswith("no owner"):
+            if force and verdict.alive and verdict.why.startswith("no owner") and "lease held" not in verdict.why:
                 verdict = RunVerdict(run, False, "asked for by run id (no owner in the cluster)", verdict.objects)
+            verdicts.append((verdict, items))
+        self._confirm([v for v, _ in verdicts if v.lease is not None], report)
+        for verdict, items in verdicts:
             report.verdicts.append(verdict)
-            log.info("run %s: %s: %s", run, "alive" if verdict.alive else "dead", verdict.why)
+            log.info("run %s: %s: %s", verdict.run, "alive" if verdict.alive else "dead", verdict.why)
             if verdict.alive or dry_run:
                 continue
-            self._delete_run(run, items, report)
+            self._delete_run(verdict.run, items, report)
         return report
+
+    def _confirm(self, suspects: list[RunVerdict], report: JanitorReport) -> None:
+        """Watch the suspects' expired Leases (one list every ``poll_s``) until each is renewed or gone
+        (alive) or has stayed expired and unrenewed through the lease grace with every call answered
+        (dead); a run still undecided after ``4 × grace`` of failing calls is left alone."""
+        if not suspects:
+            return
+        for v in suspects:
+            assert v.lease is not None
+            self.witness.saw(v.run, v.lease)
+        window = max([self.witness.window_s] + [float((v.lease or {}).get("spec", {}).get("leaseDurationSeconds") or 0)
+                                                  for v in suspects])
+        poll = max(min(window / 6, 5.0), 0.05)
+        polls = int(4 * window / poll) + 2  # bounded however the clock goes
+        pending = {v.run: v for v in suspects}
+        while pending:
+            polls -= 1
+            if polls < 0:
+                for v in pending.values():
+                    v.alive, v.why = True, f"{v.why}; the API kept failing for the janitor: left alone"
+                return
+            self.sleep(poll)
+            try:
+                items = self._raw(self.coordination.list_namespaced_lease, self.namespace,
+                                  label_selector=objects.sweep_selector(None, self.release)).get("items") or []
+            except Exception as exc:  # the watch starts again (ExpiryWitness.failed, in _raw)
+                self._failed(report, "lease", f"list leases in {self.namespace} (watching expired Leases)", exc)
+                continue
+            leases = {((i.get("metadata") or {}).get("labels") or {}).get(objects.LABEL_RUN_ID, ""): i for i in items}
+            for run, v in list(pending.items()):
+                lease = leases.get(run)
+                if lease is None or (lease.get("metadata") or {}).get("uid") != (v.lease or {}).get("metadata", {}).get("uid"):
+                    v.alive, v.why = True, f"{v.why}; then its Lease went or was replaced: left for the next pass"
+                elif (why := self.witness.saw(run, lease)) is not None:
+                    v.why = why
+                elif not self.witness.watching(run):
+                    v.alive, v.why = True, f"{v.why}; then renewed (holder alive)"
+                else:
+                    continue
+                del pending[run]
 
     def _delete_run(self, run: str, items: list[tuple[str, dict[str, Any]]], report: JanitorReport) -> None:
         listers = self._listers()

@@ -105,11 +105,14 @@ class LanePod(_Camel):
     #: How long a lane may take to become ready: node scale-up plus a ~2.8 GB image pull.
     ready_timeout_seconds: float = Field(900.0, gt=0, alias="readyTimeoutSeconds")
     #: A lane whose image pull keeps failing (ErrImagePull/ImagePullBackOff) this long fails, naming the
-    #: image: a typo'd tag or a missing pull secret does not heal (a registry blip does, within it).
-    pull_grace_seconds: float = Field(30.0, ge=0, alias="pullGraceSeconds")
+    #: image: a typo'd tag or a missing pull secret does not heal. Sized for 500 fresh nodes pulling
+    #: at once: a registry answering ``toomanyrequests`` heals within the kubelet's back-off (10, 20,
+    #: 40, 80 s …), so two minutes; 30 s where pulls are local and quick.
+    pull_grace_seconds: float = Field(120.0, ge=0, alias="pullGraceSeconds")
     #: A lane the scheduler cannot place (Unschedulable) this long fails with the scheduler's message.
-    #: Long enough for a cluster autoscaler to add a node (1–3 min); 0 where no autoscaler runs.
-    unschedulable_grace_seconds: float = Field(180.0, ge=0, alias="unschedulableGraceSeconds")
+    #: Sized for an autoscaler adding nodes for hundreds of lanes (cluster-autoscaler scales in steps,
+    #: a cloud node takes 2–5 min to join): ten minutes; 0 where no autoscaler runs.
+    unschedulable_grace_seconds: float = Field(600.0, ge=0, alias="unschedulableGraceSeconds")
     #: MCP builds next to their lane: ``claude`` runs in this container, reached by the orchestrator
     #: on the pod network (port 8790), talking to n8n's MCP server on 127.0.0.1 (docs/cluster.md).
     build_runner: Sidecar = Field(default_factory=lambda: Sidecar.model_validate({}), alias="buildRunner")

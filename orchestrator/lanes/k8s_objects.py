@@ -14,6 +14,7 @@ Every object carries the same labels, which are the only index ``sweep`` needs::
     n8n-eval/run-id=<run label>
     n8n-eval/lane-index=<index>          (pods only)
     n8n-eval/lane=<pod name>             (pods only)
+    n8n-eval/release=<Helm release>      (when the orchestrator runs from the chart: ``release``)
 
 ``<run label>`` is the run id made fit for a label value (see :func:`run_label`); the raw run id is
 kept in the ``n8n-eval/run-id`` annotation.
@@ -57,11 +58,16 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_RUN_ID = "n8n-eval/run-id"
 LABEL_LANE_INDEX = "n8n-eval/lane-index"
 LABEL_LANE = "n8n-eval/lane"
+#: The Helm release whose orchestrator created the object: the chart's policies select one release's lanes.
+LABEL_RELEASE = "n8n-eval/release"
 ANNOTATION_RUN_ID = "n8n-eval/run-id"
 #: The orchestrator process that created an object (its holder identity): nothing else deletes it by name.
 ANNOTATION_CREATOR = "n8n-eval/creator"
 #: How long a run's Lease stays valid without a renewal; the orchestrator renews it every third of that.
 DEFAULT_LEASE_TTL_S = 60
+#: A lane pod outlives the run's deadline by this much at most (``activeDeadlineSeconds``): time for
+#: the orchestrator's own teardown first; past it the kubelet ends the pod even if nobody else does.
+LANE_DEADLINE_MARGIN_S = 600
 
 #: Downward-API env the orchestrator reads to own its lanes (the Helm chart sets all of them).
 ENV_POD_NAME = "POD_NAME"
@@ -170,8 +176,8 @@ def micro_time(t: float) -> str:
 
 
 def lease_object(run_id: str, namespace: str, owner: OwnerRef | None, holder: str, ttl_s: int,
-                 now: float) -> dict[str, Any]:
-    meta = _metadata(lease_name(run_id), namespace, run_labels(run_id, "lease"), run_id, owner)
+                 now: float, *, release: str | None = None) -> dict[str, Any]:
+    meta = _metadata(lease_name(run_id), namespace, run_labels(run_id, "lease", release), run_id, owner)
     meta["annotations"][ANNOTATION_CREATOR] = holder
     return {
         "apiVersion": "coordination.k8s.io/v1",
@@ -198,7 +204,7 @@ def secret_name(run_id: str) -> str:
     return f"n8n-lanes-{run_label(run_id)}-env"
 
 
-def run_labels(run_id: str, component: str) -> dict[str, str]:
+def run_labels(run_id: str, component: str, release: str | None = None) -> dict[str, str]:
     value = run_label(run_id)
     return {
         LABEL_NAME: LANE_APP,
@@ -206,11 +212,13 @@ def run_labels(run_id: str, component: str) -> dict[str, str]:
         LABEL_INSTANCE: value,
         LABEL_COMPONENT: component,
         LABEL_RUN_ID: value,
+        **({LABEL_RELEASE: release} if release else {}),
     }
 
 
-def lane_labels(run_id: str, index: int, attempt: int = 0) -> dict[str, str]:
-    return {**run_labels(run_id, "lane"), LABEL_LANE_INDEX: str(index), LABEL_LANE: pod_name(run_id, index, attempt)}
+def lane_labels(run_id: str, index: int, attempt: int = 0, release: str | None = None) -> dict[str, str]:
+    return {**run_labels(run_id, "lane", release), LABEL_LANE_INDEX: str(index),
+            LABEL_LANE: pod_name(run_id, index, attempt)}
 
 
 def run_selector(run_id: str) -> dict[str, str]:
@@ -218,9 +226,12 @@ def run_selector(run_id: str) -> dict[str, str]:
     return {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id), LABEL_COMPONENT: "lane"}
 
 
-def sweep_selector(run_id: str | None = None) -> str:
-    """Label selector for everything this orchestrator created: one run, or every run."""
+def sweep_selector(run_id: str | None = None, release: str | None = None) -> str:
+    """Label selector for everything this orchestrator created: one run, or every run (of one
+    release, when given)."""
     parts = [f"{LABEL_NAME}={LANE_APP}", f"{LABEL_MANAGED_BY}={MANAGED_BY}"]
+    if release:
+        parts.append(f"{LABEL_RELEASE}={release}")
     if run_id is not None:
         parts.append(f"{LABEL_RUN_ID}={run_label(run_id)}")
     return ",".join(parts)
@@ -238,7 +249,8 @@ def _metadata(name: str, namespace: str, labels: dict[str, str], run_id: str, ow
     return meta
 
 
-def secret_object(run_id: str, namespace: str, secret_env: Mapping[str, str], owner: OwnerRef | None = None) -> dict[str, Any]:
+def secret_object(run_id: str, namespace: str, secret_env: Mapping[str, str], owner: OwnerRef | None = None, *,
+                  release: str | None = None) -> dict[str, Any]:
     """The per-run Secret the lanes' secret env is read from (``valueFrom.secretKeyRef``)."""
     bad = [k for k in secret_env if not _ENV_NAME.match(k)]
     if bad:
@@ -246,7 +258,7 @@ def secret_object(run_id: str, namespace: str, secret_env: Mapping[str, str], ow
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _metadata(secret_name(run_id), namespace, run_labels(run_id, "lane-secrets"), run_id, owner),
+        "metadata": _metadata(secret_name(run_id), namespace, run_labels(run_id, "lane-secrets", release), run_id, owner),
         "type": "Opaque",
         "stringData": dict(sorted(secret_env.items())),
     }
@@ -297,18 +309,20 @@ def egress_allows(rules: list[dict[str, Any]], ip: str, port: int, protocol: str
 
 
 def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = None,
-                          egress: LaneEgress | None = None, *, build_runner: bool = False) -> dict[str, Any]:
-    """One policy per run: the run's lanes admit ingress only from orchestrator pods, on the n8n port
-    (lanes expose ``POST /rest/e2e/reset``, which wipes a lane), and — unless egress is disabled —
-    reach only DNS and the model providers' port 443 (LLM-built workflows run there: no metadata
-    endpoint, no in-cluster service)."""
+                          egress: LaneEgress | None = None, *, build_runner: bool = False,
+                          release: str | None = None) -> dict[str, Any]:
+    """One policy per run: the run's lanes admit ingress only from orchestrator pods (of ``release``,
+    when given), on the n8n port (lanes expose ``POST /rest/e2e/reset``, which wipes a lane), and —
+    unless egress is disabled — reach only DNS and the model providers' port 443 (LLM-built workflows
+    run there: no metadata endpoint, no in-cluster service)."""
     egress = egress if egress is not None else LaneEgress.model_validate({})
+    orchestrators = {LABEL_NAME: ORCHESTRATOR_APP, **({LABEL_INSTANCE: release} if release else {})}
     spec: dict[str, Any] = {
         "podSelector": {"matchLabels": {LABEL_NAME: LANE_APP, LABEL_RUN_ID: run_label(run_id)}},
         "policyTypes": ["Ingress", "Egress"] if egress.enabled else ["Ingress"],
         "ingress": [
             {
-                "from": [{"podSelector": {"matchLabels": {LABEL_NAME: ORCHESTRATOR_APP}}}],
+                "from": [{"podSelector": {"matchLabels": orchestrators}}],
                 "ports": [{"protocol": "TCP", "port": N8N_PORT}]
                 + ([{"protocol": "TCP", "port": BUILD_RUNNER_PORT}] if build_runner else []),
             }
@@ -319,7 +333,8 @@ def network_policy_object(run_id: str, namespace: str, owner: OwnerRef | None = 
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _metadata(network_policy_name(run_id), namespace, run_labels(run_id, "lane-network-policy"), run_id, owner),
+        "metadata": _metadata(network_policy_name(run_id), namespace, run_labels(run_id, "lane-network-policy", release),
+                              run_id, owner),
         "spec": spec,
     }
 
@@ -365,14 +380,18 @@ def pod_object(
     owner: OwnerRef | None = None,
     pod: LanePod | None = None,
     sidecar_image: str | None = None,
+    release: str | None = None,
+    active_deadline_s: int | None = None,
 ) -> dict[str, Any]:
-    """One n8n lane. ``restartPolicy: Never``: a crashed lane is dead (and replaced), not silently reborn."""
+    """One n8n lane. ``restartPolicy: Never``: a crashed lane is dead (and replaced), not silently reborn.
+    ``active_deadline_s``: the kubelet ends the pod that long after it started, whoever else forgot it."""
     pod = pod if pod is not None else LanePod.model_validate({})
     startup_failures = max(6, int(max(spec.ready_timeout_s, pod.ready_timeout_seconds) // 5) + 1)
     body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _metadata(pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt), run_id, owner),
+        "metadata": _metadata(pod_name(run_id, index, attempt), namespace, lane_labels(run_id, index, attempt, release),
+                              run_id, owner),
         "spec": {
             # DNS name <pod>.<run's headless Service>.<ns>.svc.<cluster domain>: no Service per lane
             "hostname": pod_name(run_id, index, attempt),
@@ -432,6 +451,7 @@ def pod_object(
         "affinity": pod.affinity,
         "topologySpreadConstraints": pod.topology_spread_constraints,
         "priorityClassName": pod.priority_class_name,
+        "activeDeadlineSeconds": active_deadline_s,
     }
     body["spec"].update({k: v for k, v in extra.items() if v})
     return body
@@ -523,7 +543,7 @@ def lane_resources(spec: LaneSpec, pod: LanePod) -> dict[str, dict[str, str]]:
 
 
 def service_object(run_id: str, namespace: str, *, owner: OwnerRef | None = None,
-                   build_runner: bool = False) -> dict[str, Any]:
+                   build_runner: bool = False, release: str | None = None) -> dict[str, Any]:
     """The run's headless Service: no ClusterIP, no proxying; it only gives every lane pod of the run
     (``hostname`` = its name, ``subdomain`` = this Service) the DNS name
     ``<pod>.<service>.<namespace>.svc.<cluster domain>``. ``publishNotReadyAddresses``: the record
@@ -537,7 +557,7 @@ def service_object(run_id: str, namespace: str, *, owner: OwnerRef | None = None
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(run_service_name(run_id), namespace, run_labels(run_id, "dns"), run_id, owner),
+        "metadata": _metadata(run_service_name(run_id), namespace, run_labels(run_id, "dns", release), run_id, owner),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,

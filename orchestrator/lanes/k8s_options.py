@@ -18,6 +18,9 @@ context                ORCHESTRATOR_K8S_CONTEXT            the kubeconfig's curr
 run_as_user            ORCHESTRATOR_K8S_RUN_AS_USER        1000
 pod                    ORCHESTRATOR_K8S_LANE_POD (JSON)    ``LanePod()``: scheduling, sizing
 egress                 ORCHESTRATOR_K8S_LANE_EGRESS (JSON) ``LaneEgress()``: default-deny
+release                ORCHESTRATOR_K8S_RELEASE            none (the chart: its release name)
+deadline_s             ORCHESTRATOR_K8S_RUN_DEADLINE_S     86400 (the chart: its Job's deadline)
+lease_ttl_s            ORCHESTRATOR_K8S_LEASE_TTL_S        60
 build_runner           (set by ``--builder remote``)       ``pod.buildRunner.enabled``
 sandbox                (set by ``--builder instance-ai``)  ``pod.sandbox.enabled``
 sandbox_url            (``--sandbox-url``)                 the sandbox container
@@ -56,6 +59,9 @@ _ENV_OPTIONS = {
     "qps": "ORCHESTRATOR_K8S_QPS",
     "burst": "ORCHESTRATOR_K8S_BURST",
     "max_concurrent_creates": "ORCHESTRATOR_K8S_MAX_CONCURRENT_CREATES",
+    "release": "ORCHESTRATOR_K8S_RELEASE",
+    "deadline_s": "ORCHESTRATOR_K8S_RUN_DEADLINE_S",
+    "lease_ttl_s": "ORCHESTRATOR_K8S_LEASE_TTL_S",
 }
 _JSON_OPTIONS = ("pod", "egress")
 
@@ -76,6 +82,13 @@ class KubernetesOptions(BaseModel):
     run_as_user: int = Field(1000, ge=1)
     pod: objects.LanePod = Field(default_factory=lambda: objects.LanePod.model_validate({}))
     egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}))
+    #: The Helm release this orchestrator belongs to: a label on every object it creates (the chart's
+    #: policies and its janitor select one release's lanes), and its lanes admit only its pods.
+    release: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=53)
+    #: How long the run may take (the chart: its Job's ``activeDeadlineSeconds``): every lane pod gets
+    #: ``activeDeadlineSeconds`` = what is left of it + ``LANE_DEADLINE_MARGIN_S``, a backstop for a
+    #: lane nothing else removed.
+    deadline_s: float = Field(86400.0, gt=0)
     #: Image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image).
     sidecar_image: str | None = None
     #: Every lane pod runs a build runner (the ``remote`` builder asks for it), whatever ``pod`` says.

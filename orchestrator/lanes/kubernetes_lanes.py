@@ -23,16 +23,21 @@ lane pod's status in memory. ``wait_ready``/``health``/``is_gone`` read that cac
 polling — and ``health`` then asks ``GET /healthz/readiness`` through the lane URL. Failures fail
 fast, as a lane failure that says why: an ended pod (OOMKilled, Evicted, …) or ``InvalidImageName``
 at once; an image pull that keeps failing (``ErrImagePull``/``ImagePullBackOff``) after
-``lanes.pod.pullGraceSeconds`` (30 s), naming the image; a pod the scheduler cannot place after
-``lanes.pod.unschedulableGraceSeconds`` (180 s: time for a node scale-up), with the scheduler's
-message. Anything else slow waits until ``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is
+``lanes.pod.pullGraceSeconds`` (120 s: a registry throttling 500 pulls heals within it), naming the
+image; a pod the scheduler cannot place after ``lanes.pod.unschedulableGraceSeconds`` (600 s: time
+for an autoscaler to add nodes), with the scheduler's message. Anything else slow waits until
+``lanes.pod.readyTimeoutSeconds`` (900 s). The lane URL is
 ``http://<pod>.<run service>.<namespace>.svc.<cluster_domain>.:5678`` (fully qualified, trailing dot:
 no search-domain fan-out) or, outside the cluster, the ``url_template`` option (e.g.
 ``http://127.0.0.1:{local_port}`` behind one ``kubectl port-forward pod/<pod> <local_port>:5678`` per lane).
 
 Liveness: the run's first object is a Lease ``n8n-lanes-<run>`` (``coordination.k8s.io/v1``, TTL
-``lease_ttl_s``, default 60 s) that the backend renews from the event loop every third of its TTL; the
-janitor removes the lanes of a run whose Lease ran out (an OOM-killed, evicted or hung orchestrator).
+``lease_ttl_s``, default 60 s) that the backend renews from the event loop every third of its TTL,
+checking the run's Service and NetworkPolicy as it goes (re-created when gone; a Lease another
+process holds stops the run): :mod:`orchestrator.lanes.k8s_lease`. The janitor removes the lanes of a
+run whose Lease it saw expired and unrenewed for a while with its own API calls answered (an
+OOM-killed, evicted or hung orchestrator — never one the API could not hear from). Every lane pod
+gets ``activeDeadlineSeconds`` from the run's deadline (``deadline_s``), a backstop of its own.
 
 Never delete what this process did not create: every object carries the annotation
 ``n8n-eval/creator=<holder>`` (this process's identity), the uid of every object it created is kept,
@@ -84,6 +89,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.deletion import close_with_lane
 from orchestrator.errors import ConfigError
 from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
@@ -98,6 +104,7 @@ from orchestrator.lanes.k8s_api import (
     stuck_reason,
     terminal_reason,
 )
+from orchestrator.lanes.k8s_lease import LeaseKeeper, take_over
 from orchestrator.lanes.k8s_options import parse_options
 from orchestrator.lanes.k8s_watch import RunPodWatch
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
@@ -147,6 +154,8 @@ class KubernetesBackend(LaneBackend):
         self._uids: dict[tuple[str, str], str] = {}
         self._collision: ConfigError | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self.keeper: LeaseKeeper | None = None
+        self._started = time.time()  # the run's deadline counts from here (a lane's activeDeadlineSeconds)
         self.limiter = RateLimiter(self.opts.qps, self.opts.burst)
         self._creates = asyncio.Semaphore(self.opts.max_concurrent_creates)
         self._executor = ThreadPoolExecutor(max_workers=self.opts.api_workers, thread_name_prefix="k8s-api")
@@ -202,14 +211,16 @@ class KubernetesBackend(LaneBackend):
             return self._owner
         return None
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(self, fn: Callable[..., T], *args: Any, budget_s: float | None = None,
+                    on_retry: Callable[[BaseException], None] | None = None, **kwargs: Any) -> T:
         """Run one blocking client call in the backend's worker threads, every attempt within the
-        client-side rate limit, 429/5xx/resets/timeouts retried with backoff; an unreachable API
-        server becomes a LaneError."""
+        client-side rate limit, 429/5xx/resets/timeouts retried with backoff (within ``budget_s``,
+        default ``retry_budget_s``); an unreachable API server becomes a LaneError."""
         kwargs.setdefault("_request_timeout", self.opts.request_timeout_s)
+        budget = self.opts.retry_budget_s if budget_s is None else budget_s
         try:
-            call = functools.partial(call_with_retry, self.limiter.limit(fn), *args, budget_s=self.opts.retry_budget_s,
-                                     **kwargs)
+            call = functools.partial(call_with_retry, self.limiter.limit(fn), *args, budget_s=budget,
+                                     on_retry=on_retry, **kwargs)
             return await asyncio.get_running_loop().run_in_executor(self._executor, call)
         except urllib3.exceptions.HTTPError as exc:
             raise self._unreachable(exc) from None
@@ -271,95 +282,65 @@ class KubernetesBackend(LaneBackend):
             await self._delete_run_objects()
             raise
 
+    def _run_object(self, kind: str) -> tuple[str, dict[str, Any], Callable[..., Any], Callable[..., Any] | None]:
+        """(API kind, body, create, read) of one of the run's objects: lease, networkpolicy, service."""
+        ns, release = self.namespace, self.opts.release
+        if kind == "lease":
+            body = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time(),
+                                        release=release)
+            return "Lease", body, self.coordination.create_namespaced_lease, self.coordination.read_namespaced_lease
+        if kind == "networkpolicy":
+            body = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress, release=release,
+                                                 build_runner=self.opts.pod.build_runner.enabled)
+            return ("NetworkPolicy", body, self.networking.create_namespaced_network_policy,
+                    self.networking.read_namespaced_network_policy)
+        body = objects.service_object(self.run_id, ns, owner=self.owner, release=release,
+                                      build_runner=self.opts.pod.build_runner.enabled)
+        return "Service", body, self.core.create_namespaced_service, self.core.read_namespaced_service
+
+    async def restore(self, kind: str) -> str:
+        """Create one of the run's objects again (the Lease keeper found it gone); its name. A 409 from
+        another creator is a ``ConfigError`` (someone else's object under the name: never adopted)."""
+        api_kind, body, create, read = self._run_object(kind)
+        name = body["metadata"]["name"]
+        self._uids.pop((api_kind, name), None)
+        self.ledger.created(kind, name, backend=self.name, namespace=self.namespace)
+        await self._create(api_kind, name, self.namespace, create, read, body)
+        return str(name)
+
     async def _create_run_objects(self, spec: LaneSpec) -> None:
         ns = self.namespace
-        lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
+        api_kind, lease, create, read = self._run_object("lease")
         name = lease["metadata"]["name"]
         self.ledger.created("lease", name, backend=self.name, namespace=ns)
         try:
-            await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
-                               self.coordination.read_namespaced_lease, lease)
+            await self._create(api_kind, name, ns, create, read, lease)
         except ConfigError:
             if not self.opts.takeover:
                 raise
-            await self._take_over(name, ns)  # a replaced orchestrator's run: its Lease ran out, its objects gone
+            await take_over(self, name, ns)  # a replaced orchestrator's run: its Lease ran out, its objects gone
             self._collision = None
-            lease = objects.lease_object(self.run_id, ns, self.owner, self.holder, self.opts.lease_ttl_s, time.time())
-            self.ledger.created("lease", name, backend=self.name, namespace=ns)
-            await self._create("Lease", name, ns, self.coordination.create_namespaced_lease,
-                               self.coordination.read_namespaced_lease, lease)
+            await self.restore("lease")
         if self._renewer is None or self._renewer.done():
-            self._renewer = asyncio.create_task(self._renew_lease(name, ns), name=f"lease-{name}")
+            self.keeper = LeaseKeeper(self, name, ns, self.opts.lease_ttl_s)
+            self._renewer = asyncio.create_task(self.keeper.run(), name=f"lease-{name}")
         if spec.secret_env and not self.opts.existing_secret:
             for value in spec.secret_env.values():
                 register_secret(value)
-            body = objects.secret_object(self.run_id, ns, spec.secret_env, self.owner)
+            body = objects.secret_object(self.run_id, ns, spec.secret_env, self.owner, release=self.opts.release)
             name = body["metadata"]["name"]
             self.ledger.created("secret", name, backend=self.name, namespace=ns)
             # never read (its values are secret): a 409 here is another run's Secret
             await self._create("Secret", name, ns, self.core.create_namespaced_secret, None, body)
-        policy = objects.network_policy_object(self.run_id, ns, self.owner, self.opts.egress,
-                                               build_runner=self.opts.pod.build_runner.enabled)
-        name = policy["metadata"]["name"]
-        self.ledger.created("networkpolicy", name, backend=self.name, namespace=ns)
-        await self._create("NetworkPolicy", name, ns, self.networking.create_namespaced_network_policy,
-                           self.networking.read_namespaced_network_policy, policy)
-        service = objects.service_object(self.run_id, ns, owner=self.owner,
-                                         build_runner=self.opts.pod.build_runner.enabled)
-        name = service["metadata"]["name"]
-        self.ledger.created("service", name, backend=self.name, namespace=ns)
-        await self._create("Service", name, ns, self.core.create_namespaced_service,
-                           self.core.read_namespaced_service, service)
+        for kind in ("networkpolicy", "service"):
+            await self.restore(kind)
         self._run_objects_ready = True
 
     async def take_over_leftovers(self) -> None:
         """``--resume`` with no lane to start: no Lease create meets the old one, so when the ledger
         still has objects of the run open (the old pod died before its teardown), take over here."""
         if self.opts.takeover and any(e.meta.get("backend") == self.name for e in self.ledger.open_entries()):
-            await self._take_over(objects.lease_name(self.run_id), self.namespace)
-
-    async def _take_over(self, name: str, ns: str) -> None:
-        """``--resume`` by a new process (a replaced orchestrator pod): wait until the old holder's Lease
-        runs out (renewed meanwhile: it is alive, a run-id collision that touches nothing), then remove
-        the old process's objects (by label, each by uid); new lanes are numbered after the old ones."""
-        seen, creator = None, "unknown"
-        while True:
-            try:
-                resp: Any = await self._call(self.coordination.read_namespaced_lease, name, ns, _preload_content=False)
-            except ApiException as exc:
-                if exc.status == 404:
-                    break  # gone meanwhile (the janitor removed the dead run)
-                raise self._api_error(f"read Lease {ns}/{name}", exc) from None
-            lease = dict(json.loads(resp.data))
-            spec = lease.get("spec") or {}
-            creator = (lease["metadata"].get("annotations") or {}).get(objects.ANNOTATION_CREATOR) or creator
-            renewed = str(spec.get("renewTime") or spec.get("acquireTime"))
-            if seen is not None and renewed != seen:
-                raise self._collides("Lease", name, ns, f"{creator}, which still renews its Lease") from None
-            seen = renewed
-            expires = objects.lease_expires_at(lease)
-            left = (expires - time.time()) if expires is not None else 0.0
-            if left <= 0:
-                break
-            ttl = float(spec.get("leaseDurationSeconds") or self.opts.lease_ttl_s)
-            log.info("kubernetes: run %s is %s's; taking it over once its Lease runs out (%.0f s)", self.run_id, creator, left)
-            await asyncio.sleep(min(left + 0.1, max(ttl / 4, 0.1)))  # a live holder renews within ttl/3
-        removed = await self._remove_run(self.run_id, ns)
-        for index, attempt in objects.lane_attempts(r.split("/")[-1] for r in removed if r.startswith("pod/")):
-            self._attempts[index] = max(self._attempts.get(index, -1), attempt)  # new lanes: new names
-        log.warning("kubernetes: took over run %s from %s (Lease ran out): removed %d object(s)", self.run_id, creator, len(removed))
-
-    async def _renew_lease(self, name: str, ns: str) -> None:
-        """Renew the run's Lease every third of its TTL, from the event loop: a hung loop stops renewing,
-        and the janitor then removes the lanes. A failed renewal is logged; the next one tries again."""
-        period = self.opts.lease_ttl_s / 3
-        while True:
-            await asyncio.sleep(period)
-            try:
-                await self._call(self.coordination.patch_namespaced_lease, name, ns,
-                                 {"spec": {"renewTime": objects.micro_time(time.time())}}, _preload_content=False)
-            except (ApiException, LaneError) as exc:
-                log.warning("kubernetes: renewing Lease %s/%s failed: %s", ns, name, redact(str(exc)))
+            await take_over(self, objects.lease_name(self.run_id), self.namespace)
 
     async def _delete_run_objects(self) -> None:
         if self._renewer is not None:
@@ -438,11 +419,13 @@ class KubernetesBackend(LaneBackend):
             f"http://127.0.0.1:{objects.SANDBOX_PORT}" if self.opts.pod.sandbox.enabled else None)
         if sandbox_url:  # n8n builds in the pod's sandbox container (same network namespace) or the given one
             spec = replace(spec, env={**spec.env, **sandbox_lane_env(sandbox_url)})
+        left = self._started + self.opts.deadline_s - time.time()  # what is left of the run's deadline
         pod = objects.pod_object(
             self.run_id, index, ns, spec,
             secret=self.secret_ref, attempt=attempt, image=self.opts.image,
             image_pull_policy=self.opts.image_pull_policy, run_as_user=self.opts.run_as_user, owner=self.owner,
-            pod=self.opts.pod, sidecar_image=self.opts.sidecar_image,
+            pod=self.opts.pod, sidecar_image=self.opts.sidecar_image, release=self.opts.release,
+            active_deadline_s=max(int(left), 0) + objects.LANE_DEADLINE_MARGIN_S,
         )
         name = pod["metadata"]["name"]
         service = objects.run_service_name(self.run_id)
@@ -504,8 +487,8 @@ class KubernetesBackend(LaneBackend):
 
     async def wait_ready(self, lane: Lane, timeout_s: float) -> None:
         """Wait (on the run's watch) until the pod is Ready — an ended pod fails at once, an image pull
-        failing past ``pullGraceSeconds`` (30 s) or a pod Unschedulable past
-        ``unschedulableGraceSeconds`` (180 s) fails naming the image or the scheduler's message, the
+        failing past ``pullGraceSeconds`` (120 s) or a pod Unschedulable past
+        ``unschedulableGraceSeconds`` (600 s) fails naming the image or the scheduler's message, the
         rest waits until the deadline (at least ``lanes.pod.readyTimeoutSeconds``) — then ask
         ``/healthz/readiness`` through the lane URL."""
         timeout_s = max(timeout_s, self.min_ready_timeout_s)
@@ -621,15 +604,18 @@ class KubernetesBackend(LaneBackend):
         if not self._knows_run(run_id):
             log.debug("kubernetes: run %s has no kubernetes objects in this machine's ledger: not swept", run_id)
             return []
-        removed = await self._remove_run(run_id, self.namespace)
+        if run_id == self.run_id and self._renewer is not None:  # the keeper would re-create what goes now
+            self._renewer.cancel()
+            self._renewer = None
+        removed = await self.remove_run(run_id, self.namespace)
         if run_id == self.run_id:
             self._run_objects_ready = False
         return removed
 
-    async def _remove_run(self, run_id: str, ns: str) -> list[str]:
+    async def remove_run(self, run_id: str, ns: str) -> list[str]:
         """Delete every object of ``run_id`` by label (list, then delete each by its uid; secrets by
         deletecollection) and close their ledger entries."""
-        selector = objects.sweep_selector(run_id)
+        selector = objects.sweep_selector(run_id, self.opts.release)
         removed: list[str] = []
         for kind, lister, deleter in (
             ("pod", self.core.list_namespaced_pod, self.core.delete_namespaced_pod),
@@ -668,7 +654,9 @@ class KubernetesBackend(LaneBackend):
         return removed
 
     def _forget(self, kind: str, meta: Mapping[str, Any]) -> None:
-        """Close the ledger entries of a swept object in the run that created it (if that ledger is here)."""
+        """Close the ledger entries of a swept object in the run that created it (if that ledger is here);
+        a lane pod takes what was recorded on it with it (its n8n's users and workflows: a taken-over
+        run's teardown must not report them as left)."""
         run_id = (meta.get("annotations") or {}).get(objects.ANNOTATION_RUN_ID)
         if not run_id:
             return
@@ -677,6 +665,7 @@ class KubernetesBackend(LaneBackend):
             return
         name = meta.get("name", "")
         if kind == "pod":
+            close_with_lane(ledger, name)
             ledger.deleted("lane", name, lane=name)
         else:
             ledger.deleted(kind, name)

@@ -81,6 +81,11 @@ class RunMetrics:
         self.cleanup_failures = Counter(f"{PREFIX}_cleanup_failures", "Cleanup steps that failed, by kind.",
                                         ["kind"], registry=r)
         self.steals = Counter(f"{PREFIX}_steals", "Units taken over by another lane.", registry=r)
+        self.objects_restored = Counter(
+            f"{PREFIX}_lane_objects_restored", "Shared lane objects (Lease, Service, NetworkPolicy) found gone and "
+            "re-created, by kind.", ["kind"], registry=r)
+        self.run_stopped = Counter(f"{PREFIX}_run_stopped", "Runs stopped before their end, by reason.", ["reason"],
+                                   registry=r)
         for state in LaneState:
             self.lanes.labels(state=state.value).set(0)
         for outcome in UnitOutcome:
@@ -139,6 +144,12 @@ class RunMetrics:
 
     def stolen(self) -> None:
         self.steals.inc()
+
+    def object_restored(self, kind: str) -> None:
+        self.objects_restored.labels(kind=kind).inc()
+
+    def stopped(self, reason: str) -> None:
+        self.run_stopped.labels(reason=reason).inc()
 
     # ------------------------------------------------------------------ export
 

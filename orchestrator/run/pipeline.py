@@ -32,7 +32,7 @@ from orchestrator.allocator import Allocator
 from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents, get_builder
 from orchestrator.domain import CleanupFailure
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend, readiness_status
+from orchestrator.lanes.backend import BackendEvents, LaneBackend, LaneError, get_backend, readiness_status
 from orchestrator.lanes.labels import RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import parse_base_urls
@@ -102,6 +102,25 @@ class _SpendCap(RunObserver):
             run.allocator.stop_new(run.stop_reason)
 
 
+class _BackendEvents(BackendEvents):
+    """The lane backend's news, for this run: a re-created object is counted; a fatal one stops the
+    run loudly (an ``error:`` line, exit 1, ``n8n_eval_run_stopped_total{reason="lane_backend"}``)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def restored(self, kind: str, name: str) -> None:
+        self.run.metrics.object_restored(kind)
+        console.print(f"[yellow]{kind} {name} was gone: re-created[/yellow]")
+
+    def fatal(self, error: LaneError) -> None:
+        message = redact(str(error))
+        if message not in self.run.errors:
+            self.run.errors.append(message)
+        self.run.metrics.stopped("lane_backend")
+        self.run.stop(f"lane backend: {message}")
+
+
 class Run:
     def __init__(self, cfg: RunConfig, hooks: list[RunHooks] | None = None) -> None:
         self.cfg = cfg
@@ -128,8 +147,12 @@ class Run:
 
     # ---------------------------------------------------------------- signals
     def _on_signal(self, signame: str) -> None:
-        self.stop_reason = f"interrupted by {signame}"
-        console.print(f"[yellow]{signame}: stopping — writing results and tearing down[/yellow]")
+        self.stop(f"interrupted by {signame}")
+
+    def stop(self, reason: str) -> None:
+        """Stop the run: no unit starts, running ones are cancelled; results are written, lanes torn down."""
+        self.stop_reason = reason
+        console.print(f"[yellow]{reason}: stopping — writing results and tearing down[/yellow]")
         if self.allocator is not None:
             self.allocator.cancel(self.stop_reason)
         elif self._main_task is not None:
@@ -182,6 +205,7 @@ class Run:
         if cfg.resume and backend_cls.takes_over_resumed_runs:  # the lanes a replaced orchestrator left
             backend_options["takeover"] = True
         backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **backend_options)
+        backend.events = _BackendEvents(self)
         spec = lane_spec(cfg, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model

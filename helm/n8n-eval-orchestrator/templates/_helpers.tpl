@@ -23,7 +23,7 @@
 
 {{- define "eval.priorityClassName" -}}
 {{- $pc := .Values.disruption.priorityClass -}}
-{{- if $pc.name -}}{{- $pc.name -}}{{- else if $pc.create -}}{{- printf "%s-%s-orchestrator" .Release.Namespace (include "eval.fullname" .) | trimPrefix "-" | trunc 63 | trimSuffix "-" -}}{{- end -}}
+{{- if $pc.name -}}{{- $pc.name -}}{{- else if and $pc.create .Values.clusterScoped -}}{{- printf "%s-%s-orchestrator" .Release.Namespace (include "eval.fullname" .) | trimPrefix "-" | trunc 63 | trimSuffix "-" -}}{{- end -}}
 {{- end }}
 
 {{- define "eval.selectorLabels" -}}
@@ -154,7 +154,8 @@ whatever the tag later points at), else repository:tag. */}}
 {{- end }}
 
 {{/*
-The orchestrator pod. Call with (dict "root" $ "component" "nightly" "args" (list ...)).
+The orchestrator pod. Call with (dict "root" $ "component" "nightly" "args" (list ...) "deadline" N), N
+the Job's activeDeadlineSeconds (the run's deadline: lane pods get what is left of it).
 */}}
 {{- define "eval.podTemplate" -}}
 {{- $root := .root -}}
@@ -243,6 +244,12 @@ spec:
           value: {{ $v.laneImage.pullPolicy | quote }}
         - name: ORCHESTRATOR_K8S_LANE_SECRET
           value: {{ $v.lanes.existingSecret | quote }}
+        # the release label on every lane object (the chart's policies select this release's lanes)
+        - name: ORCHESTRATOR_K8S_RELEASE
+          value: {{ $root.Release.Name | quote }}
+        # the run's deadline: each lane pod's activeDeadlineSeconds is what is left of it (+ 600 s)
+        - name: ORCHESTRATOR_K8S_RUN_DEADLINE_S
+          value: {{ .deadline | quote }}
         # optional: the lane pods' build runners then demand it (Authorization: Bearer)
         - name: N8N_EVAL_RUNNER_TOKEN
           valueFrom:
@@ -380,4 +387,26 @@ seccompProfile:
 {{- $checks = append $checks (printf "c.image.startsWith('%s:') || c.image.startsWith('%s@')" . .) -}}
 {{- end -}}
 {{- join " || " $checks -}}
+{{- end }}
+
+{{/* The port of a URL: the one it names, else 443 for https and 80 for http. */}}
+{{- define "eval.urlPort" -}}
+{{- $u := urlParse . -}}
+{{- $parts := splitList ":" $u.host -}}
+{{- if gt (len $parts) 1 -}}{{- last $parts -}}{{- else if eq $u.scheme "https" -}}443{{- else -}}80{{- end -}}
+{{- end }}
+
+{{/* The orchestrator's egress ports besides DNS, its lanes and the API server (a JSON list): model
+providers (egressPorts), LangSmith (langsmithPorts), LangTracer and the Pushgateway (their ports, else
+those of langtracerUrl / metrics.pushgateway). */}}
+{{- define "eval.egressPorts" -}}
+{{- $np := .Values.orchestratorNetworkPolicy -}}
+{{- $ports := concat $np.egressPorts $np.langsmithPorts -}}
+{{- if $np.langtracerPorts -}}{{- $ports = concat $ports $np.langtracerPorts -}}
+{{- else if .Values.langtracerUrl -}}{{- $ports = append $ports (include "eval.urlPort" .Values.langtracerUrl | int) -}}{{- end -}}
+{{- if $np.pushgatewayPorts -}}{{- $ports = concat $ports $np.pushgatewayPorts -}}
+{{- else if .Values.metrics.pushgateway -}}{{- $ports = append $ports (include "eval.urlPort" .Values.metrics.pushgateway | int) -}}{{- end -}}
+{{- $out := list -}}
+{{- range $ports -}}{{- $out = append $out (int .) -}}{{- end -}}
+{{- $out | uniq | sortAlpha | toJson -}}
 {{- end }}
