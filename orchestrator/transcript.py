@@ -115,6 +115,22 @@ def transcript_path_for(request: Any, run_dir: Path) -> Path:
     return Path(run_dir) / "transcripts" / f"{digest}.{request.iteration}.{request.attempt}.jsonl"
 
 
+def run_debug_path(transcript: Path) -> Path:
+    """Where a build's captured run debug lives: beside its transcript."""
+    return transcript.with_name(transcript.name.removesuffix(".jsonl") + ".run-debug.json")
+
+
+def write_run_debug(transcript: Path, runs: list[dict[str, Any]]) -> Path | None:
+    """Keep the build's captured run debug (redacted) beside its transcript; None when the disk refused."""
+    path = run_debug_path(transcript)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(redact_obj(runs), ensure_ascii=False), encoding="utf-8")
+    except OSError:
+        return None
+    return path
+
+
 def read_transcript(path: Path | None) -> list[dict[str, Any]]:
     """The entries of a transcript file ([] when there is none); broken lines are skipped."""
     if path is None or not path.is_file():
@@ -157,12 +173,30 @@ def _short(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-def render_for_judge(entries: Iterable[dict[str, Any]], *, limit: int = 60_000, item_limit: int = 1_500) -> str:
-    """The conversation as plain text for the process-expectation judge."""
+def turn_run_ids(entries: Iterable[dict[str, Any]]) -> dict[int, list[str]]:
+    """The runs each user turn spans (every resume of a turn is a run of its own), by turn number."""
+    turns: dict[int, list[str]] = {}
+    current: int | None = None
+    for e in entries:
+        if e.get("kind") == "user" and isinstance(e.get("turn"), int):
+            current = int(e["turn"])
+            turns.setdefault(current, [])
+        elif e.get("kind") == "run" and current is not None and e.get("run_id"):
+            turns[current].append(str(e["run_id"]))
+    return turns
+
+
+def render_for_judge(entries: Iterable[dict[str, Any]], *, limit: int = 60_000, item_limit: int = 1_500,
+                     turn_headers: dict[int, str] | None = None) -> str:
+    """The conversation as plain text for the process-expectation judge; ``turn_headers``: a line to
+    open each user turn with (its token figures, from the build's run debug)."""
     lines: list[str] = []
     for e in entries:
         kind = e.get("kind")
         if kind == "user":
+            header = (turn_headers or {}).get(e["turn"]) if isinstance(e.get("turn"), int) else None
+            if header:
+                lines.append(header)
             lines.append(f"[user, turn {e.get('turn', '?')}] {e.get('text', '')}")
         elif kind == "assistant":
             lines.append(f"[assistant] {e.get('text', '')}")

@@ -135,6 +135,10 @@ class BuildResult:
     #: the same budget as n8n's ``BuildTimeout`` (``{kind, turn, elapsedMs}``): every row of the
     #: iteration is then recorded ``incomplete`` with attribution ``timeout``
     budget_breach: dict[str, object] | None = None
+    #: the counting attempt's thread's run debug (``orchestrator.n8n.run_debug``: each run with its
+    #: steps' prompt, messages, reply and usage), oldest first; None when the lane keeps none. What
+    #: ``contextAssertions`` and ``memoryExpectations`` grade, and the judge's token figures
+    run_debug: list[dict[str, Any]] | None = None
     #: the case's execution-scenario data tables the build created empty
     #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread

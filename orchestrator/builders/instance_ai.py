@@ -67,12 +67,13 @@ from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat
 from orchestrator.n8n.rest import N8nSession
+from orchestrator.n8n.run_debug import RunDebugCapture
 from orchestrator.outage import (
     OutageInfo,
     retry_provider_outage,
 )
 from orchestrator.redact import redact
-from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for
+from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for, write_run_debug
 from orchestrator.verify.scenarios import ScenarioSeedFailed, ScenarioTables, seed_scenario_rows
 
 log = logging.getLogger(__name__)
@@ -234,6 +235,7 @@ class InstanceAiBuilder(Builder):
         # seeded through it; the user's release deletes it after verification
         kept_threads: set[str] = set()
         compaction = CompactionCheck() if case.requires_memory_compaction else None
+        debug: RunDebugCapture | None = None
         turns = user_turns(case)
         unsupported = unsupported_reason(case)
         if unsupported is not None:
@@ -247,8 +249,10 @@ class InstanceAiBuilder(Builder):
                 self.events.outage_retry()
                 transcript.add("attempt", number=total.attempts + 1)
             total.attempts += 1
+            nonlocal debug
+            debug = RunDebugCapture()  # each attempt is a fresh thread: the one that counts is captured
             attempt = await self._attempt(lane, user, turns, transcript, Budgets(turn_s), threads, case=case,
-                                          compaction=compaction)
+                                          compaction=compaction, debug=debug)
             if attempt.seed is not None:
                 seeded_ids.update(attempt.seed.workflow_ids)
             kept_threads.clear()
@@ -266,6 +270,9 @@ class InstanceAiBuilder(Builder):
             if not self.settings.keep_workflows:
                 await self._delete_threads(lane, [t for t in threads if t not in kept_threads])
         total.scenario_tables = outcome.tables
+        total.run_debug = debug.ordered() if debug is not None else None
+        if total.run_debug is not None:
+            write_run_debug(transcript_path, total.run_debug)
         total.turns = outcome.state.runs
         total.artifact_refs = list(outcome.state.artifact_refs)
         total.thread_id = outcome.thread_id
@@ -310,7 +317,8 @@ class InstanceAiBuilder(Builder):
 
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
                        budgets: Budgets, threads: list[str], *, case: EvalCase,
-                       compaction: CompactionCheck | None = None) -> AttemptOutcome:
+                       compaction: CompactionCheck | None = None,
+                       debug: RunDebugCapture | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
         state = RunState()
@@ -394,6 +402,8 @@ class InstanceAiBuilder(Builder):
                     transcript.add("error", message=outcome.error)
                     break
                 await self._read_turn(chat, stream, thread_id, run_id, reader, driver, budgets)
+                if debug is not None:  # after every turn: the lane's run-debug buffer is small and shared
+                    await debug.after_turn(lane.owner, thread_id)
                 if state.last_status != "completed" or state.outage is not None:
                     break
                 text, number = await driver.next_message(), number + 1
@@ -435,6 +445,8 @@ class InstanceAiBuilder(Builder):
             outcome.timeout = exc.breach
             transcript.add("timeout", **exc.breach.as_dict(), message=exc.breach.describe())
             await self._cancel(chat, stream, thread_id, reader)
+            if debug is not None:
+                await debug.after_turn(lane.owner, thread_id)
         finally:
             await stream.aclose()
             await driver.aclose()

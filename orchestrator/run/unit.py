@@ -324,7 +324,7 @@ class UnitRunner:
                                                  not_judged_reason=result.not_judged_reason,
                                                  ground_truth=result.judge_context, scope=self._scope(),
                                                  artifact_refs=result.artifact_refs, project_id=user.project_id,
-                                                 scenario_tables=result.scenario_tables)
+                                                 scenario_tables=result.scenario_tables, run_debug=result.run_debug)
             if result.budget_breach is not None:  # graded, recorded, and neutral (n8n's attachExpectations)
                 stamp_timeout(verification)
             return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
@@ -360,4 +360,5 @@ class UnitRunner:
             return expectations_not_judged(case, result.not_judged_reason)
         return await judge_failed_build(case, ctx.owner, self.judge, transcript_path=result.transcript_path,
                                         scope=self._scope(), artifact_refs=result.artifact_refs,
-                                        project_id=user.project_id, ground_truth=result.judge_context)
+                                        project_id=user.project_id, ground_truth=result.judge_context,
+                                        run_debug=result.run_debug)

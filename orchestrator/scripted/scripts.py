@@ -370,12 +370,14 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
       (:mod:`orchestrator.scripted.agents`);
     - the lane's eval mock per HTTP request (``submit_response``) → :func:`lane_mock`;
     - any other caller with tools (the claude CLI of the ``mcp`` builder) → :func:`mcp_builder`;
-    - no tools: the user proxy (:mod:`orchestrator.scripted.user_proxy`), our judge (passes, or
+    - no tools: the user proxy (:mod:`orchestrator.scripted.user_proxy`), our memory judge (on the
+      literals of each claim, :mod:`orchestrator.scripted.memory_judge`), our judge (passes, or
       ``judge_script``), the thread-title generator (a title), the
       mock planners (a JSON plan).
     """
     from orchestrator.scripted import agents as ag
     from orchestrator.scripted import instance_ai as ia
+    from orchestrator.scripted import memory_judge as mj
     from orchestrator.scripted import user_proxy as up
 
     build = builder or mcp_builder(server_name)
@@ -396,6 +398,8 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
             return build(request)
         if up.is_user_proxy_request(request):
             return up.user_proxy_reply(request)
+        if mj.is_memory_judge_request(request):  # graded on the context it is shown (its literals)
+            return mj.memory_judge(request)
         if is_judge_request(request):
             return grade(request)
         if ia.is_title_request(request):

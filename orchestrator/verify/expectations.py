@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.n8n.run_debug import opening_input_tokens, summarize_usage, usage_by_run
 from orchestrator.results.model import ExpectationResult, Verdict
-from orchestrator.transcript import gradable, read_transcript, render_for_judge
+from orchestrator.transcript import gradable, read_transcript, render_for_judge, turn_run_ids
+from orchestrator.verify import context, memory
 from orchestrator.verify.intent import agent_reply_text, grade_intent
 from orchestrator.verify.judge import BUILD_JUDGE_SYSTEM, Judge, build_expectations_prompt
 
@@ -113,30 +115,86 @@ def tool_calls_per_turn(entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) or "(no turns)"
 
 
+async def judge_build_expectations(case: EvalCase, judge: Judge, *, transcript_path: Path | None,
+                                   workflow: dict[str, Any] | None, build_succeeded: bool,
+                                   scope: JudgeScope = JudgeScope(), artifact_context: str | None = None,
+                                   ground_truth: str | None = None,
+                                   run_debug: list[dict[str, Any]] | None = None) -> list[ExpectationResult]:
+    """The case's process and outcome expectations, selected and judged as n8n does (module doc),
+    then an agents-exam case's ``intentExpectation`` units, graded without a judge on the agent's
+    fenced ``intent`` block (:mod:`orchestrator.verify.intent`), then its ``memoryExpectations``
+    (judged on the captured context) and ``contextAssertions`` (exact match on it), graded on the
+    build's ``run_debug`` (:mod:`orchestrator.verify.memory`, :mod:`orchestrator.verify.context`):
+    not judged for a build without an Instance AI thread (MCP), nor for a failed build that produced
+    no agent output."""
+    entries = read_transcript(transcript_path) if transcript_path is not None and transcript_path.is_file() else []
+    rows = await _judge_author_expectations(case, judge, entries, workflow=workflow,
+                                            build_succeeded=build_succeeded, scope=scope,
+                                            artifact_context=artifact_context, ground_truth=ground_truth,
+                                            run_debug=run_debug)
+    if case.intent_expectation is not None:
+        rows += grade_intent(case.intent_expectation, agent_reply_text(entries))
+    return rows + await _context_units(case, judge, run_debug, scope=scope,
+                                       has_output=gradable(entries), build_succeeded=build_succeeded)
+
+
+async def _context_units(case: EvalCase, judge: Judge, run_debug: list[dict[str, Any]] | None, *, scope: JudgeScope,
+                         has_output: bool, build_succeeded: bool) -> list[ExpectationResult]:
+    """``memoryExpectations`` then ``contextAssertions``, gated as n8n's ``select.ts`` gates them."""
+    if not case.memory_expectations and not case.context_assertions:
+        return []
+    if not scope.process_gradable:
+        reason: str | None = context.NO_THREAD
+    elif not build_succeeded and not has_output:
+        reason = context.NO_AGENT_OUTPUT
+    else:
+        reason = None
+    if reason is not None:
+        return memory.not_graded(case.memory_expectations, reason) + context.not_graded(case.context_assertions, reason)
+    return (await memory.judge_memory_expectations(case.memory_expectations, run_debug, judge)
+            + context.check_context_assertions(case.context_assertions, run_debug))
+
+
+def usage_totals(run_debug: list[dict[str, Any]] | None) -> str:
+    """The judge's token ground truth for the whole build (n8n's ``build-expectations/verifier.ts``
+    totals block), or "(no run debug captured)"."""
+    total = summarize_usage(run_debug)
+    if total is None:
+        return "(no run debug captured)"
+    runs = sum(1 for r in run_debug or [] if r.get("steps"))
+    opening = opening_input_tokens(run_debug)
+    return (f"Total: {total.input} tokens in / {total.output} tokens out across {total.steps} LLM steps, "
+            f"{runs} {'run' if runs == 1 else 'runs'}\n"
+            f"Cache: {total.cache_read} tokens read / {total.cache_write} tokens written\n"
+            f"Opening step: {opening or 0} input tokens on the first LLM call (instructions, tool schemas and the "
+            "first message; a seeded case also carries its restored history here)")
+
+
+def turn_headers(entries: list[dict[str, Any]], run_debug: list[dict[str, Any]] | None) -> dict[int, str]:
+    """Each user turn's token figures, joined by the runs the turn spans: ``Turn 2 (3 steps, 47446
+    tokens in [41220 cached], 812 tokens out)``."""
+    by_run = usage_by_run(run_debug)
+    headers: dict[int, str] = {}
+    for turn, run_ids in turn_run_ids(entries).items():
+        used = [by_run[r] for r in run_ids if r in by_run]
+        if not used:
+            continue
+        steps = sum(u.steps for u in used)
+        tokens_in = sum(u.input for u in used)
+        cached = sum(u.cache_read for u in used)
+        tokens_out = sum(u.output for u in used)
+        headers[turn] = f"### Turn {turn} ({steps} steps, {tokens_in} tokens in [{cached} cached], {tokens_out} tokens out)"
+    return headers
+
+
 def _rows(kind: str, texts: list[str], verdict: Verdict, reason: str) -> list[ExpectationResult]:
     return [ExpectationResult(kind=kind, text=t, verdict=verdict, reason=reason) for t in texts]  # type: ignore[arg-type]
 
 
-async def judge_build_expectations(case: EvalCase, judge: Judge, *, transcript_path: Path | None,
-                                   workflow: dict[str, Any] | None, build_succeeded: bool,
-                                   scope: JudgeScope = JudgeScope(), artifact_context: str | None = None,
-                                   ground_truth: str | None = None) -> list[ExpectationResult]:
-    """The case's process and outcome expectations, selected and judged as n8n does (module doc),
-    then an agents-exam case's ``intentExpectation`` units, graded without a judge on the agent's
-    fenced ``intent`` block (:mod:`orchestrator.verify.intent`)."""
-    entries = read_transcript(transcript_path) if transcript_path is not None and transcript_path.is_file() else []
-    judged_rows = await _judge_author_expectations(case, judge, entries, workflow=workflow,
-                                                   build_succeeded=build_succeeded, scope=scope,
-                                                   artifact_context=artifact_context, ground_truth=ground_truth)
-    if case.intent_expectation is None:
-        return judged_rows
-    return judged_rows + grade_intent(case.intent_expectation, agent_reply_text(entries))
-
-
 async def _judge_author_expectations(case: EvalCase, judge: Judge, entries: list[dict[str, Any]], *,
                                      workflow: dict[str, Any] | None, build_succeeded: bool, scope: JudgeScope,
-                                     artifact_context: str | None,
-                                     ground_truth: str | None) -> list[ExpectationResult]:
+                                     artifact_context: str | None, ground_truth: str | None,
+                                     run_debug: list[dict[str, Any]] | None = None) -> list[ExpectationResult]:
     process, outcome = list(case.process_expectations), list(case.outcome_expectations)
     if not process and not outcome:
         return []
@@ -147,11 +205,13 @@ async def _judge_author_expectations(case: EvalCase, judge: Judge, entries: list
         reason = NO_AGENT_OUTPUT if not has_output else MCP_FAILED_NOT_JUDGED
         return _rows("process", process, Verdict.incomplete, reason) + _rows("outcome", outcome, Verdict.incomplete, reason)
     skipped: list[ExpectationResult] = []
+    tokens: str | None = None
     if has_output and (scope.process_gradable or scope.judge_process_anyway):
         judged = [("process", t) for t in process] + [("outcome", t) for t in outcome]
-        transcript_text = render_for_judge(entries)
+        transcript_text = render_for_judge(entries, turn_headers=turn_headers(entries, run_debug))
         metrics: dict[str, Any] | None = conversation_metrics(entries)
         per_turn = tool_calls_per_turn(entries)
+        tokens = usage_totals(run_debug) if scope.process_gradable else None
     else:
         reason = NO_TRANSCRIPT_PROCESS if not has_output else MCP_PROCESS_SKIPPED
         skipped = _rows("process", process, Verdict.incomplete, reason)
@@ -162,7 +222,7 @@ async def _judge_author_expectations(case: EvalCase, judge: Judge, entries: list
     texts = [t for _, t in judged]
     prompt = build_expectations_prompt(texts, workflow=workflow, transcript_text=transcript_text, metrics=metrics,
                                        tool_calls_per_turn=per_turn, artifact_context=artifact_context,
-                                       ground_truth=ground_truth)
+                                       ground_truth=ground_truth, token_totals=tokens)
     verdicts = await judge.judge_expectations(BUILD_JUDGE_SYSTEM, prompt, len(texts))
     rows = [ExpectationResult(kind=kind, text=t, verdict=j.verdict, attribution=j.attribution, reason=j.reason)  # type: ignore[arg-type]
             for (kind, t), j in zip(judged, verdicts)]

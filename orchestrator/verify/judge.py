@@ -333,15 +333,20 @@ def build_context_block(workflow: dict[str, Any] | None, artifact_context: str |
 
 def build_expectations_prompt(expectations: list[str], *, workflow: dict[str, Any] | None, transcript_text: str,
                               metrics: dict[str, Any] | None, tool_calls_per_turn: str,
-                              artifact_context: str | None = None, ground_truth: str | None = None) -> str:
-    """One prompt for the process and outcome expectations of a build (n8n judges both in one call)."""
+                              artifact_context: str | None = None, ground_truth: str | None = None,
+                              token_totals: str | None = None) -> str:
+    """One prompt for the process and outcome expectations of a build (n8n judges both in one call);
+    ``token_totals``: the build's token figures from its run debug (n8n's totals block), for a chat
+    build."""
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
     measured = f"```json\n{json.dumps(metrics, indent=1)}\n```" if metrics else "(none captured)"
+    tokens = (f"## Token usage totals (ground truth — do not recount)\n{token_totals}\n\n"
+              if token_totals is not None else "")
     return (f"{build_context_block(workflow, artifact_context)}\n\n"
             f"## Conversation transcript\n{transcript_text or '(empty)'}\n\n"
             f"## Conversation metrics (ground truth, measured by the harness: do not recount)\n{measured}\n\n"
             f"## Tool calls per turn (ground truth, measured by the harness: do not recount)\n{tool_calls_per_turn}\n\n"
-            f"{_ground_truth(ground_truth)}## Expectations\n{listing}\n\n"
+            f"{tokens}{_ground_truth(ground_truth)}## Expectations\n{listing}\n\n"
             "Give a verdict for every numbered expectation, by its number.\n")
 
 

@@ -34,6 +34,7 @@ from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.agent_scenarios import agent_scenario
 from orchestrator.verify.artifacts import ArtifactRef, artifact_context, fetch_agent, render_agent
+from orchestrator.verify.context import not_graded as context_not_graded
 from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
 from orchestrator.verify.intent import intent_not_graded
 from orchestrator.verify.judge import (
@@ -43,6 +44,7 @@ from orchestrator.verify.judge import (
     process_prompt,
     scenario_prompt,
 )
+from orchestrator.verify.memory import not_graded as memory_not_graded
 from orchestrator.verify.scenarios import ScenarioSeedFailed, ScenarioTables, execute_scenario, seed_scenario_rows
 from orchestrator.verify.workflow_checks import (
     check_context,
@@ -120,9 +122,10 @@ def _unjudged_rows(case: EvalCase, reason: str, attribution: Attribution | None 
     rows += [ExpectationResult(kind="outcome", text=t, verdict=Verdict.incomplete, reason=reason)
              for t in case.outcome_expectations]
     rows += intent_not_graded(case.intent_expectation, Verdict.incomplete, reason)
+    rows += memory_not_graded(case.memory_expectations, reason)
     for row in rows:
         row.attribution = attribution
-    return rows
+    return rows + context_not_graded(case.context_assertions, reason)
 
 
 def charged_to_framework(rows: list[ExpectationResult]) -> list[ExpectationResult]:
@@ -185,8 +188,11 @@ def harness_fault(case: EvalCase, *, reason: str) -> Verification:
     v.expectations += [ExpectationResult(kind="process", text=t, verdict=Verdict.failed, attribution=attribution,
                                          reason=reason) for t in case.process_expectations]
     v.expectations += intent_not_graded(case.intent_expectation, Verdict.failed, reason)
+    v.expectations += [ExpectationResult(kind="memory", text=e.text, verdict=Verdict.failed, reason=reason)
+                       for e in case.memory_expectations]
     for row in v.expectations:
         row.attribution = attribution
+    v.expectations += context_not_graded(case.context_assertions, reason)
     return v
 
 
@@ -249,7 +255,8 @@ async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSes
                           transcript_path: Path | None = None, narration: str | None = None,
                           not_judged_reason: str | None = None, ground_truth: str | None = None,
                           scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
-                          project_id: str | None = None, scenario_tables: ScenarioTables | None = None) -> Verification:
+                          project_id: str | None = None, scenario_tables: ScenarioTables | None = None,
+                          run_debug: list[dict[str, Any]] | None = None) -> Verification:
     """Verify what a build left. ``workflow_id`` None: a build-only case built no workflow (or only
     an Agent): its expectations are judged without one; scenarios (if any) cannot run. ``narration``
     (the builder's account of what it did, :attr:`BuildResult.narration`) feeds the communication check.
@@ -261,13 +268,15 @@ async def verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSes
     Agent / Config-eval sections of the expectation judge's context; ``scope`` says whether the
     transcript's process is graded (:mod:`orchestrator.verify.expectations`). ``scenario_tables``: the
     case's scenario data tables the build created (``seedDataTables``): each scenario's rows are put
-    in them just before it runs, and the scenarios then run one at a time (they share the tables)."""
+    in them just before it runs, and the scenarios then run one at a time (they share the tables).
+    ``run_debug``: the build's captured run debug, which the memory expectations and context
+    assertions grade and which gives the expectation judge its token figures."""
     with usage_meter() as meter:
         v = await _verify_workflow(case, workflow_id, owner, judge, timeout_ms=timeout_ms,
                                    transcript_path=transcript_path, narration=narration,
                                    not_judged_reason=not_judged_reason, ground_truth=ground_truth,
                                    scope=scope, artifact_refs=artifact_refs, project_id=project_id,
-                                   scenario_tables=scenario_tables)
+                                   scenario_tables=scenario_tables, run_debug=run_debug)
     v.usage = meter.rows()
     return v
 
@@ -276,7 +285,8 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
                            timeout_ms: int, transcript_path: Path | None, narration: str | None = None,
                            not_judged_reason: str | None = None, ground_truth: str | None = None,
                            scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
-                           project_id: str | None = None, scenario_tables: ScenarioTables | None = None) -> Verification:
+                           project_id: str | None = None, scenario_tables: ScenarioTables | None = None,
+                           run_debug: list[dict[str, Any]] | None = None) -> Verification:
     v = Verification()
     workflow: dict[str, Any] | None = None
     if workflow_id is not None:
@@ -309,7 +319,7 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
         context = await artifact_context(artifact_refs or [], owner, project_id) if project_id else None
         return await judge_build_expectations(case, judge, transcript_path=transcript_path, workflow=workflow,
                                               build_succeeded=True, scope=scope, artifact_context=context,
-                                              ground_truth=ground_truth)
+                                              ground_truth=ground_truth, run_debug=run_debug)
 
     expectation_task = asyncio.ensure_future(expectations())
     checks = asyncio.ensure_future(run_workflow_checks(workflow, check_context(case, narration=narration), judge)) if workflow else None
@@ -336,11 +346,12 @@ async def _agent_context(owner: N8nSession, ref: ArtifactRef | None, project_id:
 
 async def judge_failed_build(case: EvalCase, owner: N8nSession, judge: Judge, *, transcript_path: Path | None,
                              scope: JudgeScope = JudgeScope(), artifact_refs: list[ArtifactRef] | None = None,
-                             project_id: str | None = None, ground_truth: str | None = None) -> list[ExpectationResult]:
+                             project_id: str | None = None, ground_truth: str | None = None,
+                             run_debug: list[dict[str, Any]] | None = None) -> list[ExpectationResult]:
     """The expectations of a build that saved no workflow, judged as n8n does: against "(no workflow
     built)" and the transcript when the agent produced output, all ``incomplete`` when it did not."""
     with usage_meter():
         context = await artifact_context(artifact_refs or [], owner, project_id) if project_id else None
         return await judge_build_expectations(case, judge, transcript_path=transcript_path, workflow=None,
                                               build_succeeded=False, scope=scope, artifact_context=context,
-                                              ground_truth=ground_truth)
+                                              ground_truth=ground_truth, run_debug=run_debug)
