@@ -83,6 +83,12 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
     # a type the pinned n8n does not define is refused at load, naming the nearest known type
     "credential-type-unknown": [("credentials.1.type", "unknown credential type 'SlackApi': n8n defines no such "
                                                         "type (did you mean 'slackApi'?)")],
+    # credential-setup fixtures (n8n harness/credential-setup-lane.ts resolveCredentialSetupFixture): an
+    # unknown id names the ids there are; "local" needs the developer's own browser: refused offline
+    "credential-fixture-unknown": [("credentialFixture", 'unknown provider fixture "openrouter": available '
+                                                         'anthropic (or "local" for the real site)')],
+    "credential-fixture-local": [("credentialFixture", '"local" drives the real provider site in the developer\'s '
+                                                       "own browser, which an offline run cannot reach")],
     "not-an-object": [("(case)", "must be a JSON object, got an array")],
     "bad-json-syntax": [("<json>", "Expecting ',' delimiter (line 4, column 3)")],
     "duplicate-json-key": [("<json>", "duplicate key 'complexity'")],

@@ -27,6 +27,7 @@ from orchestrator.cases.base import CaseModel, OpenModel
 from orchestrator.cases.credentials import CredentialSpec
 from orchestrator.cases.intent import INTENT_EXAM_DATASET, with_intent_preamble
 from orchestrator.cases.issues import Violation, raise_violations
+from orchestrator.cases.provider_fixtures import credential_fixture_problem
 from orchestrator.cases.rules import director_notes
 from orchestrator.cases.seed import InlineSeed, ReplaySeed, Seed
 
@@ -188,7 +189,8 @@ class EvalCase(CaseModel):
     requires_memory_compaction: StrictBool = False
     allow_user_execution: StrictBool = False
     seed: Seed | None = None
-    #: Opts the case into n8n's credential-setup browser lane (a provider fixture id, or ``local``).
+    #: Opts the case into n8n's credential-setup checks: a provider fixture id
+    #: (:mod:`orchestrator.cases.provider_fixtures`); ``local`` and unknown ids are refused at load.
     credential_fixture: NonEmptyStr | None = None
     context_assertions: list[ContextAssertion] = Field(default_factory=list)
     memory_expectations: list[Annotated[MemoryExpectation, BeforeValidator(_memory_expectation)]] = Field(
@@ -228,6 +230,14 @@ class EvalCase(CaseModel):
             f"`{key}` is a pre-union seeding key and is no longer supported: declare the seed in "
             "`seed` with mode 'inline' (authored history) or 'replay' (a LangSmith threadId)"
         )
+
+    @field_validator("credential_fixture")
+    @classmethod
+    def _runnable_fixture(cls, value: str | None) -> str | None:
+        problem = credential_fixture_problem(value) if value else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _rules(self) -> EvalCase:
