@@ -27,6 +27,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
 from orchestrator.plugins import Registry
+from orchestrator.verify.credential_setup import CredentialSetupFacts
 
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
@@ -143,6 +144,9 @@ class BuildResult:
     #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread
     scenario_tables: Any = None
+    #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.credential_setup`): the unit
+    #: appends n8n's three credential-setup checks from them on every path
+    credential_setup: CredentialSetupFacts | None = None
 
 
 class Builder(abc.ABC):

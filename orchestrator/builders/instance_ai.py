@@ -41,6 +41,7 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,7 @@ from orchestrator.builders.builder import (
     register_builder,
 )
 from orchestrator.builders.compaction import CompactionCheck
+from orchestrator.builders.credential_setup import CredentialSetup
 from orchestrator.builders.credentials import TEMPLATES, credential_body
 from orchestrator.builders.instance_ai_stream import RunReader, RunState
 from orchestrator.builders.lane import BuildLane
@@ -65,7 +67,7 @@ from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
-from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat
+from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.n8n.run_debug import RunDebugCapture
 from orchestrator.outage import (
@@ -198,6 +200,8 @@ class InstanceAiBuilder(Builder):
     needs_mcp_key = False
     needs_sandbox = True
     model_env = "N8N_INSTANCE_AI_MODEL"
+    #: the fake browser of ``credentialFixture`` builds redacts secrets (False: a leaking browser, for tests)
+    credential_setup_redacts = True
     #: per user turn: the reference's ``DEFAULT_TIMEOUT_MS`` (``harness/build-workflow.ts``), which its
     #: ``--timeout-ms`` sets there; here ``--build-timeout-ms`` does (``--timeout-ms`` is verification's)
     default_build_timeout_ms = 900_000
@@ -243,6 +247,13 @@ class InstanceAiBuilder(Builder):
             transcript.close()
             return BuildResult(BuildStatus.failed, error=unsupported, framework_fault=True, transcript_path=transcript_path)
         turn_s = request.timeout_ms / 1000 if request.timeout_ms > 0 else None
+        # -- credentialFixture cases: the provider fixture and the browser gateway around the conversation
+        cred = await CredentialSetup.start(case, lane, redact_secrets=self.credential_setup_redacts)
+        if cred is not None and cred.boot_error is not None:  # n8n's laneBootFailed: the harness's fault
+            transcript.add("error", message=cred.boot_error)
+            transcript.close()
+            return BuildResult(BuildStatus.failed, error=cred.boot_error, framework_fault=True,
+                               transcript_path=transcript_path, credential_setup=await cred.finish())
 
         async def one_attempt() -> AttemptOutcome:
             if total.attempts:
@@ -252,7 +263,8 @@ class InstanceAiBuilder(Builder):
             nonlocal debug
             debug = RunDebugCapture()  # each attempt is a fresh thread: the one that counts is captured
             attempt = await self._attempt(lane, user, turns, transcript, Budgets(turn_s), threads, case=case,
-                                          compaction=compaction, debug=debug)
+                                          compaction=compaction, debug=debug,
+                                          on_event=cred.observe if cred else None)
             if attempt.seed is not None:
                 seeded_ids.update(attempt.seed.workflow_ids)
             kept_threads.clear()
@@ -267,6 +279,8 @@ class InstanceAiBuilder(Builder):
                     InstanceAiChat(lane.owner), outcome.thread_id)
         finally:
             transcript.close()
+            if cred is not None:  # facts (the value probe while the fixture listens), then close and clean up
+                total.credential_setup = await cred.finish(keep=self.settings.keep_workflows)
             if not self.settings.keep_workflows:
                 await self._delete_threads(lane, [t for t in threads if t not in kept_threads])
         total.scenario_tables = outcome.tables
@@ -318,7 +332,8 @@ class InstanceAiBuilder(Builder):
     async def _attempt(self, lane: BuildLane, user: BuildUser, turns: list[str], transcript: Transcript,
                        budgets: Budgets, threads: list[str], *, case: EvalCase,
                        compaction: CompactionCheck | None = None,
-                       debug: RunDebugCapture | None = None) -> AttemptOutcome:
+                       debug: RunDebugCapture | None = None,
+                       on_event: Callable[[StreamEvent], None] | None = None) -> AttemptOutcome:
         lane_id = lane.lane.lane_id
         chat = InstanceAiChat(lane.owner)
         state = RunState()
@@ -378,7 +393,7 @@ class InstanceAiBuilder(Builder):
             transcript, turns=turns, approve=answer_confirmation,
             credential_ids=credential_ids,
             create_credential=lambda ctype: self._create_credential(lane, user, chat, thread_id, ctype))
-        stream = chat.open_events(thread_id)
+        stream = chat.open_events(thread_id, on_event=on_event)
         await stream.open(timeout_s=30.0)
         try:
             text: str | None = driver.opening()

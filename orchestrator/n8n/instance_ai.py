@@ -39,7 +39,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,8 +150,11 @@ class EventStream:
     """The thread's event stream, read on a background task into a queue, reconnecting on drops."""
 
     def __init__(self, session: N8nSession, thread_id: str, *, read_timeout_s: float = STREAM_READ_TIMEOUT_S,
-                 reconnect_waits_s: tuple[float, ...] = RECONNECT_WAITS_S) -> None:
+                 reconnect_waits_s: tuple[float, ...] = RECONNECT_WAITS_S,
+                 on_event: Callable[[StreamEvent], None] | None = None) -> None:
         self.session = session
+        #: sees every frame as it arrived, before anyone reads (or redacts) it
+        self.on_event = on_event
         self.thread_id = thread_id
         self.read_timeout_s = read_timeout_s
         self.reconnect_waits_s = reconnect_waits_s
@@ -225,6 +228,8 @@ class EventStream:
                         continue
                     self.last_id = event.id
                 self.stats.frames += 1
+                if self.on_event is not None:
+                    self.on_event(event)
                 await self._queue.put(event)
 
     async def _run(self) -> None:

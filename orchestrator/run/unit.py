@@ -29,6 +29,7 @@ from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import BuildRecord, ExpectationResult, UnitResult
+from orchestrator.verify.credential_setup import credential_setup_rows
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import (
@@ -86,8 +87,11 @@ class Attempts:
     duration_s: float = 0.0
     started_at: float = field(default_factory=time.time)
     thread_id: str | None = None
+    #: n8n's credential-setup checks of the last build (``credentialFixture`` cases), on every path
+    credential_setup: list[ExpectationResult] = field(default_factory=list)
 
     def add(self, result: BuildResult) -> None:
+        self.credential_setup = credential_setup_rows(result.credential_setup)
         self.thread_id = result.thread_id or self.thread_id
         self.attempts += result.attempts
         self.cost_usd += result.cost_usd
@@ -151,6 +155,7 @@ class UnitRunner:
                 verify_s: float = 0.0, transcript_path: Path | None = None,
                 timeout: dict[str, object] | None = None) -> UnitResult:
         acc = self._attempts.pop(unit.key, Attempts())
+        verification.expectations.extend(acc.credential_setup)  # measurements: appended as they are
         failure_category, attribution = None, None
         if timeout is not None or status == BuildStatus.timeout:
             # n8n's attachExpectations: the whole iteration is neutral, whatever was graded
