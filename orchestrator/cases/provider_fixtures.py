@@ -71,7 +71,7 @@ class ProviderManifest(_Strict):
     @model_validator(mode="after")
     def _default_is_routed(self) -> ProviderManifest:
         if self.default_route not in self.routes:
-            raise ValueError(f"defaultRoute {self.default_route!r} is not one of routes ({', '.join(self.routes)})")
+            raise ValueError(f'defaultRoute "{self.default_route}" is not one of routes ({", ".join(self.routes)})')
         return self
 
 

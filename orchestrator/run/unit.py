@@ -87,11 +87,8 @@ class Attempts:
     duration_s: float = 0.0
     started_at: float = field(default_factory=time.time)
     thread_id: str | None = None
-    #: n8n's credential-setup checks of the last build (``credentialFixture`` cases), on every path
-    credential_setup: list[ExpectationResult] = field(default_factory=list)
 
     def add(self, result: BuildResult) -> None:
-        self.credential_setup = credential_setup_rows(result.credential_setup)
         self.thread_id = result.thread_id or self.thread_id
         self.attempts += result.attempts
         self.cost_usd += result.cost_usd
@@ -130,6 +127,8 @@ class UnitRunner:
         self.settings = settings
         self.on_cleanup_failure = on_cleanup_failure
         self._attempts: dict[str, Attempts] = {}
+        #: n8n's credential-setup checks of a unit's last build (``credentialFixture`` cases): on every path
+        self._credential_setup: dict[str, list[ExpectationResult]] = {}
         self.cleanup_failures: list[CleanupFailure] = []
         #: writes a finished unit's record (off the event loop) before the allocator hears of it
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
@@ -155,7 +154,7 @@ class UnitRunner:
                 verify_s: float = 0.0, transcript_path: Path | None = None,
                 timeout: dict[str, object] | None = None) -> UnitResult:
         acc = self._attempts.pop(unit.key, Attempts())
-        verification.expectations.extend(acc.credential_setup)  # measurements: appended as they are
+        verification.expectations.extend(self._credential_setup.pop(unit.key, []))  # measurements, as they are
         failure_category, attribution = None, None
         if timeout is not None or status == BuildStatus.timeout:
             # n8n's attachExpectations: the whole iteration is neutral, whatever was graded
@@ -314,6 +313,7 @@ class UnitRunner:
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
+        self._credential_setup[unit.key] = credential_setup_rows(result.credential_setup)
         if result.leaked_workflows and result.status != BuildStatus.timeout:
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case, or a build whose artifact is an Agent, graded on
