@@ -60,6 +60,18 @@ def _data(response: httpx.Response) -> Any:
     return body.get("data", body) if isinstance(body, dict) else body
 
 
+async def ensure_free(owner: N8nSession) -> None:
+    """Raise :class:`GatewayError` when some client already holds the owner's gateway (it would
+    serve this build's browser calls, or be cut off by them)."""
+    try:
+        status = await owner.get(f"{BASE}/status")
+    except N8nError as exc:
+        raise GatewayError(f"the gateway status could not be read: {exc}") from None
+    if isinstance(status, dict) and status.get("connected"):
+        raise GatewayError("the lane owner's computer-use gateway is already connected (another client holds it): "
+                           "one credential-setup build per lane at a time")
+
+
 class Gateway:
     """The owner's computer-use gateway, serving ``browser``'s tools for one build."""
 
@@ -84,9 +96,6 @@ class Gateway:
         """Pair, advertise the browser tools, open the event stream and wait until n8n reports the
         gateway connected with its browser category. Raises :class:`GatewayError`."""
         try:
-            if (await self.status()).get("connected"):
-                raise GatewayError("the lane owner's computer-use gateway is already connected (another client "
-                                   "holds it): one credential-setup build per lane at a time")
             link = await self.owner._send("POST", f"{BASE}/create-link")
         except N8nError as exc:
             raise GatewayError(f"gateway pairing failed: {exc}") from None

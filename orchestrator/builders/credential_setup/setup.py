@@ -33,7 +33,7 @@ from typing import Any
 
 from orchestrator.builders.credential_setup.browser import Browser
 from orchestrator.builders.credential_setup.fixture_server import FixtureServer
-from orchestrator.builders.credential_setup.gateway import Gateway, GatewayError
+from orchestrator.builders.credential_setup.gateway import Gateway, GatewayError, ensure_free
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase
 from orchestrator.cases.provider_fixtures import ProviderFixture, resolve_fixture
@@ -120,6 +120,7 @@ class CredentialSetup:
         try:
             self._before = {str(c.get("id")) for c in await self.lane.owner.list_credentials()}
             self._ledgered_before = _ledgered_credentials(self.lane)
+            await ensure_free(self.lane.owner)
             self.server = await FixtureServer(self.fixture).start()
             self.watch = LeakWatch(self.server.minted_secret)
             self.browser = Browser(self.server.page_port, self._create_credential, redact_secrets=self.redact_secrets)
