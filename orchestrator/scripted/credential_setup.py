@@ -23,11 +23,11 @@ revealed value in its reply (it leaks only if the browser showed it unredacted).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from orchestrator.scripted.instance_ai import calls_since, result_json, tool_names, user_texts
 from orchestrator.scripted.replies import Action, Reply, Script, TextBlock, ToolUseBlock, text_reply
 
 Variant = Literal["good", "skip_add", "truncated", "leak"]
@@ -56,28 +56,6 @@ _LINE = re.compile(r'^\s*- (?P<role>[\w-]+) "(?P<name>[^"]*)"(?P<flags>[^\n]*?)\
                    re.M)
 
 
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def _user_texts(request: dict[str, Any]) -> list[tuple[int, str]]:
-    out = []
-    for index, message in enumerate(request.get("messages") or []):
-        blocks = _blocks(message)
-        if message.get("role") == "user" and not any(b.get("type") == "tool_result" for b in blocks):
-            text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
-            if text.strip():
-                out.append((index, text))
-    return out
-
-
-def _offered(request: dict[str, Any]) -> set[str]:
-    return {str(t.get("name", "")) for t in request.get("tools") or [] if isinstance(t, dict)}
-
-
 def console_for(text: str) -> Console | None:
     """The console a user turn asks the agent to set a credential up in (None: not such a turn)."""
     if not _ASKS.search(text):
@@ -88,42 +66,24 @@ def console_for(text: str) -> Console | None:
 def wants_browser_credential(request: dict[str, Any]) -> bool:
     """The agent's request is a browser credential setup: the opening turn asks for one and the
     agent can reach browser tools (offered, or deferred behind ``load_tool``)."""
-    texts = _user_texts(request)
-    offered = _offered(request)
+    texts = user_texts(request)
+    offered = set(tool_names(request))
     return bool(texts) and console_for(texts[0][1]) is not None and (
         LOAD_TOOL in offered or any(t.startswith("browser_") for t in offered))
 
 
-def _calls(request: dict[str, Any], start: int) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    calls: list[dict[str, Any]] = []
-    results: dict[str, dict[str, Any]] = {}
-    for message in (request.get("messages") or [])[start:]:
-        for block in _blocks(message):
-            if message.get("role") == "assistant" and block.get("type") == "tool_use":
-                calls.append(block)
-            elif block.get("type") == "tool_result":
-                results[str(block.get("tool_use_id"))] = block
-    return [(c, results.get(str(c.get("id")))) for c in calls]
+#: ``@n8n/agents`` ``sdk/untrusted-content.js``: an untrusted tool output reaches the model wrapped in
+#: ``<untrusted_data source="tool:…">\n…\n</untrusted_data>`` (the browser tools' outputs are untrusted)
+_UNTRUSTED = re.compile(r"^\s*<untrusted_data\b[^>]*>\n?(?P<body>.*?)\n?</untrusted_data>\s*$", re.S)
 
 
 def result_payload(block: dict[str, Any] | None) -> dict[str, Any]:
-    """A tool result's JSON object, wherever it sits in the text n8n gave the model ({} if none)."""
-    if block is None:
-        return {}
-    content = block.get("content")
-    if isinstance(content, list):
-        content = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
-    if isinstance(content, dict):
-        return content
-    text = str(content or "")
-    for start in [m.start() for m in re.finditer(r"\{", text)][:50]:
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text[start:])
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}
+    """A tool result's JSON object, unwrapped from n8n's untrusted-data tags ({} if none)."""
+    if block is not None and isinstance(block.get("content"), list):
+        block = {**block, "content": [
+            {**b, "text": _UNTRUSTED.sub(r"\g<body>", str(b.get("text", "")))}
+            if isinstance(b, dict) and b.get("type") == "text" else b for b in block["content"]]}
+    return result_json(block)
 
 
 def _errored(block: dict[str, Any] | None) -> str | None:
@@ -146,12 +106,12 @@ def browser_credential_agent(variant: Variant = "good") -> Script:
     """The agent for a browser credential-setup turn (see the module doc)."""
 
     def script(request: dict[str, Any]) -> Action:
-        texts = _user_texts(request)
+        texts = user_texts(request)
         console = console_for(texts[0][1]) if texts else None
         if console is None:
             return text_reply("I could not tell which provider's credential to set up.")
-        offered = _offered(request)
-        calls = _calls(request, texts[-1][0])
+        offered = set(tool_names(request))
+        calls = calls_since(request, texts[-1][0])
         if any(result is None for _, result in calls):
             return text_reply("Waiting for the browser.")
         missing = [t for t in BROWSER_TOOLS if t not in offered]

@@ -49,7 +49,6 @@ import json
 import re
 from typing import Any
 
-from orchestrator.scripted.credential_setup import browser_credential_agent, wants_browser_credential
 from orchestrator.scripted.intent import asks_for_intent_block, intent_answer
 from orchestrator.scripted.replies import (
     Action,
@@ -214,8 +213,6 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         opening = clean_prompt(texts[0][1])
         everything = calls_since(request, 0)
         this_turn = calls_since(request, turn_start)
-        if wants_browser_credential(request):  # a credential set up in the user's browser (scripted.credential_setup)
-            return browser_credential_agent()(request)
         if load_skill and LOAD_SKILL in offered and not any(c.get("name") == LOAD_SKILL for c, _ in everything):
             return Reply([ToolUseBlock(LOAD_SKILL, {"skillId": BUILDER_SKILL})])
         builds = [(c, r) for c, r in this_turn if c.get("name") == BUILD_TOOL]

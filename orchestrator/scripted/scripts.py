@@ -365,7 +365,8 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
                 builder: Script | None = None, agent: Script | None = None) -> Script:
     """One scripted model for a whole offline run, whichever builder runs.
 
-    - the lane's Instance AI agent (it offers ``build-workflow``) → ``instance_ai_agent``;
+    - the lane's Instance AI agent (it offers ``build-workflow``) → ``instance_ai_agent``; asked to
+      set a credential up in the user's browser → ``credential_setup.browser_credential_agent``;
     - the agent builder behind ``build-agent``, and an Agent an execution scenario runs
       (:mod:`orchestrator.scripted.agents`);
     - the lane's eval mock per HTTP request (``submit_response``) → :func:`lane_mock`;
@@ -376,12 +377,14 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
       mock planners (a JSON plan).
     """
     from orchestrator.scripted import agents as ag
+    from orchestrator.scripted import credential_setup as cs
     from orchestrator.scripted import instance_ai as ia
     from orchestrator.scripted import memory_judge as mj
     from orchestrator.scripted import user_proxy as up
 
     build = builder or mcp_builder(server_name)
     chat_agent = agent or ia.instance_ai_agent()
+    browser_agent = None if agent else cs.browser_credential_agent()
     grade = judge_script or judge()
     mock = lane_mock()
 
@@ -389,6 +392,8 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
         if "submit_response" in tool_names(request):
             return mock(request)
         if ia.is_instance_ai_agent(request):
+            if browser_agent is not None and cs.wants_browser_credential(request):
+                return browser_agent(request)
             return chat_agent(request)
         if ag.is_agent_builder(request):
             return ag.agent_builder(request)

@@ -416,14 +416,7 @@ class Browser:
                 for dependent in page.root.walk():
                     if dependent.attrs.get("data-enabled-by") == box.attrs.get("id"):
                         dependent.attrs.pop("disabled", None)
-        for shown in attrs.get("data-opens", "").split():
-            target = page.by_id(shown)
-            if target is not None:
-                target.attrs.pop("hidden", None)
-        for hidden in attrs.get("data-hides", "").split():
-            target = page.by_id(hidden)
-            if target is not None:
-                target.attrs["hidden"] = ""
+        _open_and_close(page, attrs)
 
     async def _create_key(self, page: Page, node: Node) -> None:
         attrs = node.attrs
@@ -439,14 +432,7 @@ class Browser:
         reveal = page.by_id(attrs.get("data-reveal"))
         if reveal is not None:
             reveal.value = key
-        for shown in attrs.get("data-shows", "").split():
-            target = page.by_id(shown)
-            if target is not None:
-                target.attrs.pop("hidden", None)
-        for hidden in attrs.get("data-hides", "").split():
-            target = page.by_id(hidden)
-            if target is not None:
-                target.attrs["hidden"] = ""
+        _open_and_close(page, attrs)
         rows = page.by_id(attrs.get("data-prepends"))
         if rows is not None and key:
             row = Node("tr", {}, parent=rows)
@@ -507,6 +493,17 @@ class Browser:
             elif role in ("textbox", "searchbox") and node.value:
                 lines.append(f"{page.name_of(node)}: {node.value}")
         return self._redactions(page).apply("\n".join(lines))
+
+
+def _open_and_close(page: Page, attrs: dict[str, str]) -> None:
+    """The ``data-opens`` / ``data-hides`` hooks: show or hide the elements they name by id."""
+    for hook, shown in (("data-opens", True), ("data-hides", False)):
+        for element_id in attrs.get(hook, "").split():
+            target = page.by_id(element_id)
+            if target is not None and shown:
+                target.attrs.pop("hidden", None)
+            elif target is not None:
+                target.attrs["hidden"] = ""
 
 
 def _ancestors(node: Node) -> Iterator[Node]:
