@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from _static_lane import LaneTurn, StaticLane, lane_turn
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
 from orchestrator.builders.credential_setup import CredentialSetup, lane_lock
 from orchestrator.builders.credential_setup import fixture_server as fixture_module
+from orchestrator.builders.credential_setup import setup as lane_setup
 from orchestrator.builders.credential_setup.browser import Browser
 from orchestrator.builders.credential_setup.gateway import Gateway
 from orchestrator.builders.lane import BuildLane
@@ -75,6 +77,30 @@ def minted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     SWITCH.override = None
 
 
+@pytest.fixture
+def fixture_ports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ports every fixture server of this test listened on."""
+    ports: list[int] = []
+
+    class Recorded(fixture_module.FixtureServer):
+        async def start(self) -> fixture_module.FixtureServer:
+            started = await super().start()
+            ports.append(self.page_port)
+            ports.append(int(str(self.verify_base_url).rsplit(":", 1)[1]))
+            return started
+
+    monkeypatch.setattr(lane_setup, "FixtureServer", Recorded)
+    return ports
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def _case() -> EvalCase:
     loaded, problems = load_disk([CASES])
     assert not problems
@@ -104,7 +130,7 @@ async def _lane_state(turn: LaneTurn) -> dict[str, Any]:
 
 
 def test_the_bundled_case_passes_all_three_checks_and_leaves_nothing(turn: LaneTurn, minted: list[str],
-                                                                     tmp_path: Path,
+                                                                     fixture_ports: list[int], tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """n8n ``run/build-orchestrator.ts`` + ``harness/credential-setup-checks.ts``: a good agent's
     unit carries the three checks, passing; the key stays in memory (``harness/redact.ts``'s aim:
@@ -141,6 +167,7 @@ def test_the_bundled_case_passes_all_three_checks_and_leaves_nothing(turn: LaneT
     assert files_holding(tmp_path, [key]) == ["planted/x.txt"]
     # nothing left: the agent's credential, the member, the thread, the gateway session, the fixture
     assert asyncio.run(_lane_state(turn)) == before and before["gateway"] is False
+    assert len(fixture_ports) == 2 and all(_refused(p) for p in fixture_ports)
     assert Ledger.for_run("cred-setup-run", tmp_path / "state").open_entries() == []
     assert leftovers("cred-setup-run", tmp_path / "state") == []
 

@@ -31,6 +31,8 @@ import logging
 import weakref
 from typing import Any
 
+import httpx
+
 from orchestrator.builders.credential_setup.browser import Browser
 from orchestrator.builders.credential_setup.fixture_server import FixtureServer
 from orchestrator.builders.credential_setup.gateway import Gateway, GatewayError, ensure_free
@@ -39,7 +41,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.cases.provider_fixtures import ProviderFixture, resolve_fixture
 from orchestrator.deletion import delete_one
 from orchestrator.domain import ResourceKind
-from orchestrator.n8n.errors import N8nError
+from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.n8n.instance_ai import StreamEvent
 from orchestrator.redact import redact
 from orchestrator.verify.credential_setup import (
@@ -126,10 +128,15 @@ class CredentialSetup:
             self.browser = Browser(self.server.page_port, self._create_credential, redact_secrets=self.redact_secrets)
             self.gateway = Gateway(self.lane.owner, self.browser, on_payload=self.watch.feed)
             await self.gateway.connect()
-        except (GatewayError, N8nError, OSError) as exc:
+        except (GatewayError, N8nError, OSError, httpx.HTTPError, ValueError) as exc:
+            await self._close()
+            if isinstance(exc, N8nTransportError):  # the lane itself failed: the build's caller handles that
+                raise
             self.facts.boot_error = redact(f"the credential-setup lane did not start: {exc}")
             log.warning("%s: %s", self.lane.lane.lane_id, self.facts.boot_error)
+        except BaseException:  # cancelled: nothing may stay running, the slot is freed
             await self._close()
+            raise
 
     async def _create_credential(self, name: str, ctype: str, data: dict[str, Any], project_id: str | None) -> str:
         assert self.gateway is not None
