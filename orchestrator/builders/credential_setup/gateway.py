@@ -194,7 +194,7 @@ class Gateway:
             with contextlib.suppress(httpx.HTTPError, GatewayError):
                 _data(await self._http.post(f"{BASE}/disconnect", headers={"X-Gateway-Key": self._key}))
                 disconnected = True
-        if not disconnected:
+        if self._key and not disconnected:  # ours was connected: end it as its user
             with contextlib.suppress(N8nError):
                 await self.owner._send("POST", f"{BASE}/disconnect-session", safe=True)
         for task in [self._events, *self._handlers]:

@@ -199,11 +199,13 @@ class CredentialSetup:
         owner = self.lane.owner
         try:
             stored = await owner.get(f"/rest/credentials/{credential_id}", params={"includeData": "true"})
-            data = dict(stored.get("data") or {}) if isinstance(stored, dict) else {}
-            data[self.fixture.manifest.url_field] = base
+            if not isinstance(stored, dict):
+                return ValueProbe("unsupported", "the credential test could not run: the credential read was empty")
+            # the secret comes back blanked; n8n restores it from storage for the test (``unredact``)
+            data = {**(stored.get("data") or {}), self.fixture.manifest.url_field: base}
             result = await owner._send("POST", "/rest/credentials/test", {"credentials": {
                 "id": credential_id, "name": stored.get("name"), "type": stored.get("type"), "data": data}})
-        except (N8nError, AttributeError) as exc:
+        except N8nError as exc:
             return ValueProbe("unsupported", redact(f"the credential test could not run: {exc}"))
         result = result if isinstance(result, dict) else {}
         if result.get("status") == "OK":
@@ -214,13 +216,16 @@ class CredentialSetup:
         return ValueProbe("rejected", said)
 
     async def _close(self) -> None:
+        """Disconnect the gateway, close the browser and the fixture (once), free the lane's slot."""
+        gateway, browser, server = self.gateway, self.browser, self.server
+        self.gateway = self.browser = None
         try:
-            if self.gateway is not None:
-                await self.gateway.close()
-            if self.browser is not None:
-                await self.browser.aclose()
-            if self.server is not None:
-                await self.server.close()
+            if gateway is not None:
+                await gateway.close()
+            if browser is not None:
+                await browser.aclose()
+            if server is not None:
+                await server.close()
         finally:
             if self._held:
                 self._held = False
