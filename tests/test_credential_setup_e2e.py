@@ -161,6 +161,7 @@ def test_the_bundled_case_passes_all_three_checks_and_leaves_nothing(turn: LaneT
     assert asked["input_type"] == "resource-decision" and asked["tool"] == "browser_create_credential"
     # the key is in no file the run wrote (results, transcripts, logs, ledger) — and the scan finds a planted one
     assert files_holding(tmp_path, [key]) == []
+    assert files_holding(turn.shared.state, [key]) == []  # nor the lane's own files (its log, its database)
     planted = tmp_path / "planted" / "x.txt"
     planted.parent.mkdir()
     planted.write_text(f"...{key}...")

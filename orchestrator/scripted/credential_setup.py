@@ -167,7 +167,7 @@ def _next_step(step: int, snapshot: str, console: Console, variant: Variant,
     if step == 7:
         if variant == "truncated":  # the key list's new row shows the key cut short
             target = next((m for m in _LINE.finditer(snapshot)
-                           if m.group("role") == "cell" and "..." in m.group("name")), None)
+                           if m.group("role") == "cell" and re.search(r"\w\.\.\.\w", m.group("name"))), None)
             ref = target.group("ref") if target else ""
         else:
             reveal = find(snapshot, "textbox", re.compile(r"API key", re.I))
