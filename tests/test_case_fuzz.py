@@ -111,3 +111,15 @@ def test_any_text(text: str) -> None:
 def test_valid_base_is_valid() -> None:
     case, issues = parse_case(copy.deepcopy(VALID), "fuzz")
     assert issues == [] and case is not None
+
+
+def test_nan_and_infinity_are_not_json() -> None:
+    """JSON has no NaN or Infinity (n8n's loader, ``JSON.parse``, refuses them); Python's reader
+    accepts them, so the loader refuses them itself — in the text, and in a decoded body (where a
+    round trip through JSON could not keep them: the fuzzer found ``inf`` in a seeded skill)."""
+    case, issues = parse_case_text('{"complexity": NaN}', "f.json")
+    assert case is None and [(i.field, i.message) for i in issues] == [("<json>", "NaN is not a JSON value")]
+    body = copy.deepcopy(VALID)
+    body["tags"] = ["t", float("inf")]
+    case, issues = parse_case(body, "f.json")
+    assert case is None and [(i.field, i.message) for i in issues] == [("tags.1", "NaN and Infinity are not JSON numbers")]

@@ -120,7 +120,7 @@ async def test_owner_gone_or_replaced_is_dead_ownerless_runs_are_left_alone(serv
     # it is alive); a run whose owner is alive never does, even when named
     report = Janitor(server.api_client(), NS, now=lambda: NOW).run("run-laptop", force=True)
     assert report.verdicts[0].alive and "lease held" in report.verdicts[0].why and run_objects(server, "run-laptop")
-    clock = Clock(NOW + 120)  # past the laptop's Lease (TTL 60 s): watched a minute of the janitor's clock
+    clock = Clock(time.time() + 120)  # past the laptop's Lease (TTL 60 s, renewed just now): a minute watched on the janitor's clock
     Janitor(server.api_client(), NS, now=clock.now, sleep=clock.sleep).run("run-laptop", force=True)
     assert not run_objects(server, "run-laptop")
     report = Janitor(server.api_client(), NS, now=lambda: NOW).run("run-live", force=True)

@@ -140,6 +140,9 @@ class BuildResult:
     #: steps' prompt, messages, reply and usage), oldest first; None when the lane keeps none. What
     #: ``contextAssertions`` and ``memoryExpectations`` grade, and the judge's token figures
     run_debug: list[dict[str, Any]] | None = None
+    #: renames the harness made behind the agent's back (``orchestrator.builders.external_edits``),
+    #: each checked at the end of the build
+    external_edits: list[dict[str, Any]] = field(default_factory=list)
     #: the case's execution-scenario data tables the build created empty
     #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread

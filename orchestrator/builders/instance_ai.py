@@ -57,6 +57,7 @@ from orchestrator.builders.builder import (
 from orchestrator.builders.compaction import CompactionCheck
 from orchestrator.builders.credential_setup import CredentialSetup
 from orchestrator.builders.credentials import TEMPLATES, credential_body
+from orchestrator.builders.external_edits import external_edits, rename_behind_the_agents_back
 from orchestrator.builders.instance_ai_stream import RunReader, RunState
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.leaks import foreign_workflow_reads
@@ -291,6 +292,7 @@ class InstanceAiBuilder(Builder):
         total.artifact_refs = list(outcome.state.artifact_refs)
         total.thread_id = outcome.thread_id
         total.narration = final_narration(read_transcript(transcript_path))
+        total.external_edits = external_edits(transcript.entries)
         total.duration_s = time.monotonic() - started
         state = outcome.state
         if outcome.timeout is not None:  # the conversation ended; what was saved by then is graded
@@ -427,6 +429,9 @@ class InstanceAiBuilder(Builder):
                     outcome.timeout = refused
                     transcript.add("timeout", **refused.as_dict(), message=refused.describe())
                     break
+                rename = driver.take_external_edit() if text is not None else None
+                if rename is not None:  # behind the agent's back, before the follow-up goes out
+                    await rename_behind_the_agents_back(lane.owner, transcript, rename, number - 1)
                 run_wf = driver.take_user_run() if text is not None else None
                 if run_wf is not None:  # the user runs it before saying so (orchestrator.builders.user_run)
                     if outcome.tables is not None and case.execution_scenarios:

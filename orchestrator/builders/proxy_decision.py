@@ -31,6 +31,9 @@ class ProxyDecision(BaseModel):
     directions_done: list[int] = Field(default_factory=list)
     #: ``allowUserExecution`` cases: the saved workflow the user runs before this message goes out
     run_workflow_id: str | None = None
+    #: a direction has someone rename the saved workflow outside the chat before this message goes
+    #: out (n8n's ``renameWorkflowTo``): the harness renames it behind the agent's back
+    rename_workflow_to: str | None = None
 
     @field_validator("action", mode="before")
     @classmethod
@@ -103,7 +106,10 @@ Answer with ONE JSON object and nothing else:
   "deny" to dismiss it.
 - when "saved_workflows" is present the user may run one of them: when a direction says the user
   runs the workflow, put its id in "run_workflow_id" with the message; it is run for real before
-  the message goes out."""
+  the message goes out.
+- when a direction says the workflow is renamed outside the chat (in the editor) before the next
+  message, put the new name in "rename_workflow_to" with that message; the last saved workflow is
+  renamed for real before the message goes out."""
 
 
 def _allowed(situation: Situation) -> list[str]:

@@ -186,6 +186,8 @@ class ConversationDriver(Protocol):
 
     def take_user_run(self) -> str | None: ...
 
+    def take_external_edit(self) -> str | None: ...
+
     async def answer(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
     async def aclose(self) -> None: ...
@@ -209,6 +211,9 @@ class AutoApprove:
         return self._turns[self._next - 1]
 
     def take_user_run(self) -> str | None:
+        return None
+
+    def take_external_edit(self) -> str | None:
         return None
 
     async def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +264,7 @@ class UserProxy:
         self.sent: list[str] = []
         self.allow_user_execution = bool(case.allow_user_execution)
         self._user_run: str | None = None
+        self._rename: str | None = None
         self.done: set[int] = set()
         self.model_calls = 0
         self._mark = 0  # transcript position of the last message sent
@@ -317,7 +323,10 @@ class UserProxy:
             text = strip_director_notes(decision.text).strip()  # a stage direction is never spoken
             if text:
                 self._user_run = decision.run_workflow_id if self.allow_user_execution else None
-                self._record("reply", decision, self._by, **({"run_workflow_id": self._user_run} if self._user_run else {}))
+                self._rename = (decision.rename_workflow_to or "").strip() or None
+                extra = {"run_workflow_id": self._user_run} if self._user_run else {}
+                self._record("reply", decision, self._by, **extra, **({"rename_workflow_to": self._rename}
+                                                                        if self._rename else {}))
                 return self._send(text)
         if decision.action != "stop":
             decision = decision.model_copy(update={"action": "stop", "reason": (decision.reason + " (no message to send)").strip()})
@@ -338,6 +347,11 @@ class UserProxy:
         """The workflow the user runs before the message :meth:`next_message` just returned goes out."""
         run, self._user_run = self._user_run, None
         return run
+
+    def take_external_edit(self) -> str | None:
+        """The name the last saved workflow gets outside the chat before that message goes out."""
+        rename, self._rename = self._rename, None
+        return rename
 
     async def answer(self, payload: dict[str, Any]) -> dict[str, Any]:
         """The body for ``POST /confirm/:requestId``."""

@@ -6,6 +6,7 @@ Never raises for bad input: every problem becomes a :class:`CaseIssue`.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -46,11 +47,29 @@ def _case_level_issues(data: dict[str, Any], source: str) -> list[CaseIssue]:
     return issues
 
 
+def _non_finite(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Where ``value`` holds NaN or ±Infinity (JSON has neither; n8n's ``JSON.parse`` refuses them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _non_finite(v, (*path, str(k)))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _non_finite(v, (*path, i))]
+    return []
+
+
 def parse_case(data: object, source: str) -> ParseResult:
     """Validate one decoded case body; every problem comes back in one pass."""
     if not isinstance(data, dict):
         message = f"a case must be a JSON object, got {_json_type(data)}"
         return None, [CaseIssue(source, ROOT_FIELD, message)]
+    try:
+        bad_numbers = _non_finite(data)
+    except RecursionError:
+        return None, [CaseIssue(source, ROOT_FIELD, "the case is nested too deeply to validate")]
+    if bad_numbers:
+        return None, [CaseIssue(source, ".".join(str(s) for s in where), "NaN and Infinity are not JSON numbers")
+                      for where in bad_numbers]
     try:
         return EvalCase.model_validate(data), []
     except ValidationError as exc:
@@ -76,16 +95,27 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+class _NotJson(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _reject_constant(name: str) -> float:
+    raise _NotJson(name)
+
+
 def decode_json(text: str, source: str) -> tuple[object, list[CaseIssue]]:
     """Decode JSON text; a syntax error is reported with its line and column."""
     try:
-        return json.loads(text, object_pairs_hook=_reject_duplicate_keys), []
+        return json.loads(text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant), []
     except json.JSONDecodeError as exc:
         message = f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
         return None, [CaseIssue(source, JSON_FIELD, message)]
     except _DuplicateKeys as exc:
         message = f"duplicate key {exc.key!r} in one object (only one value would survive)"
         return None, [CaseIssue(source, JSON_FIELD, message)]
+    except _NotJson as exc:  # Python reads NaN / Infinity; JSON (and n8n's JSON.parse) has neither
+        return None, [CaseIssue(source, JSON_FIELD, f"{exc.name} is not a JSON value")]
     except RecursionError:
         return None, [CaseIssue(source, JSON_FIELD, "the document is nested too deeply")]
 

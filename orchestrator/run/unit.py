@@ -31,6 +31,7 @@ from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import BuildRecord, ExpectationResult, UnitResult
 from orchestrator.verify.credential_setup import credential_setup_rows
 from orchestrator.verify.expectations import JudgeScope
+from orchestrator.verify.external_edits import external_edit_rows
 from orchestrator.verify.judge import Judge
 from orchestrator.verify.verifier import (
     Verification,
@@ -127,8 +128,9 @@ class UnitRunner:
         self.settings = settings
         self.on_cleanup_failure = on_cleanup_failure
         self._attempts: dict[str, Attempts] = {}
-        #: n8n's credential-setup checks of a unit's last build (``credentialFixture`` cases): on every path
-        self._credential_setup: dict[str, list[ExpectationResult]] = {}
+        #: the checks the harness adds to a unit's last build — n8n's credential-setup checks
+        #: (``credentialFixture`` cases) and external-edit checks — appended on every path
+        self._measured: dict[str, list[ExpectationResult]] = {}
         self.cleanup_failures: list[CleanupFailure] = []
         #: writes a finished unit's record (off the event loop) before the allocator hears of it
         self.persist: Callable[[UnitResult], Awaitable[None]] | None = None
@@ -154,7 +156,7 @@ class UnitRunner:
                 verify_s: float = 0.0, transcript_path: Path | None = None,
                 timeout: dict[str, object] | None = None) -> UnitResult:
         acc = self._attempts.pop(unit.key, Attempts())
-        verification.expectations.extend(self._credential_setup.pop(unit.key, []))  # measurements, as they are
+        verification.expectations.extend(self._measured.pop(unit.key, []))  # measurements, as they are
         failure_category, attribution = None, None
         if timeout is not None or status == BuildStatus.timeout:
             # n8n's attachExpectations: the whole iteration is neutral, whatever was graded
@@ -313,7 +315,9 @@ class UnitRunner:
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
         acc.add(result)
-        self._credential_setup[unit.key] = credential_setup_rows(result.credential_setup)
+        # measured now, before anything else touches what the build left (n8n: eagerly, before clean-up)
+        self._measured[unit.key] = (credential_setup_rows(result.credential_setup)
+                                    + await external_edit_rows(ctx.owner, result.external_edits))
         if result.leaked_workflows and result.status != BuildStatus.timeout:
             return Outcome.done, self._leak_record(unit, lane_id, case, result)
         # ok without a workflow: a build-only case, or a build whose artifact is an Agent, graded on

@@ -246,6 +246,14 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
             answer = f" You chose: {', '.join(picked) or 'no option'}."
         if builds:
             result = result_json(builds[-1][1])
+            resync = resync_after_external_edit(result, this_turn)
+            if isinstance(resync, Reply):
+                return resync
+            if isinstance(resync, str):  # re-apply the change onto the saved state: keep its name
+                workflow = workflow_for(opening, turns=len(texts))
+                workflow["name"] = resync
+                return Reply([ToolUseBlock(BUILD_TOOL, {"filePath": f"src/workflows/{slug_of(opening)}.workflow.json",
+                                                        "name": resync, "sourceCode": json.dumps(workflow, indent=2)})])
             if result.get("success") is True and len(texts) == 1:
                 evaluation = config_eval_action(opening, str(result.get("workflowId", "")), this_turn, offered)
                 if evaluation is not None:
@@ -276,6 +284,31 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
         return Reply([ToolUseBlock(BUILD_TOOL, args)])
 
     return script
+
+
+def resync_after_external_edit(result: dict[str, Any], this_turn: list) -> Reply | str | None:
+    """A save refused because the workflow changed outside the conversation (n8n's remediation
+    ``workflow_modified_externally``): read the saved workflow back (``workflows get-as-code``),
+    then the name it has now, to rebuild onto it. None: nothing to resync."""
+    remediation = result.get("remediation")
+    if result.get("success") is True or not isinstance(remediation, dict) \
+            or remediation.get("reason") != "workflow_modified_externally":
+        return None
+    fetched = _last(this_turn, "workflows", action="get-as-code")
+    if fetched is None:
+        return Reply([TextBlock("The workflow changed outside our conversation; I'll read the saved version first."),
+                      ToolUseBlock("workflows", {"action": "get-as-code", "workflowId": result.get("workflowId")})])
+    got = result_json(fetched[1])
+    name = got.get("workflowName") or got.get("name") or _code_name(str(got.get("code") or ""))
+    return str(name or result.get("workflowName") or "")
+
+
+_CODE_NAME = re.compile(r"""\bname\s*:\s*['"](?P<name>[^'"]+)['"]""")
+
+
+def _code_name(code: str) -> str | None:
+    found = _CODE_NAME.search(code)
+    return found.group("name") if found else None
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ decision the real proxy would give, chosen by fixed rules:
   "then say 'X'") gives X and is done — and when that direction has the user run the workflow
   themselves and the state lists ``saved_workflows``, the last saved one goes in ``run_workflow_id``; a direction that refuses ("won't provide", "skip it")
   answers that the user has none; any other question gets a neutral answer. Otherwise the next
-  unsent item of a listed direction ("1. … 2. …"), else the next scripted user turn, else stop;
+  unsent item of a listed direction ("1. … 2. …"), else the next scripted user turn (with
+  ``rename_workflow_to`` when a pending direction renames the workflow outside the chat), else stop;
 - **questions** (``ask-user``): the withheld value when a direction holds one, else the first
   option (or a neutral text); a refusing direction skips them;
 - **network**: denied when a pending direction denies web/network access, else approved;
@@ -40,6 +41,8 @@ _DENIES_NETWORK = re.compile(r"\b(deny|refuse|reject|don'?t allow|do not allow)\
 _DISMISSES = re.compile(r"\b(dismiss|defer|withhold|hasn'?t decided|skip)\b", re.I)
 _RUNS_IT = re.compile(r"\brun (?:it|the workflow)(?: once)? (?:yourself|themselves)\b", re.I)
 _ITEM = re.compile(r"^\s*\d+[.)]\s+(?P<item>.+?)\s*$", re.M)
+#: a direction that has the workflow renamed outside the chat: "… rename the workflow … to 'X' …"
+_RENAMES = re.compile(r"\brenames?\b[^.]*?\bto\s+['\"“](?P<name>[^'\"”]+)['\"”]", re.I)
 
 
 def is_user_proxy_request(request: dict[str, Any]) -> bool:
@@ -102,10 +105,13 @@ def _pending(state: dict[str, Any]) -> list[tuple[int, str]]:
 
 
 def _decision(action: str, reason: str, *, text: str = "", answers: dict[str, str] | None = None,
-              done: list[int] | None = None, run_workflow_id: str | None = None) -> dict[str, Any]:
+              done: list[int] | None = None, run_workflow_id: str | None = None,
+              rename_workflow_to: str | None = None) -> dict[str, Any]:
     out = {"action": action, "text": text, "answers": answers or {}, "reason": reason, "directions_done": done or []}
     if run_workflow_id:
         out["run_workflow_id"] = run_workflow_id
+    if rename_workflow_to:
+        out["rename_workflow_to"] = rename_workflow_to
     return out
 
 
@@ -138,6 +144,11 @@ def decide(state: dict[str, Any]) -> dict[str, Any]:
                 return _decision("send", f"direction {i}: the next change from its list", text=unsent[0], done=finished)
         rest = [str(s) for s in state.get("script_turns_not_yet_sent") or []]
         if rest:
+            renames = [(i, m.group("name")) for i, t in pending if (m := _RENAMES.search(t))]
+            if renames:  # the workflow is renamed outside the chat before this turn goes out
+                i, name = renames[0]
+                return _decision("send", f"direction {i}: the workflow is renamed outside the chat first", text=rest[0],
+                                 done=done + [i], rename_workflow_to=name)
             return _decision("send", "the next scripted user turn is due", text=rest[0], done=done)
         return _decision("stop", "the script is exhausted and the agent asked nothing", done=done)
     if situation == "questions":

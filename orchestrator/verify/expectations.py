@@ -86,13 +86,19 @@ def conversation_metrics(entries: list[dict[str, Any]]) -> dict[str, Any]:
         elif kind == "run":
             runs.append(str(e.get("status") or ""))
             current["runStatus"] = e.get("status")
-    return {
+    edits = [{"turn": e.get("turn"), "kind": e.get("edit", "rename"), "workflowId": e.get("workflow_id"),
+              "from": e.get("from"), "to": e.get("to"), "applied": bool(e.get("applied")), "reason": e.get("reason")}
+             for e in entries if e.get("kind") == "external_edit"]
+    metrics: dict[str, Any] = {
         "turnCount": len(per_turn),
         "perTurn": per_turn,
         "confirmationAskedTotal": sum(by_kind.values()),
         "confirmationAskedByKind": dict(sorted(by_kind.items())),
         "reachedRunFinishCleanly": bool(runs) and runs[-1] == "completed",
     }
+    if edits:  # n8n's ExternalEditFact list (buildConversationMetrics)
+        metrics["externalEdits"] = [{k: v for k, v in e.items() if v is not None} for e in edits]
+    return metrics
 
 
 def tool_calls_per_turn(entries: list[dict[str, Any]]) -> str:
