@@ -22,7 +22,13 @@ from langsmith_fake import API_KEY, FakeLangSmith, serve
 
 from orchestrator.cases import LoadedCase
 from orchestrator.cases.model import EvalCase
-from orchestrator.experiments.langsmith_rows import unit_feedback, unit_outputs
+from orchestrator.experiments.langsmith_rows import (
+    per_run_pass_metrics,
+    row_feedback,
+    unit_feedback,
+    unit_outputs,
+    unit_rows,
+)
 from orchestrator.experiments.langsmith_sync import (
     DEFAULT_DATASET,
     LangSmithHooks,
@@ -262,7 +268,37 @@ def test_dataset_and_experiment_names(tmp_path: Path) -> None:
 
 def test_feedback_leaves_out_incomplete_verdicts() -> None:
     keys = [f.key for f in unit_feedback(unit("c", 0, {"s1": True, "s2": None}, {"e": None}))]
-    assert keys == ["scenario.s1", "unit_pass", "build_cost_usd", "build_turns"]
+    assert keys == ["scenario.s1", "unit_pass"]
+
+
+def test_every_row_carries_n8ns_feedback_keys() -> None:
+    """n8n ``run/langsmith-driver.ts`` ``feedbackExtractor`` (04d53711): on every row of a build
+    ``failure_category``, ``exec_duration_s``, ``node_count``, ``build_duration_s``;
+    ``scenario_pass`` unless incomplete; ``plan_rejection_count`` on scenario rows;
+    ``build_cost_usd`` / ``build_turns`` on MCP builds only."""
+    mcp = unit("c", 0, {"s1": True, "s2": None})
+    mcp.builder, mcp.build.plan_rejections, mcp.build.duration_s = "mcp", 2, 12.5
+    mcp.scenarios[0].duration_s = 3.25
+    rows = unit_rows(mcp)
+    first, second = ({f.key: f for f in row_feedback(r, mcp)} for r in rows)
+    assert first["exec_duration_s"].score == 3.25 and first["build_duration_s"].score == 12.5
+    assert first["plan_rejection_count"].score == 2 and first["scenario_pass"].score == 1.0
+    assert "scenario_pass" not in second and second["exec_duration_s"].score == 0.0
+    assert {"build_cost_usd", "build_turns", "node_count", "failure_category"} <= first.keys() & second.keys()
+    chat = unit("c", 0, {"s1": True})
+    chat.builder = "instance-ai"
+    assert "build_cost_usd" not in {f.key for f in row_feedback(unit_rows(chat)[0], chat)}
+
+
+def test_per_run_pass_metrics_are_n8ns() -> None:
+    """n8n ``writePerRunPassMetrics``: per example (case, scenario) over its non-incomplete runs,
+    pass_at_k = 1 when any passed and pass_hat_k = (c/n)^n, on every such run; none for n = 0."""
+    runs = [(f"r{i}", {"testCaseFile": "c", "scenarioName": "s"}, {"passed": passed, **extra})
+            for i, (passed, extra) in enumerate([(True, {}), (False, {}), (True, {}), (False, {"incomplete": True})])]
+    runs.append(("r9", {"testCaseFile": "c", "scenarioName": "t"}, {"passed": False, "incomplete": True}))
+    out = {(run, fb.key): fb.score for run, fb in per_run_pass_metrics(runs)}
+    assert out == {(f"r{i}", key): value for i in range(3)
+                   for key, value in (("pass_at_k", 1.0), ("pass_hat_k", (2 / 3) ** 3))}
 
 
 async def test_resumed_run_keeps_its_experiment(fake, tmp_path: Path) -> None:
@@ -404,3 +440,28 @@ async def test_n8n_reads_our_experiment_with_the_same_counts(fake, tmp_path: Pat
     n8n_view = _n8n_fetch_baseline_bucket(list(store.runs.values()))
     ours = {k: (su.c, su.n) for k, su in scoring_units(units).items() if su.n}
     assert n8n_view == ours
+
+
+async def test_a_chat_build_is_traced_and_its_runs_get_per_run_pass_metrics(fake, tmp_path: Path) -> None:
+    """n8n ``run/eval-session.ts`` (13a56a29): ``workflow_build`` traced under the first row of a build
+    driven through the chat, ``scenario_execution`` under each scenario row that ran, children of the
+    row's root run; ``writePerRunPassMetrics`` at the experiment's close (``run/langsmith-driver.ts``)."""
+    store, url = fake
+    hooks = _hooks(url, tmp_path)
+    await hooks.on_cases("run-1", [_case("smoke-a")])
+    units = [unit("smoke-a", i, {"happy-path": ok}) for i, ok in enumerate([True, False, True])]
+    for u in units:
+        u.builder, u.build.duration_s = "instance-ai", 4.0
+        u.scenarios[0].duration_s = 1.5
+        await hooks.on_unit(u)
+    await hooks.on_finish(_results("run-1", units))
+    roots = {r["id"]: r for r in store.runs.values() if not r.get("parent_run_id")}
+    children = [r for r in store.runs.values() if r.get("parent_run_id")]
+    assert sorted(r["name"] for r in children) == ["scenario_execution"] * 3 + ["workflow_build"] * 3
+    for child in children:
+        parent = roots[child["parent_run_id"]]
+        assert child["trace_id"] == parent["id"] and child["dotted_order"].startswith(parent["dotted_order"] + ".")
+    metrics = {(f["run_id"], f["key"]): f["score"] for f in store.feedback if f["key"] in ("pass_at_k", "pass_hat_k")}
+    assert {key for _, key in metrics} == {"pass_at_k", "pass_hat_k"} and len(metrics) == 6
+    assert all(score == pytest.approx((2 / 3) ** 3, abs=1e-4) for (_, key), score in metrics.items() if key == "pass_hat_k")
+    assert store.unknown == []

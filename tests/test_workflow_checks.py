@@ -162,13 +162,18 @@ def test_samples_saved_on_a_real_lane_get_the_expected_outcomes(shared_plain_lan
 
 
 def test_langsmith_feedback_rows_carry_the_check_keys() -> None:
-    from orchestrator.experiments.langsmith_rows import unit_feedback
+    """n8n ``run/langsmith-driver.ts`` (04d53711): ``evals.workflows.<dimension>.<check>`` on every row
+    of the build that carries workflow checks (N/A left out)."""
+    from orchestrator.experiments.langsmith_rows import row_feedback, unit_rows
 
     workflow = json.loads((CAPTURED / "flawed.json").read_text())
     checks = deterministic_checks(workflow, CheckContext(prompt=SAMPLES["flawed"][1]))
     u = UnitResult.model_validate({"case": "c", "iteration": 0, "started_at": 0, "finished_at": 1,
-                                   "build": {"status": "ok"}, "structural": [c.model_dump() for c in checks]})
-    rows = {f.key: f for f in unit_feedback(u)}
+                                   "build": {"status": "ok"}, "structural": [c.model_dump() for c in checks],
+                                   "scenarios": [{"name": "a", "verdict": "pass"}, {"name": "b", "verdict": "fail"}]})
+    per_row = [{f.key: f for f in row_feedback(row, u)} for row in unit_rows(u)]
+    assert len(per_row) == 2 and per_row[0].keys() == per_row[1].keys()
+    rows = per_row[1]
     assert rows["evals.workflows.security.no_hardcoded_credentials"].score == 0.0
     assert "Call CRM" in (rows["evals.workflows.security.no_hardcoded_credentials"].comment or "")
     assert rows["evals.workflows.structure.has_trigger"].score == 1.0

@@ -143,6 +143,8 @@ class BuildResult:
     #: renames the harness made behind the agent's back (``orchestrator.builders.external_edits``),
     #: each checked at the end of the build
     external_edits: list[dict[str, Any]] = field(default_factory=list)
+    #: plans the simulated user rejected (n8n's ``proxyDecisionStats.rejection``)
+    plan_rejections: int = 0
     #: the case's execution-scenario data tables the build created empty
     #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread

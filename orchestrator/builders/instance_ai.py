@@ -293,6 +293,8 @@ class InstanceAiBuilder(Builder):
         total.thread_id = outcome.thread_id
         total.narration = final_narration(read_transcript(transcript_path))
         total.external_edits = external_edits(transcript.entries)
+        total.plan_rejections = sum(1 for e in transcript.entries if e.get("kind") == "proxy"
+                                    and e.get("situation") == "plan-review" and e.get("action") == "deny")
         total.duration_s = time.monotonic() - started
         state = outcome.state
         if outcome.timeout is not None:  # the conversation ended; what was saved by then is graded

@@ -80,8 +80,11 @@ def unit_rows(unit: UnitResult, scenario_names: list[str] | None = None,
     failure_reason = unit.build.error or unit.build.root_cause or unit.build.status.value
     if unit.build.status is BuildStatus.failed and not unit.expectations and not unit.scenarios:
         expectations = [{"expectation": t, "pass": False, "reason": failure_reason} for t in expectation_texts or []]
+    nodes = (unit.workflow or {}).get("nodes") if built else None
     common: dict[str, Any] = {"buildSuccess": built, "expectationResults": expectations,
-                              "buildCostUsd": unit.build.cost_usd, "buildTurns": unit.build.turns, "execErrors": []}
+                              "buildCostUsd": unit.build.cost_usd, "buildTurns": unit.build.turns, "execErrors": [],
+                              "buildDurationMs": round(unit.build.duration_s * 1000),
+                              "nodeCount": len(nodes) if isinstance(nodes, list) else 0, "execDurationMs": 0}
     if unit.build.workflow_id:
         common["workflowId"] = unit.build.workflow_id
     if unit.build.thread_id:
@@ -113,7 +116,8 @@ def unit_rows(unit: UnitResult, scenario_names: list[str] | None = None,
         else:
             graded = s.judged or s.verdict
             out.update(passed=graded is Verdict.passed and not neutral, score=1.0 if graded is Verdict.passed else 0.0,
-                       reasoning=s.reason or failure_reason)
+                       reasoning=s.reason or failure_reason, execDurationMs=round(s.duration_s * 1000),
+                       planRejections=unit.build.plan_rejections)
             out["execErrors"] = list((s.execution or {}).get("errors") or [])
             if s.verdict is Verdict.incomplete or neutral:
                 out["incomplete"] = True
@@ -228,7 +232,8 @@ def _comment(text: str | None) -> str | None:
 
 
 def unit_feedback(unit: UnitResult) -> list[FeedbackSpec]:
-    """Feedback rows for one unit; ``incomplete`` verdicts are left out (they judge nothing)."""
+    """Our feedback for one unit, on its first row: each judged scenario and expectation,
+    ``unit_pass`` and the unit's attribution (``incomplete`` verdicts are left out: they judge nothing)."""
     out: list[FeedbackSpec] = []
     for s in unit.scenarios:
         if s.verdict is not Verdict.incomplete:
@@ -243,12 +248,6 @@ def unit_feedback(unit: UnitResult) -> list[FeedbackSpec]:
     outcome = unit_outcome(unit)
     if outcome in (UnitOutcome.passed, UnitOutcome.failed):
         out.append(FeedbackSpec("unit_pass", 1.0 if outcome is UnitOutcome.passed else 0.0, value=outcome.value))
-    out.append(FeedbackSpec("build_cost_usd", float(unit.build.cost_usd)))
-    out.append(FeedbackSpec("build_turns", float(unit.build.turns)))
-    # workflow checks: evals.workflows.<dimension>.<check>, 1 pass / 0 fail, N/A omitted
-    by_key = {f"evals.workflows.{c.dimension}.{c.name}": c for c in unit.structural if c.dimension}
-    for key, score in feedback(unit.structural).items():
-        out.append(FeedbackSpec(key, float(score), comment=_comment(by_key[key].detail) if key in by_key else None))
     rows: list[ScenarioResult | ExpectationResult] = [*unit.scenarios, *unit.expectations]
     attribution = unit.attribution or next(
         (r.attribution for r in rows if r.verdict is Verdict.failed and r.attribution), None)
@@ -257,11 +256,90 @@ def unit_feedback(unit: UnitResult) -> list[FeedbackSpec]:
     return out
 
 
-def row_feedback(row: RowSpec) -> list[FeedbackSpec]:
-    """n8n's per-row feedback (``feedbackExtractor`` in ``run/langsmith-driver.ts``):
-    ``scenario_pass`` (left out for an incomplete row) and ``failure_category`` (``none`` on a pass)."""
+#: Builders whose builds n8n records cost and turns for (its ``--build-via-mcp`` rows).
+MCP_ROW_BUILDERS = frozenset({"mcp", "remote", "build-via-mcp"})
+
+
+def row_feedback(row: RowSpec, unit: UnitResult | None = None) -> list[FeedbackSpec]:
+    """n8n's per-row feedback (``feedbackExtractor`` in ``run/langsmith-driver.ts``, 04d53711), on every
+    row of the build: ``scenario_pass`` (left out for an incomplete row), ``failure_category``
+    (``none`` on a pass), ``exec_duration_s``, ``node_count``, ``build_duration_s``,
+    ``plan_rejection_count`` (scenario rows), ``build_cost_usd`` / ``build_turns`` (MCP builds) and
+    the workflow checks ``evals.workflows.<dimension>.<check>`` (1 pass, 0 fail; N/A and errors left out)."""
     out = row.outputs
     category = "none" if out.get("passed") else str(out.get("failureCategory") or "unknown")
     rows = [] if out.get("incomplete") else [FeedbackSpec("scenario_pass", float(out.get("score") or 0.0),
                                                           comment=_comment(out.get("reasoning")))]
-    return rows + [FeedbackSpec("failure_category", value=category)]
+    rows.append(FeedbackSpec("failure_category", value=category))
+    rows.append(FeedbackSpec("exec_duration_s", float(out.get("execDurationMs") or 0) / 1000))
+    rows.append(FeedbackSpec("node_count", float(out.get("nodeCount") or 0)))
+    if out.get("buildDurationMs") is not None:
+        rows.append(FeedbackSpec("build_duration_s", float(out["buildDurationMs"]) / 1000))
+    if out.get("planRejections") is not None:
+        rows.append(FeedbackSpec("plan_rejection_count", float(out["planRejections"])))
+    if unit is None:
+        return rows
+    if (unit.builder or "mcp") in MCP_ROW_BUILDERS:
+        rows += [FeedbackSpec("build_cost_usd", float(unit.build.cost_usd)), FeedbackSpec("build_turns", float(unit.build.turns))]
+    by_key = {f"evals.workflows.{c.dimension}.{c.name}": c for c in unit.structural if c.dimension}
+    for key, score in feedback(unit.structural).items():
+        rows.append(FeedbackSpec(key, float(score), comment=_comment(by_key[key].detail) if key in by_key else None))
+    return rows
+
+
+def per_run_pass_metrics(runs: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> list[tuple[str, FeedbackSpec]]:
+    """n8n's ``writePerRunPassMetrics`` (``run/langsmith-driver.ts``): the experiment's root runs
+    ``(run id, inputs, outputs)`` grouped by dataset example — one (case, scenario) row, the build-only
+    row included — and, over each group's runs that are not ``incomplete``, ``pass_at_k`` = pass@n
+    (1 when any passed) and ``pass_hat_k`` = (c/n)^n, written on every such run (none for n = 0)."""
+    groups: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+    for run_id, inputs, outputs in runs:
+        case, scenario = inputs.get("testCaseFile"), inputs.get("scenarioName")
+        if not isinstance(case, str) or not isinstance(scenario, str) or outputs.get("incomplete") \
+                or not isinstance(outputs.get("passed"), bool):
+            continue
+        groups.setdefault((case, scenario), []).append((run_id, bool(outputs["passed"])))
+    out: list[tuple[str, FeedbackSpec]] = []
+    for members in groups.values():
+        n, c = len(members), sum(1 for _, passed in members if passed)
+        at, hat = (1.0 if c else 0.0), (c / n) ** n
+        for run_id, _ in members:
+            out += [(run_id, FeedbackSpec("pass_at_k", at)), (run_id, FeedbackSpec("pass_hat_k", hat))]
+    return out
+
+
+@dataclass(frozen=True)
+class Span:
+    """A traced step under a row's root run (n8n's ``traceable`` wrappers in ``run/eval-session.ts``)."""
+
+    name: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    start: float
+    end: float
+
+
+def trace_spans(unit: UnitResult, row: RowSpec, *, first: bool) -> list[Span]:
+    """The spans n8n traces under a row: ``workflow_build`` under the first row of a build driven
+    through the chat (MCP and prebuilt builds are not traced so), and ``scenario_execution`` — or
+    ``agent_scenario_execution`` for an Agent's — under each scenario row whose scenario ran."""
+    spans: list[Span] = []
+    build_end = unit.started_at + unit.build.duration_s
+    traced_build = (unit.builder or "mcp") not in MCP_ROW_BUILDERS and unit.builder != "prebuilt"
+    if first and traced_build and unit.build.attempts:
+        spans.append(Span("workflow_build",
+                          redact_obj({"testCaseFile": unit.case, "iteration": unit.iteration, "builder": unit.builder}),
+                          redact_obj({"success": unit.build.status is BuildStatus.ok, "workflowId": unit.build.workflow_id,
+                                      "threadId": unit.build.thread_id, "attempts": unit.build.attempts,
+                                      "durationMs": round(unit.build.duration_s * 1000), "error": unit.build.error,
+                                      "buildTimeout": unit.build.timeout}),
+                          unit.started_at, build_end))
+    scenario = next((s for s in unit.scenarios if s.name == row.scenario), None)
+    if scenario is not None and scenario.duration_s > 0:
+        agent = isinstance(scenario.execution, dict) and "agentRun" in scenario.execution
+        spans.append(Span("agent_scenario_execution" if agent else "scenario_execution",
+                          redact_obj({"workflowId": unit.build.workflow_id, "scenario": scenario.name}),
+                          redact_obj({"verdict": (scenario.judged or scenario.verdict).value, "reasoning": scenario.reason,
+                                      "failureCategory": scenario.failure_category, "executionId": scenario.execution_id}),
+                          build_end, build_end + scenario.duration_s))
+    return spans

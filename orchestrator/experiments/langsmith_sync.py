@@ -51,7 +51,9 @@ from orchestrator.cases import LoadedCase
 from orchestrator.compare import compare, comparison_dict
 from orchestrator.domain import BuildStatus
 from orchestrator.experiments.langsmith_rows import (
+    per_run_pass_metrics,
     row_feedback,
+    trace_spans,
     unit_feedback,
     unit_from_outputs,
     unit_rows,
@@ -158,6 +160,11 @@ def example_for(case: LoadedCase) -> ExampleSpec:
     splits = list(dict.fromkeys([case.slug, *case.case.datasets]))
     canonical = json.dumps({"schema": EXAMPLE_SCHEMA, "inputs": inputs, "splits": splits}, sort_keys=True)
     return ExampleSpec(case.slug, inputs, splits, hashlib.sha256(canonical.encode()).hexdigest()[:16])
+
+
+def _dotted(seconds: float, run_id: uuid.UUID) -> str:
+    """A run's part of LangSmith's ``dotted_order``: its start time, then its id."""
+    return f"{_ts(seconds):%Y%m%dT%H%M%S%fZ}{run_id}"
 
 
 def _ts(seconds: float) -> dt.datetime:
@@ -372,22 +379,42 @@ class LangSmithHooks(RunHooks):
         for index, row in enumerate(rows):
             run_id = uuid.uuid5(exp.id, f"{unit.unit_id}/{row.scenario}")
             example = exp.examples.get(f"{unit.case}/{row.scenario}") or exp.examples.get(unit.case)
+            dotted = _dotted(unit.started_at, run_id)
             self.client.create_run(
                 name=f"{unit.case}/{row.scenario}#{unit.iteration}", run_type="chain", inputs=row.inputs,
-                project_name=exp.name, id=run_id, reference_example_id=example,
+                project_name=exp.name, id=run_id, reference_example_id=example, trace_id=run_id, dotted_order=dotted,
                 start_time=_ts(unit.started_at), end_time=_ts(unit.finished_at), outputs=row.outputs,
                 error=redact(error) if error else None, tags=tags,
                 extra={"metadata": redact_obj({"lane": unit.lane, "attempts": unit.build.attempts,
                                                "failure_category": unit.failure_category})},
             )
-            feedback = row_feedback(row) + (unit_feedback(unit) if index == 0 else [])
+            for span in trace_spans(unit, row, first=index == 0):
+                span_id = uuid.uuid5(run_id, span.name)
+                self.client.create_run(
+                    name=span.name, run_type="chain", inputs=span.inputs, outputs=span.outputs, id=span_id,
+                    project_name=exp.name, parent_run_id=run_id, trace_id=run_id,
+                    dotted_order=f"{dotted}.{_dotted(span.start, span_id)}",
+                    start_time=_ts(span.start), end_time=_ts(span.end), tags=tags,
+                    extra={"metadata": redact_obj({"lane": unit.lane})})
+            feedback = row_feedback(row, unit) + (unit_feedback(unit) if index == 0 else [])
             for fb in feedback:
                 self.client.create_feedback(run_id, fb.key, score=fb.score, value=fb.value, comment=fb.comment,
                                             session_id=exp.id, stop_after_attempt=self.feedback_attempts)
 
+    def _per_run_pass_metrics(self) -> None:
+        """n8n's ``writePerRunPassMetrics`` over every root run the experiment holds (a resumed run's
+        earlier ones included)."""
+        exp = self.experiment
+        assert exp is not None
+        runs = [(str(r.id), r.inputs or {}, r.outputs or {}) for r in self.client.list_runs(project_id=exp.id, is_root=True)]
+        for run_id, fb in per_run_pass_metrics(runs):
+            self.client.create_feedback(run_id, fb.key, score=fb.score, session_id=exp.id,
+                                        stop_after_attempt=self.feedback_attempts)
+
     def _close(self, results: EvalResults) -> None:
         exp = self.experiment
         assert exp is not None
+        self._per_run_pass_metrics()
         summary = results.summary
         from orchestrator.results.contract import to_document
 

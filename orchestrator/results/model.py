@@ -29,6 +29,8 @@ class BuildRecord(BaseModel):
     #: the budget that ended the conversation (n8n's ``buildTimeout``: ``{kind, turn, elapsedMs}``);
     #: every row of the iteration is then ``incomplete`` (attribution ``timeout``), graded or not
     timeout: dict[str, Any] | None = None
+    #: plans the simulated user rejected (n8n's ``proxyDecisionStats.rejection``, ``planRejections``)
+    plan_rejections: int = 0
 
 
 class ScenarioResult(BaseModel):
@@ -42,6 +44,8 @@ class ScenarioResult(BaseModel):
     reason: str = ""
     execution_id: str | None = None
     root_cause: str | None = None
+    #: how long running and judging the scenario took (n8n's ``execDurationMs``; 0: not run)
+    duration_s: float = 0.0
     #: What the lane's mock execution returned, for the report: ``nodeResults`` (per-node output,
     #: intercepted requests, mock responses), ``errors``, ``mockErrors``, ``hints``. None when not kept.
     execution: dict[str, Any] | None = None

@@ -88,9 +88,11 @@ class Attempts:
     duration_s: float = 0.0
     started_at: float = field(default_factory=time.time)
     thread_id: str | None = None
+    plan_rejections: int = 0
 
     def add(self, result: BuildResult) -> None:
         self.thread_id = result.thread_id or self.thread_id
+        self.plan_rejections = result.plan_rejections
         self.attempts += result.attempts
         self.cost_usd += result.cost_usd
         self.turns += result.turns
@@ -175,7 +177,8 @@ class UnitRunner:
             case=unit.case, iteration=unit.iteration, lane=lane_id, started_at=acc.started_at, finished_at=time.time(),
             build=BuildRecord(status=status, workflow_id=workflow_id, attempts=acc.attempts, cost_usd=round(acc.cost_usd, 6),
                               turns=acc.turns, duration_s=round(acc.duration_s, 3), error=error, root_cause=root_cause,
-                              thread_id=acc.thread_id, timeout=dict(timeout) if timeout is not None else None),
+                              thread_id=acc.thread_id, timeout=dict(timeout) if timeout is not None else None,
+                              plan_rejections=acc.plan_rejections),
             scenarios=verification.scenarios, expectations=verification.expectations, structural=verification.structural,
             failure_category=failure_category, attribution=attribution, verify_duration_s=round(verify_s, 3),
             **unit_extras(verification, builder=self.builder.name, base_url=self.lanes[lane_id].lane.base_url

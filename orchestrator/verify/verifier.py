@@ -14,6 +14,7 @@ expectations are judged with "(no workflow built)" in place of the workflow.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,12 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
     agent_context = await _agent_context(owner, agent, project_id) if agent_runnable else ""
 
     async def one_scenario(scenario: Any) -> ScenarioResult:
+        started = time.monotonic()
+        result = await _one_scenario(scenario)
+        result.duration_s = round(time.monotonic() - started, 3)
+        return result
+
+    async def _one_scenario(scenario: Any) -> ScenarioResult:
         if agent_runnable and agent is not None:
             return await agent_scenario(owner, judge, case, agent, project_id or "", scenario, timeout_ms, agent_context)
         if workflow is None or workflow_id is None:
