@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from eval_results_factory import unit
 
-from orchestrator.results.model import EvalResults
+from orchestrator.results.model import BuildStatus, EvalResults
 from orchestrator.results.writer import JUDGE_INPUTS_FILENAME, ResultsWriter
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
@@ -64,3 +64,24 @@ def test_rejudge_without_inputs_is_one_line(tmp_path: Path) -> None:
     done = subprocess.run([str(REPO / ".venv" / "bin" / "orchestrator"), "rejudge", str(out), "--judge-model", "m"],
                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and JUDGE_INPUTS_FILENAME in done.stderr
+
+
+async def test_a_rejudged_timed_out_iteration_stays_neutral() -> None:
+    """n8n ``run/case-pipeline.ts`` ``attachExpectations``: a timed-out iteration's rows are
+    ``incomplete`` whatever they were graded; re-judging one changes what was graded (kept in
+    ``judged``), never its place in the counts."""
+    from orchestrator.domain import Attribution, Verdict
+    from orchestrator.verify.judge import Judge, JudgeConfig
+    from orchestrator.verify.rejudge import rejudge
+
+    u = unit("greet", 0, {"happy": True}, status=BuildStatus.timeout)
+    res = EvalResults(run_id="r1", started_at=1.0, config={"iterations": 1}, units=[u])
+    inputs = [{"case": "greet", "iteration": 0, "target": "scenario", "names": ["happy"], "count": 1,
+               "system": SCENARIO_SYSTEM, "prompt": "## Scenario 0: happy"}]
+    with ScriptedModelServer(judge(verdict_list(False, reason="stricter"))) as srv:
+        j = Judge(JudgeConfig(api_key="sk-ant-rejudge-test-0000", base_url=srv.base_url, effort="low", backoff_s=0))
+        out = await rejudge(res, inputs, j)
+        await j.aclose()
+    [s] = out.results.units[0].scenarios
+    assert (s.verdict, s.judged, s.attribution) == (Verdict.incomplete, Verdict.failed, Attribution.timeout)
+    assert out.changed == [] and out.results.summary is not None and out.results.summary.trials == 0

@@ -68,6 +68,9 @@ async def rejudge(results: EvalResults, inputs: list[dict[str, Any]], judge: Jud
                     category = j.category
                     if j.verdict is Verdict.failed and item.get("mock_errors") and category == "builder_issue":
                         category = "mock_issue"  # as the verifier does: the mock failed to answer
+                    if s.attribution is Attribution.timeout:  # a timed-out iteration stays neutral
+                        s.judged, s.reason = j.verdict, j.reason
+                        continue
                     if s.verdict is not j.verdict:
                         outcome.changed.append(f"{unit.case} #{unit.iteration} {s.name}: {s.verdict.value} → {j.verdict.value}")
                     s.verdict, s.reason, s.failure_category = j.verdict, j.reason, category
@@ -79,12 +82,15 @@ async def rejudge(results: EvalResults, inputs: list[dict[str, Any]], judge: Jud
                 e = by_key.get((kind, text))
                 if e is None:
                     continue
+                if e.attribution is Attribution.timeout:  # a timed-out iteration stays neutral
+                    e.judged, e.reason = j.verdict, j.reason
+                    continue
                 if e.verdict is not j.verdict:
                     outcome.changed.append(f"{unit.case} #{unit.iteration} “{text}”: {e.verdict.value} → {j.verdict.value}")
                 e.verdict, e.reason, e.attribution = j.verdict, j.reason, j.attribution
     for unit in updated.units:  # the unit's headline category follows its (new) first failure
         failed = [s for s in unit.scenarios if s.verdict is Verdict.failed]
-        if unit.build.status.value == "ok":
+        if unit.build.status.value == "ok" and unit.build.timeout is None:
             if failed:
                 unit.failure_category, unit.attribution = failed[0].failure_category, failed[0].attribution
             elif any(e.verdict is Verdict.failed for e in unit.expectations):
