@@ -63,9 +63,14 @@ async def test_an_unchecked_premise_leaves_every_expectation_incomplete_without_
         v = await verify_workflow(case, None, owner, Judge(JudgeConfig(api_key=None)), timeout_ms=60_000,
                                   not_judged_reason=NOT_CHECKABLE)
     texts = [*case.process_expectations, *case.outcome_expectations]  # n8n's collectExpectations order
-    assert [e.text for e in v.expectations] == texts and len(texts) == 4
-    assert {(e.verdict, e.reason) for e in v.expectations} == {(Verdict.incomplete, NOT_CHECKABLE)}
+    judged = [e for e in v.expectations if e.kind != "context"]
+    assert [e.text for e in judged] == texts and len(texts) == 4
+    assert {(e.verdict, e.reason) for e in judged} == {(Verdict.incomplete, NOT_CHECKABLE)}
     assert all(e.judge_input is None for e in v.expectations)
+    # a context assertion is a measurement (n8n's branch appends them outside the premise): checked on
+    # the run debug there is — here none, so it cannot be checked either
+    [measured] = [e for e in v.expectations if e.kind == "context"]
+    assert measured.verdict is Verdict.incomplete and measured.reason.startswith("not checked")
 
 
 class _Memory(BaseHTTPRequestHandler):
@@ -132,3 +137,23 @@ def test_the_override_is_n8ns_observer_threshold() -> None:
     """n8n ``harness/build-workflow.ts`` ``COMPACTION_OBSERVER_THRESHOLD_TOKENS``: the override sent
     with every turn of a ``requiresMemoryCompaction`` thread is 1,000 tokens (the field's floor)."""
     assert OBSERVER_THRESHOLD_OVERRIDE == 1_000
+
+
+def test_without_the_memory_route_the_premise_is_read_from_the_run_debug() -> None:
+    """n8n 2.41.1 has no ``/eval/threads/:id/memory``; the Observer's rows are rendered into the
+    agent's prompt as ``<observations>`` (``@n8n/agents`` ``observation-log-renderer``): a step that
+    carried them means the thread was compacted, and its rows are the ground truth; no block:
+    the premise did not hold; no run debug: not checkable."""
+    from orchestrator.builders.compaction import NO_CURSOR, premise_from_run_debug
+
+    def step(prompt: str) -> dict[str, Any]:
+        return {"stepNumber": 0, "input": {"instructions": {"role": "system", "content": prompt}, "messages": []}}
+
+    memory = ("Rules.\n<observations>\nThe following is your memory of this conversation.\n"
+              "* CRITICAL (09:00) Alert fires above 83 percent disk usage\n  * INFO (09:01) via the HTTP hook\n"
+              "</observations>")
+    assert premise_from_run_debug(None) == (NOT_CHECKABLE, None)
+    assert premise_from_run_debug([{"steps": [step("Rules only.")]}]) == (NO_CURSOR, None)
+    reason, block = premise_from_run_debug([{"steps": [step("Rules only."), step(memory)]}])
+    assert reason is None and block is not None
+    assert "- [CRITICAL] Alert fires above 83 percent disk usage" in block and "- [INFO] via the HTTP hook" in block

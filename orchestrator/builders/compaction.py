@@ -12,18 +12,28 @@ n8n 2.41.1 (what the lanes run) has neither: its ``InstanceAiSendMessageRequest`
 override (and, being a non-strict zod object, silently drops unknown keys, so acceptance of the key
 proves nothing), and its controller has no ``/eval/threads/:threadId/memory`` route (404). The
 override is therefore sent only once the memory route answered for the build's thread — the two
-ship together in the reference — and on 2.41.1 such a case ends ``incomplete`` with
-:data:`NOT_CHECKABLE`.
+ship together in the reference.
+
+What 2.41.1 does show is the Observer's work in the build's run debug: the memory is rendered into
+the agent's prompt as ``<observations>…</observations>``, one ``* MARKER (HH:MM) text`` line per
+row (``@n8n/agents`` ``observation-log-renderer``). Without the memory route the premise is read
+there (:func:`premise_from_run_debug`): a step that carried a non-empty block means the Observer
+compacted the thread (there is no cursor to read: "compacted" is "the prompt held observations"),
+its rows are the ground truth. No run debug either: :data:`NOT_CHECKABLE`. On a lane with the
+default Observer threshold (30,000 tokens) a short thread never compacts; n8n's context evals lower
+it lane-wide (``N8N_INSTANCE_AI_OBSERVER_MESSAGE_TOKENS``; the ``context`` lane profile here).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.n8n.errors import N8nError, N8nHTTPError
 from orchestrator.n8n.instance_ai import BASE, InstanceAiChat
+from orchestrator.n8n.run_debug import step_instructions
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +82,25 @@ def observation_block(rows: list[dict[str, Any]]) -> str:
     return text[:MAX_CONTEXT_CHARS]
 
 
+_OBSERVATIONS = re.compile(r"<observations>(?P<body>[\s\S]*?)</observations>", re.I)
+_ROW = re.compile(r"^\s*[*-]\s*(?P<marker>CRITICAL|IMPORTANT|INFO|COMPLETION)\b(?:\s*\([^)]*\))?\s*(?P<text>.+)$", re.M)
+
+
+def premise_from_run_debug(run_debug: list[dict[str, Any]] | None) -> tuple[str | None, str | None]:
+    """The premise as n8n 2.41.1's run debug shows it (module doc): the newest step's observation
+    rows as ground truth, or why the case is not judged."""
+    if not run_debug:
+        return NOT_CHECKABLE, None
+    blocks = [found.group("body") for run in run_debug for step in run.get("steps") or []
+              if (found := _OBSERVATIONS.search(step_instructions(step.get("input") or {})))]
+    if not blocks:
+        return NO_CURSOR, None
+    rows = [{"marker": m.group("marker"), "text": m.group("text").strip()} for m in _ROW.finditer(blocks[-1])]
+    if not rows:
+        return NO_ROWS, None
+    return None, observation_block(rows)
+
+
 @dataclass
 class CompactionCheck:
     """One build's premise check (across its attempts: each attempt is a fresh thread)."""
@@ -89,10 +118,11 @@ class CompactionCheck:
         if self.supported:
             chat.request_options[OVERRIDE_FIELD] = OBSERVER_THRESHOLD_OVERRIDE
 
-    async def check(self, chat: InstanceAiChat, thread_id: str) -> tuple[str | None, str | None]:
+    async def check(self, chat: InstanceAiChat, thread_id: str,
+                    run_debug: list[dict[str, Any]] | None = None) -> tuple[str | None, str | None]:
         """After the build: ``(not_judged_reason, judge_context)``; never a pass for free."""
         if self.supported is False:
-            return NOT_CHECKABLE, None
+            return premise_from_run_debug(run_debug)
         try:
             memory = await read_memory(chat, thread_id)
         except N8nError as exc:

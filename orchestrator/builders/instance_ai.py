@@ -277,7 +277,7 @@ class InstanceAiBuilder(Builder):
             outcome: AttemptOutcome = await retry_provider_outage(one_attempt, self.settings.outage_waits_s)
             if compaction is not None and outcome.thread_id and not outcome.timed_out:
                 total.not_judged_reason, total.judge_context = await compaction.check(
-                    InstanceAiChat(lane.owner), outcome.thread_id)
+                    InstanceAiChat(lane.owner), outcome.thread_id, debug.ordered() if debug is not None else None)
         finally:
             transcript.close()
             if cred is not None:  # facts (the value probe while the fixture listens), then close and clean up

@@ -35,6 +35,7 @@ from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.agent_scenarios import agent_scenario
 from orchestrator.verify.artifacts import ArtifactRef, artifact_context, fetch_agent, render_agent
+from orchestrator.verify.context import NO_THREAD, check_context_assertions
 from orchestrator.verify.context import not_graded as context_not_graded
 from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
 from orchestrator.verify.intent import intent_not_graded
@@ -321,8 +322,11 @@ async def _verify_workflow(case: EvalCase, workflow_id: str | None, owner: N8nSe
 
     # Expectations and the workflow checks run concurrently with the scenario batch, as in the reference harness.
     async def expectations() -> list[ExpectationResult]:
-        if not_judged_reason is not None:
-            return expectations_not_judged(case, not_judged_reason)
+        if not_judged_reason is not None:  # the premise failed the judged units; measurements still stand
+            judged = [e for e in expectations_not_judged(case, not_judged_reason) if e.kind != "context"]
+            measured = check_context_assertions(case.context_assertions, run_debug) if scope.process_gradable \
+                else context_not_graded(case.context_assertions, NO_THREAD)
+            return judged + measured
         context = await artifact_context(artifact_refs or [], owner, project_id) if project_id else None
         return await judge_build_expectations(case, judge, transcript_path=transcript_path, workflow=workflow,
                                               build_succeeded=True, scope=scope, artifact_context=context,
