@@ -88,20 +88,21 @@ async def test_the_mcp_builder_scores_every_bundled_case(tmp_path: Path, monkeyp
 
 async def test_the_instance_ai_builder_scores_every_bundled_case(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seeded cases go through the thread restore, multi-turn ones through the user proxy. The one
-    exception to "scored" is a ``requiresMemoryCompaction`` case: n8n 2.41.1 has no memory endpoint
-    to check its premise (``/eval/threads/:id/memory``), so every expectation of it must be
-    ``incomplete`` with that reason — never a free pass."""
+    """Seeded cases go through the thread restore, multi-turn ones through the user proxy; every case
+    is scored (issue 34). A ``requiresMemoryCompaction`` case's judged expectations wait on its
+    premise — on these lanes the thread never compacts (n8n 2.41.1 takes no per-thread observer
+    threshold), which the run debug shows — so they are ``incomplete`` with that reason, never a free
+    pass; its context assertions are measurements and are scored anyway."""
     require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
     corpus = _corpus()
     by_case = await _run_corpus("instance-ai", tmp_path, monkeypatch)
     assert sorted(by_case) == sorted(corpus)
-    unscored = {case: [o.value for o in outs] for case, outs in by_case.items()
-                if not SCORED & set(outs) and not corpus[case]}
+    unscored = {case: [o.value for o in outs] for case, outs in by_case.items() if not SCORED & set(outs)}
     assert unscored == {}
     for raw in json.loads((tmp_path / "out" / "units.json").read_text()):
         unit = UnitResult.model_validate(raw)
         if corpus[unit.case]:
-            assert unit.expectations, unit.case
-            assert {(e.verdict.value, e.reason) for e in unit.expectations} == {
-                ("incomplete", "compaction premise not checkable on this n8n")}, unit.expectations
+            judged = [e for e in unit.expectations if e.kind != "context"]
+            assert judged and all(e.verdict.value == "incomplete" and e.reason.startswith("compaction premise")
+                                  for e in judged), judged
+            assert any(e.kind == "context" and e.verdict.value != "incomplete" for e in unit.expectations)
