@@ -16,6 +16,11 @@ recorded request says which route (lane, arm) it came from and which model it as
 
 Every request is recorded (headers without credentials) so tests can assert what was sent.
 The server refuses to bind anything but a loopback address.
+
+Under a :class:`~orchestrator.scripted.pressure.Pressure` (off by default) it is a provider under
+pressure: rate limits with their headers and 429s, latency, 529 bursts, an outage window, prompt-cache
+usage fields (:mod:`orchestrator.scripted.pressure`); :meth:`ScriptedModelServer.provider_counts`
+says what it served and refused either way.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ import ipaddress
 import json
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.scripted import openai_compat
+from orchestrator.scripted.pressure import Pressure, ProviderState
 from orchestrator.scripted.replies import (
     Action,
     Hang,
@@ -228,6 +234,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_json(400, HttpError(400, message="request body is not a JSON object").body())
             return
+        refusal, self._limits, self._charged = self.server.owner.provider.admit(body)
+        if refusal is not None:
+            self._send_json(refusal.status, refusal.body(), self._limits)
+            return
         try:
             action = self.server.owner.script(body)
         except Exception as exc:  # a broken script must show up in the test, not hang the client
@@ -242,6 +252,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = openai_compat.to_anthropic(body)
         model = str(body.get("model") or "scripted")
+        refusal, self._limits, self._charged = self.server.owner.provider.admit(request)
+        if refusal is not None:
+            self._send_json(refusal.status, openai_compat.error_json(refusal), self._limits)
+            return
         try:
             action = self.server.owner.script(request)
         except Exception as exc:
@@ -251,10 +265,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(action, HttpError):
             self._send_json(action.status, openai_compat.error_json(action), action.headers)
         elif isinstance(action, Reply):
+            action = self._priced(action, request)
             if body.get("stream"):
                 self._write_stream(openai_compat.completion_chunks(action, request, model))
             else:
-                self._send_json(200, openai_compat.completion_json(action, request, model))
+                self._send_json(200, openai_compat.completion_json(action, request, model), self._limits)
+            self._served(action, request)
         else:
             self._answer(action, request)
 
@@ -272,27 +288,49 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(action.body)
         elif isinstance(action, Reply):
+            action = self._priced(action, body)
             if body.get("stream"):
                 self._stream(action, body)
             else:
-                self._send_json(200, message_json(action, body))
+                self._send_json(200, message_json(action, body), self._limits)
+            self._served(action, body)
         else:
             raise TypeError(f"script returned {type(action).__name__}, expected Reply/HttpError/Hang/Malformed")
 
-    def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
-        self._write_stream(stream_events(reply, body))
+    # -- the provider's side of an answer (pressure): usage with the prompt cache, latency, counts
+    _limits: dict[str, str]  # per request: set by the provider's admission before anything is sent
+    _charged: int
 
-    def _write_stream(self, frames: list[bytes]) -> None:
+    def _priced(self, reply: Reply, body: dict[str, Any]) -> Reply:
+        owner = self.server.owner
+        reply = replace(reply, usage=owner.provider.usage_for(body, reply.resolved_usage(body)))
+        if owner.provider.pressure.latency_s:
+            owner._stopping.wait(owner.provider.pressure.latency_s)
+        return reply
+
+    def _served(self, reply: Reply, body: dict[str, Any]) -> None:
+        self.server.owner.provider.served(body, reply.resolved_usage(body), self._charged)
+
+    def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+        self._write_stream(stream_events(reply, body), reply.resolved_usage(body).output_tokens)
+
+    def _write_stream(self, frames: list[bytes], output_tokens: int = 0) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.send_header("request-id", _next_id("req"))
+        for key, value in self._limits.items():
+            self.send_header(key, value)
         self.end_headers()
         self.close_connection = True
+        tps = self.server.owner.provider.pressure.output_tps
+        pause = output_tokens / tps / max(1, len(frames)) if tps and output_tokens else 0.0
         for frame in frames:
             self.wfile.write(frame)
             self.wfile.flush()
+            if pause:
+                self.server.owner._stopping.wait(pause)
 
 
 def models_by_route(requests: Iterable[RecordedRequest], *, build_only: bool = True) -> dict[str, set[str]]:
@@ -318,8 +356,10 @@ class _LoopbackHTTPServer(ThreadingHTTPServer):
 class ScriptedModelServer:
     """``with ScriptedModelServer(script) as srv: srv.base_url`` — see the module docstring."""
 
-    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, script: Script, host: str = "127.0.0.1", port: int = 0, *,
+                 pressure: Pressure | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.script = script
+        self.provider = ProviderState(pressure, clock=clock)
         self._host = host
         self._port = port
         self._lock = threading.Lock()
@@ -397,6 +437,10 @@ class ScriptedModelServer:
     def script_errors(self) -> list[BaseException]:
         return list(self._script_errors)
 
+    def provider_counts(self) -> dict[str, Any]:
+        """What the provider served (usage by model, the tokens its limit counts) and refused."""
+        return self.provider.counts_json()
+
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a built-in script until interrupted (for the offline demo): prints the base URL."""
@@ -415,8 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", choices=sorted(named), default="demo")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--server-name", default="n8n-local", help="MCP server name claude is given")
+    parser.add_argument("--pressure", default=None, help="a JSON Pressure (rate limits, outage…); default: "
+                        "$N8N_EVAL_SCRIPTED_PROVIDER, else none")
     args = parser.parse_args(argv)
-    with ScriptedModelServer(named[args.script](args), port=args.port) as srv:
+    pressure = Pressure.from_json(args.pressure) if args.pressure else Pressure.from_env()
+    with ScriptedModelServer(named[args.script](args), port=args.port, pressure=pressure) as srv:
         print(srv.base_url, flush=True)
         try:
             threading.Event().wait()
