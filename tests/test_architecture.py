@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"__init__", "errors", "redact", "ids", "domain", "procs", "plugins"},
     {"outage", "transcript", "ledger"},
     # stand-alone stages and clients: each stands on the ground only
-    {"toolchain", "n8n", "cases", "allocator", "results", "scripted"},
+    {"toolchain", "n8n", "cases", "allocator", "results", "scripted", "gateway"},
     {"deletion", "sandbox", "compare", "verify"},  # deletion/verify: n8n; sandbox: the toolchain's Node
     {"lanes"},  # a lane may carry its Instance AI sandbox
     {"builders", "metrics"},
