@@ -162,6 +162,10 @@ class Scheduler:
     def global_cap(self) -> int:
         return self._fixed_global_cap if self._fixed_global_cap is not None else 2 * self.live
 
+    def set_global_cap(self, cap: int | None) -> None:
+        """A new global cap (None: 2 x the live lanes again; 0: start nothing — running builds go on)."""
+        self._fixed_global_cap = cap
+
     # ----------------------------------------------------------------- lanes
 
     def _new_lane(self, lane_id: str, now: float) -> Lane:

@@ -114,6 +114,14 @@ class Allocator:
     def global_cap(self) -> int:
         return self._sched.global_cap
 
+    def set_global_cap(self, cap: int | None) -> None:
+        """Change the global cap while the run goes (the model gateway's concurrency rule; 0 while
+        the provider is down): a higher cap starts waiting units at once, a lower one lets running
+        builds finish. None: the default again (2 x the lanes not drained)."""
+        _require(cap is None or cap >= 0, f"global_cap must be >= 0, got {cap}")
+        self._sched.set_global_cap(cap)
+        self.schedule()
+
     @property
     def quarantine_after(self) -> int:
         return self._health.quarantine_after
