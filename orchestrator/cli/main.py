@@ -32,6 +32,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "cases": ("orchestrator.cli.cases_cmd", "app", "List and validate evaluation cases."),
     "cleanup": ("orchestrator.cli.cleanup_cmd", "register", "Delete what an interrupted run left behind."),
     "compare": ("orchestrator.cli.compare_cmd", "register", "Compare a run against a baseline run."),
+    "cost-report": ("orchestrator.cli.cost_report_cmd", "register", "Cost per green iteration by cohort."),
     "lanes": ("orchestrator.cli.lanes_cmd", "app", "Bring lanes up, list them, tear them down."),
     "rejudge": ("orchestrator.cli.rejudge_cmd", "register", "Replay a run's verdicts on another judge model."),
     "run": ("orchestrator.cli.run_cmd", "register", "Build and verify every selected case on the lanes."),

@@ -39,6 +39,7 @@ from orchestrator.results.model import (
     UnitResult,
     UsageEntry,
 )
+from orchestrator.results.model_cost import per_run_columns
 from orchestrator.results.schema import SCHEMA_VERSION
 from orchestrator.results.scoring import (
     BUILD_FAILED_CATEGORY,
@@ -274,6 +275,7 @@ def _test_case(case: str, runs: dict[int, UnitResult], total: int, k: int) -> di
                              for u in ordered],
         "harnessUsagePerRun": [[_usage_entry(e) for e in u.harness_usage] if u is not None and u.harness_usage is not None
                                else None for u in ordered],
+        **per_run_columns(ordered),  # the model gateway's count (issue 37): cost per run and stage, build tokens
         "scenarios": scenarios,
     }
 

@@ -126,6 +126,44 @@ class UsageEntry(BaseModel):
     reasoning_tokens: int = 0
 
 
+# --- the model gateway's accounting (issue 37) --------------------------------------------------
+class StageCost(BaseModel):
+    """One stage's model calls of one unit (``build``, ``mock``, ``verify``, ``judge``, ``proxy``), as
+    the model gateway counted them from the provider's usage: input is the uncached input; cache
+    writes (5-minute and 1-hour) and reads are apart, each priced at its own rate."""
+
+    stage: str
+    calls: int = 0
+    #: calls split with other units on the same lane (their tokens and cost shared evenly)
+    shared_calls: int = 0
+    #: calls whose caller saw the provider fail (after the gateway's one retry, or held while it was down)
+    failed_calls: int = 0
+    models: list[str] = Field(default_factory=list)
+    input_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens + self.output_tokens
+
+
+class ModelCost(BaseModel):
+    """Every model call of one unit, by stage."""
+
+    stages: list[StageCost] = Field(default_factory=list)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(s.cost_usd for s in self.stages)
+
+    def stage(self, name: str) -> StageCost | None:
+        return next((s for s in self.stages if s.stage == name), None)
+# --------------------------------------------------------------------------------------------------
+
+
 class UnitResult(BaseModel):
     """One finished (case, iteration)."""
 
@@ -150,6 +188,8 @@ class UnitResult(BaseModel):
     #: The builder that built it (mcp, prebuilt…) and the lane's base URL, for links in the report.
     builder: str | None = None
     base_url: str | None = None
+    #: Every model call of the unit, by stage, from the model gateway (None: the run had no gateway).
+    model_cost: ModelCost | None = None
 
     @property
     def unit_id(self) -> str:

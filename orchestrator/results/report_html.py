@@ -34,6 +34,7 @@ from orchestrator.results.model import (
     UnitResult,
     by_dimension,
 )
+from orchestrator.results.report_cost import model_cost_section, unit_cost
 from orchestrator.results.scoring import (
     UnitOutcome,
     case_pass_means,
@@ -572,7 +573,8 @@ def _units(results: EvalResults, base_dir: Path | None = None) -> str:
         blocks = []
         for u in sorted(by_case[case], key=lambda u: u.iteration):
             body = (_transcript_link(u, base_dir) + _scenarios(u.scenarios) + _expectations(u.expectations)
-                    + _checks(u.structural) + _workflow(u, keep_link, lane_urls) + _transcript(u) + _build(u))
+                    + _checks(u.structural) + _workflow(u, keep_link, lane_urls) + _transcript(u) + _build(u)
+                    + unit_cost(u))
             blocks.append(f'<details class="unit" id="{esc(unit_anchor(u))}" data-outcome="{unit_outcome(u).value}">'
                           f"<summary>{_summary_line(u)}</summary><div class=\"unit-body\">{body}</div></details>")
         out.append(f'<section class="case-block" id="case-{esc(_anchor(case))}"><h3>{esc(case)}</h3>'
@@ -616,6 +618,7 @@ def render_report(results: EvalResults, base_dir: Path | None = None) -> str:
         f"<h2>Cases</h2>{_case_table(cases, summary.k)}"
         f"<h2>Lane timeline</h2>{_timeline(results.units)}"
         f"<h2>Build cost per case</h2>{_cost_chart(cases)}"
+        f"<h2>Model cost by stage</h2>{model_cost_section(results)}"  # the model gateway's count (issue 37)
         f"<h2>Workflow checks</h2>{_checks_table(results)}"
         f"<h2>Units</h2>{_units(results, base_dir)}"
         f"<script>{_JS}</script></body></html>\n"

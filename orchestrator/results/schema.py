@@ -66,6 +66,13 @@ def json_schema() -> dict[str, Any]:
             "workflowChecksPerRun": per_run({"type": "object", "additionalProperties":
                                              {"enum": ["pass", "fail", "n_a", "error"]}}),
             "buildExpectationResultsPerRun": per_run({"type": "array", "items": expectation_row}),
+            # the model gateway's count (issue 37)
+            "modelCostUsdPerRun": per_run({"type": "number", "minimum": 0}),
+            "modelCostByStagePerRun": per_run({"type": "object", "additionalProperties": {"type": "number"}}),
+            "buildTokensPerRun": per_run({"type": "object", "required": [
+                "uncachedInput", "cacheRead", "cacheWrite", "output", "totalTokens", "steps"],
+                "properties": {k: {"type": "integer", "minimum": 0} for k in (
+                    "uncachedInput", "cacheRead", "cacheWrite", "output", "totalTokens", "steps")}}),
             "buildExpectations": {"type": "array", "items": {
                 "type": "object", "required": ["expectation", "passCount", "evaluatedCount", "passAtK", "passHatK"],
                 "properties": {"expectation": {"type": "string"}, "passCount": {"type": "integer"},
