@@ -31,11 +31,18 @@ def epoch(c: Concurrency, clock: Clock, *, queued: float, served: float = 1.0, c
     return c.tick()
 
 
-def test_a_short_queue_with_builds_waiting_raises_the_cap_by_one_each_epoch_up_to_the_maximum() -> None:
+def test_a_short_queue_with_builds_waiting_raises_the_cap_a_step_each_epoch_up_to_the_maximum() -> None:
     clock = Clock()
     c = Concurrency(RULE, clock)
     caps = [epoch(c, clock, queued=0.0, running=c.cap, waiting=3) for _ in range(6)]
-    assert caps == [9, 10, 11, 12, None, None]  # the maximum holds
+    assert caps == [9, 10, 11, 12, None, None]  # a step is 10 % of the cap, at least 1; the maximum holds
+
+
+def test_the_step_is_a_tenth_of_the_cap_so_a_large_pool_converges_as_fast_as_a_small_one() -> None:
+    clock = Clock()
+    c = Concurrency(ConcurrencyRule(minimum=1, maximum=2000, start=1000, epoch_s=10.0), clock)
+    assert epoch(c, clock, queued=3.0, running=1000, waiting=0) == 900
+    assert epoch(c, clock, queued=0.0, running=900, waiting=50) == 990
 
 
 def test_the_cap_is_not_raised_when_the_allocator_never_reached_it() -> None:

@@ -9,10 +9,11 @@ on loss:
 - the provider pushes back (a 429 or 529 it sent, even one the gateway's retry absorbed): the cap is
   multiplied by ``backoff`` (0.5) at once, at most once an epoch — the provider said we are over;
 - otherwise, at the end of each epoch (``epoch_s``, 10 s), from the calls answered in it: queued
-  longer than ``queue_high`` (0.5) of the provider's own time on average → one build fewer (each build
-  waits on the queue more than it gains); queued less than ``queue_low`` (0.1) of it while builds
-  were waiting for a slot → one build more (the provider has room and work is waiting); in between
-  it holds. A cap the allocator never reached is never raised.
+  longer than ``queue_high`` (0.5) of the provider's own time on average → a step fewer builds (each
+  build waits on the queue more than it gains); queued less than ``queue_low`` (0.1) of it while
+  builds were waiting for a slot → a step more (the provider has room and work is waiting); in
+  between it holds. A step is ``step`` (10 %) of the cap, at least one build, so a pool of 500 lanes
+  converges in as many epochs as a pool of 5. A cap the allocator never reached is never raised.
 
 Between those bounds the queue is never empty for long (the provider's budget is used: a run takes
 about its tokens ÷ the provider's rate) and never long (a build's calls wait a fraction of their own
@@ -53,6 +54,7 @@ class ConcurrencyRule:
     epoch_s: float = 10.0
     queue_high: float = 0.5
     queue_low: float = 0.1
+    step: float = 0.1
     backoff: float = 0.5
 
     def clamp(self, value: int) -> int:
@@ -103,10 +105,11 @@ class Concurrency:
         if backed_off or calls == 0:
             return None
         ratio = waited / served if served > 0 else (math.inf if waited > 0 else 0.0)
+        step = max(1, round(self.cap * self.rule.step))
         if ratio > self.rule.queue_high:
-            return self._set(self.cap - 1, f"calls queued {ratio:.2f}× their service time")
+            return self._set(self.cap - step, f"calls queued {ratio:.2f}× their service time")
         if ratio < self.rule.queue_low and demand:
-            return self._set(self.cap + 1, "provider has room and builds are waiting")
+            return self._set(self.cap + step, "provider has room and builds are waiting")
         return None
 
     def _set(self, value: int, why: str) -> int | None:
@@ -260,6 +263,7 @@ class ProviderHealth:
     window_s: float = 30.0
     down_since: float | None = None
     outages: int = 0
+    periods: list[tuple[float, float | None]] = field(default_factory=list)  # (down, up) on the clock
     _streak: list[str] = field(default_factory=list)  # routes of the failures since the last success
     _seen: dict[str, float] = field(default_factory=dict)  # route → last call
 
@@ -273,6 +277,7 @@ class ProviderHealth:
         self._streak.clear()
         if self.down_since is None:
             return False
+        self.periods[-1] = (self.down_since, self.clock())
         self.down_since = None
         return True
 
@@ -288,6 +293,7 @@ class ProviderHealth:
             return False
         self.down_since = now
         self.outages += 1
+        self.periods.append((now, None))
         return True
 
 

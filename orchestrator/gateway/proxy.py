@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,16 @@ class _Refused(Exception):
 def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status,
                         headers={"x-should-retry": "false"})
+
+
+def _credentials(sent: Mapping[str, str], key: str | None) -> dict[str, str]:
+    """The upstream's key in the caller's own style (``x-api-key``, or ``Authorization: Bearer`` as
+    OpenAI-compatible clients send it); without an upstream key, what the caller sent."""
+    bearer = sent.get("authorization", "")
+    if key is None:
+        return {k: v for k, v in (("x-api-key", sent.get("x-api-key")), ("authorization", bearer)) if v}
+    return {"authorization": f"Bearer {key}"} if bearer.lower().startswith("bearer") and "x-api-key" not in sent \
+        else {"x-api-key": key}
 
 
 def _route(path: str) -> tuple[str, str | None, str]:
@@ -208,8 +218,7 @@ class ModelGateway:
         target = upstream.base_url.rstrip("/") + path + (f"?{request.url.query}" if request.url.query else "")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         headers["accept-encoding"] = "identity"  # the usage is read from the bytes that go by
-        if upstream.api_key:
-            headers["x-api-key"] = upstream.api_key
+        headers.update(_credentials(request.headers, upstream.api_key))
         if request.method != "POST" or path not in MODEL_ENDPOINTS:
             return await self._passthrough(request.method, target, headers, body)
         parsed = parse_body(body)
@@ -430,10 +439,14 @@ class ModelGateway:
     # ---------------------------------------------------------------- what the run reads
     def status(self) -> dict[str, Any]:
         usage, cost = self.ledger.total()
+        to_wall = time.time() - self.clock()  # the periods in wall-clock seconds, as results are
         return {
             "calls": self.ledger.calls, "cost_usd": round(cost, 6), "tokens": usage.to_json(),
             "failed_to_caller": dict(self.ledger.failed_to_caller), "refused_while_down": self.refused,
-            "outages": self.health.outages, "concurrency": self.concurrency.cap,
+            "outages": self.health.outages,
+            "outage_periods": [[round(down + to_wall, 3), round(up + to_wall, 3) if up is not None else None]
+                               for down, up in self.health.periods],
+            "concurrency": self.concurrency.cap,
             "concurrency_changes": [{"at": round(t, 3), "cap": c, "why": w} for t, c, w in self.concurrency.changes],
             "unpriced_models": sorted(self.ledger.unknown_models),
         }

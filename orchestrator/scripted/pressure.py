@@ -286,7 +286,11 @@ class ProviderState:
 
     def counts_json(self) -> dict[str, Any]:
         with self._lock:
-            return self.counts.to_json()
+            out = self.counts.to_json()
+            if self._outage_at is not None:  # when the outage was, in wall-clock seconds
+                start = self._wall() - (self._clock() - self._outage_at)
+                out["outage_window"] = [round(start, 3), round(start + self.pressure.outage_s, 3)]
+            return out
 
 
 __all__ = ["PRESSURE_ENV", "Counts", "Pressure", "ProviderState", "input_estimate"]
