@@ -31,7 +31,8 @@ def costed(u: UnitResult, **failed: int) -> UnitResult:
                         cost_usd=0.01),
               StageCost(stage="mock", calls=2, failed_calls=failed.get("mock", 0), input_tokens=50, output_tokens=5,
                         cost_usd=0.001),
-              StageCost(stage="judge", calls=1, input_tokens=40, output_tokens=4, cost_usd=0.0005)]
+              StageCost(stage="judge", calls=1, failed_calls=failed.get("judge", 0), input_tokens=40, output_tokens=4,
+                        cost_usd=0.0005)]
     u.model_cost = ModelCost(stages=stages)
     return u
 
@@ -59,11 +60,21 @@ def test_a_verified_unit_whose_mock_calls_met_a_provider_failure_has_its_failing
     assert u.attribution is Attribution.framework_issue
 
 
+def test_rows_the_judge_could_not_grade_for_a_provider_failure_stay_incomplete_and_are_the_frameworks() -> None:
+    u = costed(unit("c", 0, {"s1": None, "s2": True}, {"e1": None}, attribution=Attribution.verification_gap), judge=3)
+    u.scenarios[0].attribution = u.expectations[0].attribution = Attribution.verification_gap
+    assert charge_provider_outage(u, "judge calls failed")
+    assert u.scenarios[0].verdict is Verdict.incomplete and u.scenarios[0].attribution is Attribution.framework_issue
+    assert u.scenarios[0].root_cause is not None and u.scenarios[0].root_cause.startswith(PROVIDER_OUTAGE_ROOT_CAUSE)
+    assert u.expectations[0].attribution is Attribution.framework_issue and u.scenarios[1].attribution is None
+    assert u.attribution is None  # nothing failed: the unit is no one's failure
+
+
 @pytest.mark.parametrize("make", [
     lambda: costed(unit("c", 0, {"s": False}, status=BuildStatus.failed)),  # no failed call
     lambda: costed(unit("c", 0, {"s": False}, status=BuildStatus.timeout), build=2),  # neutral stays neutral
     lambda: costed(unit("c", 0, {"s": True}), build=2),  # built despite it: nothing failed
-    lambda: costed(unit("c", 0, {"s": False}), judge=1),  # a judge failure is no scenario's
+    lambda: costed(unit("c", 0, {"s": False}), judge=1),  # a judged failure is the judge's verdict
 ])
 def test_nothing_else_is_re_attributed(make) -> None:
     u = make()

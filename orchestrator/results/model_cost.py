@@ -11,7 +11,9 @@ a call held while the provider was down — the unit's failures are the framewor
   when the build died on the infrastructure);
 - a verified unit whose **mock** calls failed so (n8n's "still uncovered" case: the lane's mock
   generator shares the provider, its failures surface as ``_evalMockError`` and would be read as
-  ``mock_issue``): every failing scenario is ``framework_issue``.
+  ``mock_issue``): every failing scenario is ``framework_issue``;
+- a row our **judge** could not grade for it (left ``incomplete``): ``framework_issue`` too, still
+  incomplete (not scored).
 
 A timed-out iteration stays neutral (``timeout``) and a row already charged to the framework keeps
 its root cause.
@@ -32,6 +34,7 @@ from orchestrator.results.model import DETERMINISTIC_KINDS, UnitResult
 #: the stages whose failure ends a build, and the one whose failure fails a scenario's mock
 BUILD_STAGES = frozenset({"build", "proxy"})
 MOCK_STAGES = frozenset({"mock"})
+JUDGE_STAGES = frozenset({"judge"})
 _OURS = frozenset({Attribution.framework_issue, Attribution.timeout})
 
 
@@ -60,16 +63,26 @@ def charge_provider_outage(unit: UnitResult, evidence: str) -> bool:
             if row.verdict is not Verdict.passed and row.kind not in DETERMINISTIC_KINDS:
                 row.attribution = Attribution.framework_issue
         changed = True
+    failed = False
     if changed or stages & MOCK_STAGES:
         for scenario in unit.scenarios:
             if scenario.verdict is Verdict.failed and scenario.attribution not in _OURS:
                 scenario.attribution = Attribution.framework_issue
                 scenario.failure_category = "framework_issue"
                 scenario.root_cause = root
-                changed = True
+                changed = failed = True
     if changed and unit.attribution not in _OURS:
         unit.failure_category, unit.attribution = "framework_issue", Attribution.framework_issue
-    return changed
+    if stages & JUDGE_STAGES:  # rows the judge could not grade stay unscored, charged to the framework
+        for scenario in unit.scenarios:
+            if scenario.verdict is Verdict.incomplete and scenario.attribution not in _OURS:
+                scenario.attribution, scenario.root_cause = Attribution.framework_issue, root
+                changed = True
+        for row in unit.expectations:
+            if row.verdict is Verdict.incomplete and row.kind not in DETERMINISTIC_KINDS and row.attribution not in _OURS:
+                row.attribution = Attribution.framework_issue
+                changed = True
+    return changed or failed
 
 
 def _build_tokens(unit: UnitResult | None) -> dict[str, int] | None:
