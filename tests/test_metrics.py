@@ -13,8 +13,11 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.gateway.attribution import STAGES
+from orchestrator.gateway.ledger import OUTCOMES
+from orchestrator.gateway.proxy import PROBE_STAGE
 from orchestrator.lanes.model import LaneState
-from orchestrator.metrics.prometheus import CLEANUP_KINDS, RunMetrics
+from orchestrator.metrics.prometheus import CLEANUP_KINDS, TOKEN_KINDS, RunMetrics
 from orchestrator.results.scoring import UnitOutcome
 
 
@@ -41,6 +44,12 @@ def _exercise(m: RunMetrics) -> None:
     m.cleanup_failed("workflow")
     m.cleanup_failed("wf-8HqZ secret-looking kind")  # not a known kind: counted as "other"
     m.stolen()
+    m.model_call("build", "ok", 0.02, {"input": 100, "output": 5, "cache_read": 900}, 0.3)
+    m.model_call("wf-8HqZ stage", "wf-8HqZ outcome", 0.01, {"wf-8HqZ": 7}, 0.0)  # unknown: "other", never the value
+    m.provider_state(False)
+    m.provider_state(False)  # the same outage
+    m.provider_state(True)
+    m.concurrency_cap(6)
 
 
 @pytest.fixture
@@ -80,6 +89,12 @@ def test_scrape_real_endpoint(metrics: RunMetrics) -> None:
     assert s[("n8n_eval_cleanup_failures_total", (("kind", "workflow"),))] == 1
     assert s[("n8n_eval_cleanup_failures_total", (("kind", "other"),))] == 1
     assert s[("n8n_eval_steals_total", ())] == 1
+    assert s[("n8n_eval_model_calls_total", (("result", "ok"), ("stage", "build")))] == 1
+    assert s[("n8n_eval_model_calls_total", (("result", "other"), ("stage", "other")))] == 1
+    assert s[("n8n_eval_model_cost_usd_total", (("stage", "build"),))] == pytest.approx(0.02)
+    assert s[("n8n_eval_model_tokens_total", (("stage", "build"), ("type", "cache_read")))] == 900
+    assert s[("n8n_eval_provider_outages_total", ())] == 1 and s[("n8n_eval_provider_up", ())] == 1
+    assert s[("n8n_eval_build_concurrency", ())] == 6
 
 
 def test_label_values_stay_in_closed_sets(metrics: RunMetrics) -> None:
@@ -93,6 +108,10 @@ def test_label_values_stay_in_closed_sets(metrics: RunMetrics) -> None:
         "state": {s.value for s in LaneState},
         "outcome": {o.value for o in UnitOutcome},
         "kind": set(CLEANUP_KINDS),
+        # the model gateway's (issue 37): stages, how a call ended, token types — never a unit
+        "stage": {*STAGES, PROBE_STAGE, "other"},
+        "result": {*OUTCOMES, "other"},
+        "type": set(TOKEN_KINDS),
     }
     for family in text_string_to_metric_families(text):
         if not family.name.startswith("n8n_eval_"):

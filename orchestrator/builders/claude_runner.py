@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.builders.trailer import last_workflow_id
+from orchestrator.gateway.attribution import claude_headers_env
 from orchestrator.outage import OutageInfo, classify_cli_text, classify_result_event
 from orchestrator.procs import terminate_group
 from orchestrator.redact import redact, redact_obj, register_secret
@@ -189,6 +190,7 @@ def claude_env(config: ClaudeConfig, home: Path) -> dict[str, str]:
         env["ANTHROPIC_BASE_URL"] = config.base_url
     if config.max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(config.max_retries)
+    env |= claude_headers_env("build")  # the model gateway counts the build's calls to its unit (issue 37)
     env |= dict(config.extra_env)
     return env
 

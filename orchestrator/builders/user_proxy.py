@@ -59,6 +59,7 @@ from orchestrator.builders.proxy_decision import (
 )
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.errors import ConfigError
+from orchestrator.gateway.attribution import attribution_hook
 from orchestrator.redact import redact, register_secret
 from orchestrator.results.usage import record_model_call
 from orchestrator.transcript import Transcript
@@ -284,8 +285,10 @@ class UserProxy:
         if self._client is None:
             import anthropic  # seconds to import: loaded by the first proxy call, not by every CLI start
 
+            hooks = {"request": [attribution_hook("proxy")]}  # the model gateway counts it to the unit (issue 37)
             self._client = anthropic.AsyncAnthropic(api_key=self.config.api_key or "unset", base_url=self.config.base_url,
-                                                    max_retries=0, timeout=self.config.attempt_timeout_s)
+                                                    max_retries=0, timeout=self.config.attempt_timeout_s,
+                                                    http_client=anthropic.DefaultAsyncHttpxClient(event_hooks=hooks))
         return self._client
 
     async def aclose(self) -> None:

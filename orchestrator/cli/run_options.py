@@ -47,8 +47,20 @@ SHARED: list[P] = [
     _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),
     _opt("profile", str, "eval", "Env profile from lanes/profiles/."),
     _opt("env", list[str], [], "KEY=VALUE for every lane (repeatable).", "--env"),
-    _opt("concurrency", Optional[int], None, "Global cap on concurrent builds (default lanes × 2)."),
+    _opt("concurrency", Optional[int], None, "A fixed global cap on concurrent builds (default: the model "
+         "gateway sets it from the provider's pushback, starting at lanes × 2; lanes × 2 without the gateway)."),
+    _opt("concurrency_min", int, 1, "Lowest global cap the model gateway's rule may set."),
+    _opt("concurrency_max", Optional[int], None, "Highest global cap the model gateway's rule may set "
+         "(default lanes × --per-lane-builds)."),
     _opt("per_lane_builds", int, 4, "Cap on concurrent builds per lane."),
+    _opt("model_gateway", bool, True, "Every model call (lanes, claude, judge, user proxy) through the run's "
+         "model gateway: rate-aware, outage-aware, cost per unit and stage.", "--model-gateway/--no-model-gateway"),
+    _opt("model_gateway_host", str, "127.0.0.1", "Address the model gateway listens on (0.0.0.0 in a pod)."),
+    _opt("model_gateway_port", int, 0, "Port of the model gateway (0: any free port)."),
+    _opt("model_gateway_url", Optional[str], None, "URL lanes reach the model gateway at (default: its own "
+         "address; in a cluster its Service)."),
+    _opt("provider_wait_s", float, 1200.0, "How long new builds wait for a model provider that is down before "
+         "the run stops starting them."),
     _opt("timeout_ms", int, 900_000, "Verification budget per unit: each execution scenario (complex cases × 1.5). "
          "Does not bound the build (see --build-timeout-ms)."),
     _opt("build_timeout_ms", Optional[int], None, "Build budget, for every builder: mcp/remote, the wall clock per "

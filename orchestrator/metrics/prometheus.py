@@ -18,6 +18,9 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, push_to_gateway, start_http_server
 
 from orchestrator.domain import ResourceKind
+from orchestrator.gateway.attribution import STAGES
+from orchestrator.gateway.ledger import OUTCOMES
+from orchestrator.gateway.proxy import PROBE_STAGE
 from orchestrator.lanes.model import LaneState
 from orchestrator.redact import redact
 from orchestrator.results.scoring import UnitOutcome
@@ -35,6 +38,8 @@ CLEANUP_KINDS = tuple(k.value for k in ResourceKind)
 LANE_UP_BUCKETS = (5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600)
 BUILD_BUCKETS = (10, 30, 60, 120, 180, 300, 450, 600, 900, 1200, 1800, 3600)
 VERIFY_BUCKETS = (5, 10, 30, 60, 120, 180, 300, 600, 900, 1800)
+QUEUE_BUCKETS = (0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120)
+TOKEN_KINDS = ("input", "output", "cache_write", "cache_read", "cache_write_1h")
 
 
 @dataclass
@@ -86,6 +91,27 @@ class RunMetrics:
             "re-created, by kind.", ["kind"], registry=r)
         self.run_stopped = Counter(f"{PREFIX}_run_stopped", "Runs stopped before their end, by reason.", ["reason"],
                                    registry=r)
+        # the model gateway (issue 37): closed label sets (stages, outcomes, token kinds), never a unit
+        self.model_calls = Counter(f"{PREFIX}_model_calls", "Model calls through the gateway, by stage and how "
+                                   "they ended for their caller.", ["stage", "result"], registry=r)
+        self.model_cost_usd = Counter(f"{PREFIX}_model_cost_usd", "Model spend by stage (the provider's usage, "
+                                      "priced cache-aware), in US dollars.", ["stage"], registry=r)
+        self.model_tokens = Counter(f"{PREFIX}_model_tokens", "Model tokens by stage and type (input is the "
+                                    "uncached input).", ["stage", "type"], registry=r)
+        self.model_queue_seconds = Histogram(f"{PREFIX}_model_call_queue_seconds", "Time a model call waited in "
+                                             "the gateway for the provider's budget.", buckets=QUEUE_BUCKETS, registry=r)
+        self.provider_up = Gauge(f"{PREFIX}_provider_up", "1 while the model provider answers, 0 while the "
+                                 "gateway holds it down.", registry=r)
+        self.provider_outages = Counter(f"{PREFIX}_provider_outages", "Model provider outages the gateway "
+                                        "declared.", registry=r)
+        self.build_concurrency = Gauge(f"{PREFIX}_build_concurrency", "The allocator's global cap on concurrent "
+                                       "builds (the gateway's rule, or fixed).", registry=r)
+        self.provider_up.set(1)
+        self._provider_is_up = True
+        for stage in (*STAGES, PROBE_STAGE):
+            self.model_cost_usd.labels(stage=stage)
+            for outcome in OUTCOMES:
+                self.model_calls.labels(stage=stage, result=outcome)
         for state in LaneState:
             self.lanes.labels(state=state.value).set(0)
         for outcome in UnitOutcome:
@@ -138,6 +164,26 @@ class RunMetrics:
 
     def outage_retry(self) -> None:
         self.provider_outage_retries.inc()
+
+    def model_call(self, stage: str, outcome: str, usd: float, tokens: Mapping[str, int], queued_s: float) -> None:
+        """One model call the gateway answered (labels from closed sets: anything else is ``other``)."""
+        stage = stage if stage in (*STAGES, PROBE_STAGE) else "other"
+        self.model_calls.labels(stage=stage, result=outcome if outcome in OUTCOMES else "other").inc()
+        if usd > 0:
+            self.model_cost_usd.labels(stage=stage).inc(usd)
+        for kind, n in tokens.items():
+            if n > 0 and kind in TOKEN_KINDS:
+                self.model_tokens.labels(stage=stage, type=kind).inc(n)
+        self.model_queue_seconds.observe(max(0.0, queued_s))
+
+    def provider_state(self, up: bool) -> None:
+        if not up and self._provider_is_up:  # a new outage
+            self.provider_outages.inc()
+        self._provider_is_up = up
+        self.provider_up.set(1 if up else 0)
+
+    def concurrency_cap(self, cap: int) -> None:
+        self.build_concurrency.set(cap)
 
     def cleanup_failed(self, kind: ResourceKind | str) -> None:
         self.cleanup_failures.labels(kind=ResourceKind.of(getattr(kind, "value", kind)).value).inc()

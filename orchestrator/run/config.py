@@ -34,7 +34,7 @@ _FLAG_OF = {"cases_paths": "CASES", "outage_waits_s": "--outage-waits"}
 #: fields with no flag (set by tests, the A/B runner or a resumed run): named as they are
 _NO_FLAG = {"build_max_retries", "judge_attempt_timeout_s", "lane_retries", "health_interval_s",
             "reprobe_interval_s", "abort_after_all_quarantined_s", "claude_bin", "model_route_tag",
-            "lane_model_key_env"}
+            "lane_model_key_env", "gateway_hold_s"}
 
 
 def _flag(field_name: str) -> str:
@@ -79,7 +79,7 @@ class RunConfig(BaseModel):
     base_url: str | None = None
     profile: str = "eval"
     env: list[str] = Field(default_factory=list)
-    concurrency: int | None = Field(None, ge=1)  # default lanes × 2
+    concurrency: int | None = Field(None, ge=1)  # fixed; default: the model gateway's rule (else lanes × 2)
     per_lane_builds: int = Field(4, ge=1)
     #: the verification budget per unit: each execution scenario's (``complex`` cases get 1.5×)
     timeout_ms: int = Field(900_000, ge=1)
@@ -140,6 +140,21 @@ class RunConfig(BaseModel):
     model_route_tag: str | None = None
     #: Set by the A/B runner: the orchestrator env var whose value is the lanes' model key (real route only).
     lane_model_key_env: str | None = None
+    # -- the model gateway (issue 37): every model call of the run through one rate-aware proxy
+    model_gateway: bool = True
+    #: where it listens (0: any free port; in a pod 0.0.0.0 and a fixed port) and the URL lanes reach
+    #: it at (default http://<host>:<port>; in a cluster its Service)
+    model_gateway_host: str = "127.0.0.1"
+    model_gateway_port: int = Field(0, ge=0, le=65535)
+    model_gateway_url: str | None = None
+    #: bounds of the build concurrency the gateway's rule sets when --concurrency is not given
+    #: (default max: lanes × per-lane builds)
+    concurrency_min: int = Field(1, ge=1)
+    concurrency_max: int | None = Field(None, ge=1)
+    #: how long new builds wait for a provider that is down before the run stops starting them
+    provider_wait_s: float = Field(1200.0, gt=0)
+    #: how long the gateway holds one call while the provider is down before answering 529
+    gateway_hold_s: float = Field(30.0, ge=0)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -185,6 +200,10 @@ class RunConfig(BaseModel):
             raise ConfigError(f"--baseline: {self.baseline} is not a file")
         if self.durations_from is not None and not self.durations_from.is_file():
             raise ConfigError(f"--durations-from: {self.durations_from} is not a file")
+        if self.concurrency_max is not None and self.concurrency_max < self.concurrency_min:
+            raise ConfigError(f"--concurrency-max: {self.concurrency_max} is below --concurrency-min {self.concurrency_min}")
+        if self.model_gateway_url is not None and not self.model_gateway_url.startswith(("http://", "https://")):
+            raise ConfigError(f"--model-gateway-url: not an http(s) URL: {self.model_gateway_url!r}")
         if self.sandbox_url is not None and not self.sandbox_url.startswith(("http://", "https://")):
             raise ConfigError(f"--sandbox-url: not an http(s) URL: {self.sandbox_url!r}")
         # Checked here, before anything starts, so a typo fails in a second with one line.
@@ -202,6 +221,16 @@ class RunConfig(BaseModel):
     @property
     def global_cap(self) -> int:
         return self.concurrency or self.lanes * 2
+
+    @property
+    def adaptive_concurrency(self) -> bool:
+        """The gateway's rule sets the build concurrency (no fixed ``--concurrency`` was given)."""
+        return self.model_gateway and self.concurrency is None
+
+    @property
+    def concurrency_bounds(self) -> tuple[int, int]:
+        high = self.concurrency_max or self.lanes * self.per_lane_builds
+        return min(self.concurrency_min, high), high
 
     def public(self) -> dict[str, object]:
         """The config as recorded in eval-results.json (no password)."""

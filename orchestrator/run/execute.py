@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
-from orchestrator.allocator import Allocator, WorkUnit
+from orchestrator.allocator import Allocator, Worker, WorkUnit
 from orchestrator.allocator.model import ResultStatus, WorkResult
 from orchestrator.lanes.backend import LaneBackend
 from orchestrator.lanes.model import Lane, LaneState
@@ -77,7 +77,10 @@ async def monitor(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: A
 
 
 def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: UnitRunner, writer: ResultsWriter,
-                   observer: RunObserver, errors: list[str]) -> Allocator:
+                   observer: RunObserver, errors: list[str], *, global_cap: int | None = None,
+                   settle: Callable[[UnitResult], None] | None = None) -> Allocator:
+    """``global_cap``: the cap to start with (default ``cfg.global_cap``); ``settle``: completes a
+    unit's record before it is written (the model gateway's cost and outage attribution)."""
     async def probe(lane_id: str) -> bool:
         return await backend.health(pool.lanes[lane_id])
 
@@ -93,6 +96,8 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
         """A built unit's record, fsynced in a worker thread while its lane slot is still held: a
         write failure stops new builds before the next one can start."""
         persisted.add(id(record))
+        if settle is not None:
+            settle(record)
         try:
             await writer.add_async(record)
         except ResultsWriteError as exc:
@@ -101,6 +106,8 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
     def on_result(res: WorkResult) -> None:
         record = record_for(res, runner)
         if id(record) not in persisted:  # lane failures, crashes, skips: rare, written here
+            if settle is not None:
+                settle(record)
             try:
                 writer.add(record)
             except ResultsWriteError as exc:
@@ -112,7 +119,7 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
 
     allocator = Allocator(
         list(pool.joined),  # the lanes that joined so far; later ones join with add_lane
-        per_lane_cap=cfg.per_lane_builds, global_cap=cfg.global_cap, seed=cfg.seed,
+        per_lane_cap=cfg.per_lane_builds, global_cap=global_cap or cfg.global_cap, seed=cfg.seed,
         reprobe_interval_s=cfg.reprobe_interval_s, abort_after_all_quarantined_s=cfg.abort_after_all_quarantined_s,
         max_retries_elsewhere=cfg.build_max_attempts - 1, probe=probe, co_located=backend.co_located,
         on_event=observer.on_event, on_result=on_result,
@@ -123,12 +130,14 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
 async def execute(cfg: RunConfig, backend: LaneBackend, pool: Pool, allocator: Allocator, runner: UnitRunner,
                   units: list[WorkUnit], observer: RunObserver, *,
                   expected_s: Mapping[str, float] | None = None,
-                  on_lost: Callable[[str, str], object] | None = None) -> None:
+                  on_lost: Callable[[str, str], object] | None = None,
+                  worker: Worker | None = None) -> None:
+    """``worker``: what runs a unit on a lane (default ``runner``; the model gateway wraps it)."""
     allocator.submit(units, expected_s=expected_s)  # longest expected first (history, else complexity)
     observer.on_queued(len(units))
     watch = asyncio.create_task(monitor(cfg, backend, pool, allocator, on_lost))
     try:
-        await allocator.run(runner)
+        await allocator.run(worker or runner)
     except BaseException:
         runner.abandon_cleanups()  # interrupted: their users go with the lanes, as for a drained lane
         raise

@@ -64,10 +64,15 @@ def open_route(mode: str, server_name: str) -> ModelRoute:
             raise ConfigError("--model-server real: ANTHROPIC_API_KEY is not set")
         register_secret(api_key)
         return ModelRoute("real", os.environ.get("ANTHROPIC_BASE_URL") or None, api_key)
+    from orchestrator.scripted.pressure import PRESSURE_ENV, Pressure
     from orchestrator.scripted.scripts import demo_script
     from orchestrator.scripted.server import ScriptedModelServer
 
-    server = ScriptedModelServer(demo_script(server_name)).start()
+    try:  # a provider under pressure (rate limits, an outage…), for benches and tests; none by default
+        pressure = Pressure.from_env()
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{PRESSURE_ENV}: {exc}") from None
+    server = ScriptedModelServer(demo_script(server_name), pressure=pressure).start()
     log.warning(
         "no ANTHROPIC_API_KEY: using the embedded scripted model at %s (offline run: it measures "
         "the pipeline, not a model)", server.base_url,

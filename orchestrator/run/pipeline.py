@@ -43,6 +43,7 @@ from orchestrator.results.writer import ResultsWriteError
 from orchestrator.run.config import RunConfig
 from orchestrator.run.execute import execute, make_allocator
 from orchestrator.run.finalize import summarize_run, write_final
+from orchestrator.run.model_gateway import RunGateway, scripted_provider_counts
 from orchestrator.run.model_route import open_route
 from orchestrator.run.observers import (
     HooksObserver,
@@ -87,12 +88,18 @@ class RunOutcome:
 
 
 class _SpendCap(RunObserver):
-    """``--max-cost-usd``: once reached, no new build starts (running ones finish)."""
+    """``--max-cost-usd``: once reached, no new build starts (running ones finish). With the model
+    gateway every model call counts, as it is answered (:meth:`spend`); without it, what builders
+    report of their own (claude's cost)."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
 
     def on_cost(self, usd: float) -> None:
+        if self.run.gateway is None:
+            self.spend(usd)
+
+    def spend(self, usd: float) -> None:
         run = self.run
         run.spent_usd += usd
         cap = run.cfg.max_cost_usd
@@ -134,12 +141,14 @@ class Run:
         self.allocator: Allocator | None = None
         self.builder: Builder | None = None
         self.provisioner: Provisioner | None = None
+        self.gateway: RunGateway | None = None
         self.plan: Plan | None = None
         self.pool = Pool()
         self._metrics_observer = MetricsObserver(self.metrics)
         self._hooks_observer = HooksObserver(self.hooks)
+        self._spend_cap = _SpendCap(self)
         self.observers = Observers([LaneStateObserver(console), self._metrics_observer, self._hooks_observer,
-                                    _SpendCap(self)])
+                                    self._spend_cap])
 
     @property
     def lanes(self) -> dict[str, Lane]:
@@ -209,14 +218,23 @@ class Run:
         spec = lane_spec(cfg, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model
-        judge_overrides: dict[str, object] = {"api_key": route.api_key, "base_url": route.base_url}
+        # every model call through the gateway (issue 37): our callers get its URL and token
+        try:
+            self.gateway = gateway = await RunGateway.open(cfg, route, spec, plan.run_dir, self.metrics, console)
+        except BaseException:
+            route.close()
+            raise
+        model_url, model_key = (gateway.local_url, gateway.token) if gateway else (route.base_url, route.api_key)
+        if gateway is not None:
+            gateway.on_spend = self._spend_cap.spend
+        judge_overrides: dict[str, object] = {"api_key": model_key, "base_url": model_url}
         if cfg.judge_attempt_timeout_s is not None:
             judge_overrides["attempt_timeout_s"] = cfg.judge_attempt_timeout_s
         judge = Judge(JudgeConfig.from_env(**judge_overrides))
         self.builder = builder_cls(
             BuilderSettings(
-                run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=route.api_key,
-                base_url=route.base_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
+                run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=model_key,
+                base_url=model_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
                 build_timeout_ms=build_timeout_ms(cfg, builder_cls), mcp_timeout_ms=cfg.build_mcp_timeout_ms,
                 max_retries=cfg.build_max_retries, mcp_server=cfg.mcp_server, build_cwd=cfg.build_cwd,
                 outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
@@ -246,8 +264,12 @@ class Run:
             await backend.close()
             await self.builder.aclose()
             await judge.aclose()
+            if gateway is not None:
+                await gateway.close()
+                gateway.finalize(plan.results)
             if route.server is not None:  # offline: which models each route's build calls asked for
                 plan.results.config["model_routes"] = route.models_by_route()
+                plan.results.config["scripted_provider"] = scripted_provider_counts(route)
             route.close()
             await self._finish(plan)
             if endpoint:
@@ -263,6 +285,9 @@ class Run:
         (plan.run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
         self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, spec, self.builder,
                                                      self.pool, self.observers, console)
+        gateway = self.gateway
+        if gateway is not None:  # each lane's model calls on its own route of the gateway
+            provisioner.spec_for = lambda index: gateway.lane_spec(spec, index)
         await provisioner.start(min(cfg.lanes, len(plan.units)))  # returns once the first lane has joined
         transcripts = plan.run_dir / "transcripts"
         transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -275,15 +300,20 @@ class Run:
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)
         progress.on_lanes(self.pool.lanes)
         self.observers.observers.append(progress)
-        self.allocator = provisioner.allocator = make_allocator(cfg, backend, self.pool, runner, plan.writer,
-                                                                self.observers, self.errors)
+        self.allocator = provisioner.allocator = make_allocator(
+            cfg, backend, self.pool, runner, plan.writer, self.observers, self.errors,
+            global_cap=gateway.gateway.concurrency.cap if gateway is not None and gateway.adaptive else None,
+            settle=gateway.settle if gateway is not None else None)
+        if gateway is not None:
+            gateway.attach(self.allocator)
         if self.stop_reason:
             self.allocator.cancel(self.stop_reason)
         expected = expected_for_run({c.slug: c.case.complexity for c in plan.cases}, durations_from=cfg.durations_from,
                                     state_dir=cfg.state_dir, baseline=cfg.baseline, run_id=plan.run_id)
         with progress.progress:
             await execute(cfg, backend, self.pool, self.allocator, runner, plan.units, self.observers,
-                          expected_s=expected, on_lost=provisioner.replace)
+                          expected_s=expected, on_lost=provisioner.replace,
+                          worker=gateway.worker(runner, self.pool.lanes, runner.cases) if gateway is not None else None)
 
     async def _finish(self, plan: Plan) -> None:
         plan.results.finished_at = time.time()

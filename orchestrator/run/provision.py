@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -82,6 +83,8 @@ class Provisioner:
         self.cfg, self.run_id, self.ledger, self.backend = cfg, run_id, ledger, backend
         self.builder, self.pool, self.observer, self.console = builder, pool, observer, console
         self.spec = spec
+        #: lane ``index``'s own spec (the model gateway gives each lane its own model route); None: ``spec``
+        self.spec_for: Callable[[int], LaneSpec] | None = None
         self.owner = make_owner(run_id, cfg.password if not backend.owns_lanes else None)
         self.events = PoolEvents(lane_ready=observer.on_lane_ready)
         self.allocator: Allocator | None = None
@@ -116,6 +119,9 @@ class Provisioner:
         if not self._first.is_set():
             raise LaneError(f"no lane came up (need 1 of {count}):\n" + "\n".join(self.failures))
 
+    def _spec(self, index: int) -> LaneSpec:
+        return self.spec_for(index) if self.spec_for is not None else self.spec
+
     def _spawn(self) -> None:
         index = self._next_index
         self._next_index += 1
@@ -125,7 +131,7 @@ class Provisioner:
 
     async def _one(self, index: int) -> None:
         try:
-            lane = await bring_up_one(self.backend, index, self.spec, self.owner, self.cfg.lane_retries,
+            lane = await bring_up_one(self.backend, index, self._spec(index), self.owner, self.cfg.lane_retries,
                                       self.started, self.events)
         except LaneError as exc:
             self._refused(f"lane failed to come up: {exc}")
@@ -158,7 +164,7 @@ class Provisioner:
             self.reference = (lane, fp)
         elif detail := fingerprint_mismatch(self.reference[1], fp):
             raise LaneError(f"configured differently from {self.reference[0].describe()}: {detail}")
-        ctx = await BuildLane.open(lane, self.ledger, model_url=self.spec.env.get(MODEL_URL_ENV))
+        ctx = await BuildLane.open(lane, self.ledger, model_url=self._spec(lane.index).env.get(MODEL_URL_ENV))
         self.pool.contexts[lane.lane_id] = ctx
         await self.builder.prepare_lane(ctx)
         self.observer.on_lanes(self.pool.lanes)

@@ -24,6 +24,7 @@ from orchestrator.builders.leaks import leak_reason
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, LoadedCase
 from orchestrator.domain import BUILD_TIMEOUT_CATEGORY, Attribution, BuildStatus, CleanupFailure
+from orchestrator.gateway import attribution as model_calls
 from orchestrator.lanes.model import LaneState
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
@@ -236,6 +237,7 @@ class UnitRunner:
             if exc.status is not None and exc.status >= 500:
                 return Outcome.lane_fault, redact(f"{lane_id}: {exc}")
             raise
+        model_calls.member(user.email)  # issue 37: n8n names the user's project in every agent turn
         answer: tuple[Outcome, UnitResult | str] | None = None
         try:
             answer = await self._build_and_verify(ctx, unit, case, user, acc, attempt)
@@ -317,6 +319,7 @@ class UnitRunner:
                                transcript_path=transcripts / f"{unit.case}.{unit.iteration}.{attempt}.jsonl"
                                if transcripts else None, case_slug=unit.case)
         result = await self.builder.build(request, ctx, user)
+        model_calls.phase("verify")  # issue 37: the lane's calls from here on are this unit's verification
         acc.add(result)
         # measured now, before anything else touches what the build left (n8n: eagerly, before clean-up)
         self._measured[unit.key] = (credential_setup_rows(result.credential_setup)

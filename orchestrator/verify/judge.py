@@ -27,6 +27,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from orchestrator.domain import Attribution, Verdict
 from orchestrator.errors import ConfigError
+from orchestrator.gateway.attribution import attribution_hook
 from orchestrator.outage import classify_exception
 from orchestrator.redact import redact, register_secret
 from orchestrator.results.usage import record_model_call
@@ -95,6 +96,8 @@ class Judge:
         self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
             api_key=config.api_key or "unset", base_url=config.base_url, max_retries=0,
             timeout=config.attempt_timeout_s,
+            # the model gateway counts each call to the unit whose task sends it (issue 37)
+            http_client=anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [attribution_hook("judge")]}),
         )
 
     async def aclose(self) -> None:
