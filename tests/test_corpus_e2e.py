@@ -11,6 +11,8 @@ running. Each test prints the outcome of every case.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -66,7 +68,27 @@ async def _run_corpus(builder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     print(f"corpus --builder {builder}: {len(data['units'])} units in {elapsed:.0f} s: "
           + ", ".join(f"{case}={'/'.join(o.value for o in outs)}" for case, outs in sorted(by_case.items())))
     (out / "units.json").write_text(json.dumps(data["units"]))
+    (out / "config.json").write_text(json.dumps(data["config"]))
     return dict(by_case)
+
+
+def _assert_every_unit_has_its_model_cost(out: Path) -> None:
+    """Issue 37 (the model gateway): every unit has a cost by stage, with tokens for the builder's own
+    calls; the units' costs add up to what the scripted provider counted (nothing left unattributed);
+    ``orchestrator cost-report`` gives cost per green iteration (n8n's build-cost-report rule)."""
+    config = json.loads((out / "config.json").read_text())
+    units = [UnitResult.model_validate(raw) for raw in json.loads((out / "units.json").read_text())]
+    for unit in units:
+        assert unit.model_cost is not None, unit.unit_id
+        build = unit.model_cost.stage("build")
+        assert build is not None and build.calls > 0 and build.total_tokens > 0, (unit.unit_id, unit.model_cost)
+    spent = sum(u.model_cost.cost_usd for u in units if u.model_cost is not None)
+    assert config["model_gateway"]["unattributed_usd"] == 0
+    assert spent == pytest.approx(config["scripted_provider"]["cost_usd"], rel=1e-9, abs=1e-6)
+    report = subprocess.run([sys.executable, "-m", "orchestrator", "cost-report", str(out / "eval-results.json")],
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "(model gateway: every stage, cache-aware)" in report.stdout and "cost per green iteration $" in report.stdout
 
 
 @pytest.mark.claude
@@ -99,6 +121,7 @@ async def test_the_instance_ai_builder_scores_every_bundled_case(tmp_path: Path,
     assert sorted(by_case) == sorted(corpus)
     unscored = {case: [o.value for o in outs] for case, outs in by_case.items() if not SCORED & set(outs)}
     assert unscored == {}
+    _assert_every_unit_has_its_model_cost(tmp_path / "out")
     for raw in json.loads((tmp_path / "out" / "units.json").read_text()):
         unit = UnitResult.model_validate(raw)
         if corpus[unit.case]:
