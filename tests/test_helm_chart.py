@@ -177,12 +177,12 @@ def named(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
 def test_what_each_values_set_renders(defaults, ab) -> None:
     assert sorted(d["kind"] for d in defaults) == sorted(  # the results claim: on by default (#35)
         ["CronJob", "CronJob", "NetworkPolicy", "PersistentVolumeClaim", "Role", "RoleBinding", "Service",
-         "ServiceAccount", *HARDENING]
+         "Service", "ServiceAccount", *HARDENING]  # Services: metrics, the model gateway (#37)
     )
     assert sorted(component(d) for d in by_kind(defaults, "CronJob")) == ["janitor", "nightly"]
     assert sorted(d["kind"] for d in ab) == sorted(
         ["CronJob", "CronJob", "Job", "NetworkPolicy", "PersistentVolumeClaim", "PodMonitor", "Role", "RoleBinding", "Service",
-         "ServiceAccount", "ServiceMonitor", *HARDENING]
+         "Service", "ServiceAccount", "ServiceMonitor", *HARDENING]
     )
     assert not {"ClusterRole", "ClusterRoleBinding", "Secret"} & {d["kind"] for d in defaults + ab}
 
@@ -507,20 +507,47 @@ def test_chart_args_use_only_planned_cli_flags(which, defaults, ab) -> None:
 
 
 def test_metrics_service_and_monitors(defaults, ab) -> None:
-    svc = one(defaults, "Service")
+    svc = named(defaults, "Service", "-metrics")
     assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "n8n-eval-orchestrator",
                                        "app.kubernetes.io/instance": RELEASE}
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9464, "targetPort": "metrics", "protocol": "TCP"}]
     sm = one(ab, "ServiceMonitor")
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
-    assert sm["spec"]["selector"]["matchLabels"].items() <= one(ab, "Service")["metadata"]["labels"].items()
+    assert sm["spec"]["selector"]["matchLabels"].items() <= named(ab, "Service", "-metrics")["metadata"]["labels"].items()
     assert sm["spec"]["endpoints"] == [{"port": "metrics", "interval": "30s"}]
     pm = one(ab, "PodMonitor")
     assert pm["metadata"]["labels"]["release"] == "prom"
     assert pm["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "interval": "30s"}]
     for template in pod_specs(ab):
         assert pm["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
-        assert container(template)["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
+        assert container(template)["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"},
+                                                {"name": "gateway", "containerPort": 8788, "protocol": "TCP"}]
+
+
+def test_the_model_gateway_is_a_service_only_this_releases_lanes_reach(defaults) -> None:
+    """Issue 37: every model call of the run goes through the orchestrator pod's gateway; lane pods
+    reach it at its Service, and nothing else may (NetworkPolicies); without it, --no-model-gateway."""
+    svc = named(defaults, "Service", "-gateway")
+    assert svc["spec"]["selector"] == named(defaults, "Service", "-metrics")["spec"]["selector"]
+    assert svc["spec"]["ports"] == [{"name": "gateway", "port": 8788, "targetPort": "gateway", "protocol": "TCP"}]
+    args = container(cron(defaults)["spec"]["jobTemplate"]["spec"]["template"])["args"]
+    assert _arg(args, "--model-gateway-url") == f"http://{RELEASE}-gateway.{NAMESPACE}.svc:8788"
+    assert (_arg(args, "--model-gateway-host"), _arg(args, "--model-gateway-port")) == ("0.0.0.0", "8788")
+    assert "--concurrency" not in args  # the gateway's rule sets the build concurrency
+    lanes_only = {"app.kubernetes.io/name": "n8n-eval-lane", "app.kubernetes.io/managed-by": "n8n-eval-orchestrator",
+                  "n8n-eval/release": RELEASE}
+    ingress = named(defaults, "NetworkPolicy", "-orchestrator")["spec"]["ingress"]
+    assert {"from": [{"podSelector": {"matchLabels": lanes_only}}], "ports": [{"protocol": "TCP", "port": 8788}]} in ingress
+    egress = named(defaults, "NetworkPolicy", "-lanes")["spec"]["egress"]
+    assert {"to": [{"podSelector": {"matchLabels": svc["spec"]["selector"]}}],
+            "ports": [{"protocol": "TCP", "port": 8788}]} in egress
+    both = render({**AB_VALUES, "ab": {**AB_VALUES["ab"], "sequential": True}})  # two arms at once, two gateways
+    assert [p["port"] for p in named(both, "Service", "-gateway")["spec"]["ports"]] == [8788, 8789]
+    assert [p["port"] for p in named(both, "NetworkPolicy", "-lanes")["spec"]["egress"][1]["ports"]] == [8788, 8789]
+    off = render({"gateway": {"enabled": False, "port": 8788}, "run": {"concurrency": 8}})
+    assert not [d for d in by_kind(off, "Service") if d["metadata"]["name"].endswith("-gateway")]
+    args = container(cron(off)["spec"]["jobTemplate"]["spec"]["template"])["args"]
+    assert "--no-model-gateway" in args and _arg(args, "--concurrency") == "8"
 
 
 @pytest.mark.parametrize(
@@ -749,7 +776,8 @@ def test_lane_egress_denies_metadata_and_cluster_ranges(defaults) -> None:
     chart's lanes.egress: NetworkPolicies add up, so the union is what a lane may reach."""
     chart_policy = named(defaults, "NetworkPolicy", "-lanes")
     assert chart_policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    (dns,) = chart_policy["spec"]["egress"]
+    dns, gateway = chart_policy["spec"]["egress"]  # and the model gateway's port in the orchestrator pods
+    assert [p["port"] for p in gateway["ports"]] == [8788] and [list(t) for t in gateway["to"]] == [["podSelector"]]
     assert {p["port"] for p in dns["ports"]} == {53}
     # NodeLocal DNSCache (as the orchestrator's own policy allows): its link-local address, DNS only
     assert [p["ipBlock"] for p in dns["to"] if "ipBlock" in p] == [{"cidr": "169.254.20.10/32"}]

@@ -25,6 +25,9 @@ _RUN_FLAGS = {
     "--build-max-attempts", "--build-mcp-timeout-ms", "--mcp-server", "--build-cwd", "--output-dir",
     "--keep-workflows", "--experiment-name", "--dataset", "--baseline", "--baseline-prefix", "--max-cost-usd",
     "--metrics-port", "--metrics-host", "--pushgateway", "--resume", "--resume-existing", "--run-id", "--builder",
+    # the model gateway (issue 37)
+    "--model-gateway", "--no-model-gateway", "--model-gateway-host", "--model-gateway-port", "--model-gateway-url",
+    "--concurrency-min", "--concurrency-max", "--provider-wait-s",
 }
 PLANNED_SURFACE: dict[str, set[str]] = {
     "lanes install": set(),
@@ -37,6 +40,7 @@ PLANNED_SURFACE: dict[str, set[str]] = {
     "cases validate": set(),
     "run": _RUN_FLAGS,
     "compare": {"--output-dir"},
+    "cost-report": {"--label", "--out"},
     "ab": {"--arm", "--arm-env", "--arm-model-url", "--arm-model-key-env", "--plan", "--effect", "--power",
            "--sequential"} | _RUN_FLAGS,
 }

@@ -228,6 +228,17 @@ def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, o
     return cfg
 
 
+def own_gateway_port(cfg: RunConfig, index: int) -> None:
+    """Arms that run at once each start their own model gateway: a fixed port becomes port + the
+    arm's index (the chart's gateway Service exposes both with ``ab.sequential``)."""
+    if not (index and cfg.model_gateway and cfg.model_gateway_port):
+        return
+    old = cfg.model_gateway_port
+    cfg.model_gateway_port = old + index
+    if cfg.model_gateway_url and cfg.model_gateway_url.rstrip("/").endswith(f":{old}"):
+        cfg.model_gateway_url = f"{cfg.model_gateway_url.rstrip('/')[: -len(str(old))]}{old + index}"
+
+
 @dataclass
 class ArmRun:
     arm: Arm
@@ -498,8 +509,9 @@ async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: Sequenti
     gate = controller.gate = Lockstep((control.name, variant.name))
     siblings = _Siblings()
     cfgs = []
-    for arm in arms:
+    for index, arm in enumerate(arms):
         cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
+        own_gateway_port(cfg, index)
         if on_arm is not None:
             on_arm(arm, cfg)
         hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]

@@ -57,6 +57,14 @@ whatever the tag later points at), else repository:tag. */}}
 {{- end }}
 
 {{/* `orchestrator run` options shared by the nightly CronJob and the A/B Job (a YAML list). */}}
+{{- /* The model gateway's ports: gateway.port, and gateway.port + 1 for the second arm of an A/B that runs
+both arms at once (ab.sequential: each arm's run starts its own gateway). */}}
+{{- define "eval.gatewayPorts" -}}
+{{- $ports := list (int .Values.gateway.port) -}}
+{{- if and .Values.ab.enabled .Values.ab.sequential -}}{{- $ports = append $ports (add (int .Values.gateway.port) 1) -}}{{- end -}}
+{{- toJson $ports -}}
+{{- end }}
+
 {{- define "eval.runArgs" -}}
 {{- $run := .Values.run -}}
 - --backend
@@ -85,8 +93,10 @@ whatever the tag later points at), else repository:tag. */}}
 - {{ $run.iterations | quote }}
 - --lanes
 - {{ $run.lanes | quote }}
+{{- with $run.concurrency }}
 - --concurrency
-- {{ $run.concurrency | quote }}
+- {{ . | quote }}
+{{- end }}
 {{- with $run.perLaneBuilds }}
 - --per-lane-builds
 - {{ . | quote }}
@@ -121,6 +131,27 @@ whatever the tag later points at), else repository:tag. */}}
 - {{ .Values.metrics.port | quote }}
 - --metrics-host
 - {{ .Values.metrics.host | quote }}
+{{- $gw := .Values.gateway }}
+{{- if $gw.enabled }}
+- --model-gateway-host
+- "0.0.0.0"
+- --model-gateway-port
+- {{ $gw.port | quote }}
+{{- if eq .Values.backend "kubernetes" }}
+- --model-gateway-url
+- {{ printf "http://%s-gateway.%s.svc:%v" (include "eval.fullname" .) .Release.Namespace $gw.port | quote }}
+{{- end }}
+- --concurrency-min
+- {{ $gw.concurrencyMin | default 1 | quote }}
+{{- with $gw.concurrencyMax }}
+- --concurrency-max
+- {{ . | quote }}
+{{- end }}
+- --provider-wait-s
+- {{ $gw.providerWaitSeconds | default 1200 | toString | quote }}
+{{- else }}
+- --no-model-gateway
+{{- end }}
 {{- with .Values.metrics.pushgateway }}
 - --pushgateway
 - {{ . | quote }}
@@ -207,6 +238,13 @@ spec:
         - name: metrics
           containerPort: {{ $v.metrics.port }}
           protocol: TCP
+        {{- if $v.gateway.enabled }}
+        {{- range $i, $port := (include "eval.gatewayPorts" $root | fromJsonArray) }}
+        - name: {{ ternary "gateway" (printf "gateway-%d" $i) (eq $i 0) }}
+          containerPort: {{ $port }}
+          protocol: TCP
+        {{- end }}
+        {{- end }}
       env:
         # Downward API: the kubernetes backend makes lanes owned by this Pod (or Job).
         - name: POD_NAME
