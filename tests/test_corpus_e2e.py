@@ -83,7 +83,7 @@ def _assert_every_unit_has_its_model_cost(out: Path) -> None:
         build = unit.model_cost.stage("build")
         assert build is not None and build.calls > 0 and build.total_tokens > 0, (unit.unit_id, unit.model_cost)
     spent = sum(u.model_cost.cost_usd for u in units if u.model_cost is not None)
-    assert config["model_gateway"]["unattributed_usd"] == 0
+    assert config["model_gateway_status"]["unattributed_usd"] == 0
     assert spent == pytest.approx(config["scripted_provider"]["cost_usd"], rel=1e-9, abs=1e-6)
     report = subprocess.run([sys.executable, "-m", "orchestrator", "cost-report", str(out / "eval-results.json")],
                             capture_output=True, text=True, timeout=120)

@@ -3,7 +3,7 @@ provider.
 
 - A provider outage in the middle of a run (here 20 s from the 30th model call; the bench and the
   issue speak of 60 s — the length is a parameter, the rules are the same): the gateway says so (a
-  log line, ``n8n_eval_provider_up`` 0, ``config.model_gateway.outage_periods``), no new build
+  log line, ``n8n_eval_provider_up`` 0, ``config.model_gateway_status.outage_periods``), no new build
   starts while it lasts, no unit is counted as the builder's failure, every row the outage took is
   ``framework_issue`` with n8n's provider-outage root cause (``harness/transient-error.ts``), and the
   run finishes after the window with every unit recorded.
@@ -60,7 +60,7 @@ async def test_an_outage_mid_run_is_the_frameworks_new_builds_wait_and_the_run_f
     assert outcome.cleanup_failures == [] and leftovers(run_id, state) == []
     data = json.loads((out / "eval-results.json").read_text())["orchestrator"]
     units = [UnitResult.model_validate(u) for u in data["units"]]
-    gateway, provider = data["config"]["model_gateway"], data["config"]["scripted_provider"]
+    gateway, provider = data["config"]["model_gateway_status"], data["config"]["scripted_provider"]
     window = provider["outage_window"]
 
     # the gateway saw it: a log line, the metric, one outage period covering the provider's window
@@ -113,5 +113,5 @@ async def test_claude_builds_are_counted_to_their_unit(tmp_path: Path, monkeypat
     assert unit.build.status is BuildStatus.ok and unit.model_cost is not None
     build = unit.model_cost.stage("build")
     assert build is not None and build.calls >= 2 and build.shared_calls == 0 and build.cost_usd > 0
-    assert data["config"]["model_gateway"]["unattributed_usd"] == 0
+    assert data["config"]["model_gateway_status"]["unattributed_usd"] == 0
     assert unit.model_cost.cost_usd == pytest.approx(data["config"]["scripted_provider"]["cost_usd"], abs=1e-6)

@@ -142,7 +142,7 @@ def test_a_file_that_is_not_eval_results_is_one_line(tmp_path: Path, capsys: pyt
 
 def test_the_report_shows_the_cost_by_stage_the_gateway_and_each_units_calls() -> None:
     res = results("r", [costed(unit("a", 0, {"s": True})), costed(unit("a", 1, {"s": False}))])
-    res.config["model_gateway"] = {"calls": 16, "unattributed_usd": 0.0, "outages": 1, "refused_while_down": 2,
+    res.config["model_gateway_status"] = {"calls": 16, "unattributed_usd": 0.0, "outages": 1, "refused_while_down": 2,
                                    "adaptive": True, "concurrency": 6, "concurrency_changes": [{}, {}],
                                    "failed_to_caller": {"outage": 2}}
     page = render_report(res)

@@ -48,7 +48,7 @@ def _run_stages(units: list[UnitResult]) -> list[StageCost]:
 
 def model_cost_section(results: EvalResults) -> str:
     costed = [u for u in results.units if u.model_cost is not None]
-    raw = results.config.get("model_gateway")
+    raw = results.config.get("model_gateway_status")
     gateway: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if not costed and not gateway:
         return '<p class="empty">No model gateway in this run: only the builder\'s own cost is known.</p>'

@@ -15,7 +15,7 @@ What the run wires through it:
   a provider that is down sets it to 0 — new builds wait, up to ``--provider-wait-s``, then the run
   stops starting them; a log line and ``n8n_eval_provider_up`` say so.
 - **results**: at the end every unit's cost comes from the ledger again (calls that came late
-  included), and ``config.model_gateway`` holds the gateway's totals.
+  included), and ``config.model_gateway_status`` holds the gateway's totals.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ class RunGateway(GatewayEvents):
     # ---------------------------------------------------------------- results
     def finalize(self, results: EvalResults) -> None:
         """Every unit's cost from the ledger again (a call that came after its record was written
-        counts too); the gateway's totals into ``config.model_gateway``."""
+        counts too); the gateway's totals into ``config.model_gateway_status``."""
         known = set(self.gateway.ledger.units())
         for unit in results.units:
             if unit.unit_id in known:
@@ -263,7 +263,7 @@ class RunGateway(GatewayEvents):
         status["unattributed_usd"] = round(sum(t.cost_usd for t in run_bucket.values()), 8)
         status["adaptive"] = self.adaptive
         status["url"] = self.url
-        results.config["model_gateway"] = status
+        results.config["model_gateway_status"] = status
 
 
 __all__ = ["RunGateway", "scripted_provider_counts", "stage_costs"]
