@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -351,6 +352,13 @@ class _LoopbackHTTPServer(ThreadingHTTPServer):
             raise ValueError(f"scripted model server binds loopback only, not {host!r}")
         self.owner = owner
         super().__init__((host, port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a pooled keep-alive connection closed, a caller that hung up) is
+        no error of the server's: anything else is printed, as the standard server does."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class ScriptedModelServer:
