@@ -153,7 +153,9 @@ class ModelGateway:
         self.clock = clock
         self.concurrency = Concurrency(config.rule, clock)
         self.pacer = RatePacer(clock, wall)
-        self._ratio: tuple[float, int] = (1.0, 0)  # what the provider counts of an input ÷ our estimate, calls seen
+        #: what the provider counts of an input ÷ a quarter of its body, and calls seen: for calls with
+        #: tools (an agent's, whose tool definitions may be cached or not counted) and without
+        self._ratio: dict[bool, tuple[float, int]] = {True: (1.0, 0), False: (1.0, 0)}
         self.health = ProviderHealth(clock)
         self._turn = asyncio.Lock()  # first come, first served
         self._up = asyncio.Event()
@@ -229,7 +231,7 @@ class ModelGateway:
             asked = request.headers.get(STAGE_HEADER, "build")
             units, stage = ([unit] if unit else []), (asked if asked in STAGES else "build")
         call = _Call(route, stage, tuple(units), body, bool(isinstance(parsed, dict) and parsed.get("stream")),
-                     self.clock(), self._estimate(len(body) // 4),
+                     self.clock(), self._estimate(body),
                      model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None)
         return await self._forward(call, target, headers)
 
@@ -342,7 +344,7 @@ class ModelGateway:
                 usage = reader.usage
                 counted = usage.input + usage.cache_write + usage.cache_write_1h
                 self.pacer.done(ticket, input_tokens=counted, output_tokens=usage.output)
-                self._learn(len(call.body) // 4, counted)
+                self._learn(call.body, counted)
                 self.concurrency_observe(call, self.clock() - sent)
                 call.model = reader.model or call.model
                 self._record(call, upstream.status_code, outcome_of(upstream.status_code), usage, self.clock() - sent)
@@ -361,18 +363,22 @@ class ModelGateway:
         headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BACK}
         return StreamingResponse(relay(), upstream.status_code, headers)
 
-    def _estimate(self, raw: int) -> int:
+    def _estimate(self, body: bytes) -> int:
         """A call's input tokens before the provider says: a quarter of its body's bytes, scaled by
-        what the provider counted of earlier ones (tools it does not count, a cached prefix), plus 15 %."""
-        ratio, seen = self._ratio
+        what the provider counted of earlier ones of its kind (with tools or without: a cached
+        prefix, tool definitions it does not count), plus 15 %."""
+        raw = len(body) // 4
+        ratio, seen = self._ratio[b'"tools"' in body]
         return max(1, int(raw * min(1.0, ratio * 1.15))) if seen >= 3 else max(1, raw)
 
-    def _learn(self, raw: int, counted: int) -> None:
+    def _learn(self, body: bytes, counted: int) -> None:
+        raw = len(body) // 4
         if raw <= 0:
             return
-        ratio, seen = self._ratio
+        kind = b'"tools"' in body
+        ratio, seen = self._ratio[kind]
         seen += 1
-        self._ratio = (ratio + (counted / raw - ratio) / min(seen, 20), seen)
+        self._ratio[kind] = (ratio + (counted / raw - ratio) / min(seen, 20), seen)
 
     def concurrency_observe(self, call: _Call, service_s: float, *, pushback: bool = False) -> None:
         changed = self.concurrency.observe(queued_s=call.queued_s, service_s=service_s, pushback=pushback)
