@@ -2,7 +2,7 @@
 
 A record holds what accounting needs and nothing a caller sent: the unit(s) and stage, the model,
 the provider's status and how the call ended, its usage and cost, how long it waited in the gateway
-and how long the provider took. Never a header, a key or a word of a prompt; ``calls.jsonl`` in the
+and how long the provider took. Never a header, a key or a word of a prompt; ``model-calls.jsonl`` in the
 run folder is one JSON line per record.
 
 A call several units shared (a lane call no marker told apart) is split between them: its tokens

@@ -51,6 +51,7 @@ from orchestrator.gateway.attribution import RUN_BUCKET, STAGES, text_markers
 from orchestrator.gateway.prices import usage_of
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.metrics import RunMetrics
+from orchestrator.redact import register_secret
 from orchestrator.results.model import EvalResults, ModelCost, StageCost, UnitResult
 from orchestrator.results.model_cost import charge_provider_outage, failed_stages
 from orchestrator.run.config import RunConfig
@@ -111,6 +112,7 @@ class RunGateway(GatewayEvents):
                           hold_s=cfg.gateway_hold_s), ledger, events=self)
         #: what callers send as their key: the gateway's, never the provider's (the gateway sends that)
         self.token = f"gateway-{secrets.token_hex(12)}"
+        register_secret(self.token)  # it opens no door, but it is in every lane's Secret: kept out of logs too
         self.allocator: Allocator | None = None
         #: every call's cost as it is answered (the run's spend cap and progress)
         self.on_spend: Callable[[float], None] | None = None
