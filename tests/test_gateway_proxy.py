@@ -168,6 +168,7 @@ async def test_calls_paced_to_the_providers_token_limit_are_never_refused_to_the
     assert [r.outcome for r in heard.calls] == ["ok"] * 12
     # every 429 the provider sent was a call of the first burst, and its one retry went through
     assert counts["answered"] == 12 and counts["rate_limited"] == sum(r.retried for r in heard.calls) >= 1
+    assert heard.caps == []  # a 429 under advertised limits slows the pacer, not the builds
 
 
 async def test_a_provider_that_is_down_is_held_probed_and_seen_back(http: httpx.AsyncClient) -> None:

@@ -6,8 +6,11 @@ bottleneck: it is busy exactly when calls wait in the gateway for its budget, so
 *small standing queue* — delay-based control as in TCP Vegas, with TCP Reno's multiplicative decrease
 on loss:
 
-- the provider pushes back (a 429 or 529 it sent, even one the gateway's retry absorbed): the cap is
-  multiplied by ``backoff`` (0.5) at once, at most once an epoch — the provider said we are over;
+- the provider pushes back (a 529 it sent, even one the gateway's retry absorbed; a 429 when it
+  advertises no limits the pacer could keep to): the cap is multiplied by ``backoff`` (0.5) at once,
+  at most once an epoch — the provider said we are over. A 429 under advertised limits is an
+  estimate the pacer got wrong: it slows the pacer (``retry-after``, the provider's count), not the
+  builds;
 - otherwise, at the end of each epoch (``epoch_s``, 10 s), from the calls answered in it: queued
   longer than ``queue_high`` (0.5) of the provider's own time on average → a step fewer builds (each
   build waits on the queue more than it gains); queued less than ``queue_low`` (0.1) of it while

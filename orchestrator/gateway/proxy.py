@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -132,6 +134,7 @@ class _Call:
     queued_s: float = 0.0
     retried: bool = False
     model: str | None = None
+    kind: tuple[bool, bool] = (False, False)  # with tools, prefix seen before (ModelGateway._kind)
 
 
 class _InLoopServer(uvicorn.Server):
@@ -153,9 +156,9 @@ class ModelGateway:
         self.clock = clock
         self.concurrency = Concurrency(config.rule, clock)
         self.pacer = RatePacer(clock, wall)
-        #: what the provider counts of an input ÷ a quarter of its body, and calls seen: for calls with
-        #: tools (an agent's, whose tool definitions may be cached or not counted) and without
-        self._ratio: dict[bool, tuple[float, int]] = {True: (1.0, 0), False: (1.0, 0)}
+        #: what the provider counts of an input ÷ a quarter of its body, and calls seen, by kind (:meth:`_kind`)
+        self._ratio: dict[tuple[bool, bool], tuple[float, int]] = {}
+        self._prefixes: set[bytes] = set()
         self.health = ProviderHealth(clock)
         self._turn = asyncio.Lock()  # first come, first served
         self._up = asyncio.Event()
@@ -230,9 +233,11 @@ class ModelGateway:
             unit = request.headers.get(UNIT_HEADER)
             asked = request.headers.get(STAGE_HEADER, "build")
             units, stage = ([unit] if unit else []), (asked if asked in STAGES else "build")
+        kind = self._kind(parsed)
         call = _Call(route, stage, tuple(units), body, bool(isinstance(parsed, dict) and parsed.get("stream")),
-                     self.clock(), self._estimate(body),
-                     model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None)
+                     self.clock(), self._estimate(body, kind),
+                     model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None,
+                     kind=kind)
         return await self._forward(call, target, headers)
 
     async def _passthrough(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
@@ -273,7 +278,10 @@ class ModelGateway:
                 raw = await upstream.aread()
                 await upstream.aclose()
                 self.pacer.done(ticket)
-                self.concurrency_observe(call, self.clock() - sent, pushback=status in (429, 529))
+                # pushback for the concurrency rule: an overload, or a 429 the pacer could not have
+                # prevented (the provider sends no limits); a 429 under known limits is the pacer's to fix
+                known = self.pacer.tokens is not None or self.pacer.requests is not None
+                self.concurrency_observe(call, self.clock() - sent, pushback=status == 529 or (status == 429 and not known))
                 if status != 429:
                     self._failed(call.route)
                 if await self._retry(call, retry_after_s(upstream.headers), status == 429):
@@ -344,7 +352,7 @@ class ModelGateway:
                 usage = reader.usage
                 counted = usage.input + usage.cache_write + usage.cache_write_1h
                 self.pacer.done(ticket, input_tokens=counted, output_tokens=usage.output)
-                self._learn(call.body, counted)
+                self._learn(call.body, call.kind, counted)
                 self.concurrency_observe(call, self.clock() - sent)
                 call.model = reader.model or call.model
                 self._record(call, upstream.status_code, outcome_of(upstream.status_code), usage, self.clock() - sent)
@@ -363,20 +371,29 @@ class ModelGateway:
         headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BACK}
         return StreamingResponse(relay(), upstream.status_code, headers)
 
-    def _estimate(self, body: bytes) -> int:
+    def _kind(self, parsed: Any) -> tuple[bool, bool]:
+        """What a call's input is likely to count: whether it carries tools, and whether its prefix
+        (system prompt and tools) went by before — a provider's prompt cache then reads it instead of
+        writing it (Anthropic does not count cache reads against the input limit)."""
+        if not isinstance(parsed, dict):
+            return False, False
+        prefix = hashlib.sha256(json.dumps([parsed.get("system"), parsed.get("tools")]).encode()).digest()
+        seen = prefix in self._prefixes
+        self._prefixes.add(prefix)
+        return bool(parsed.get("tools")), seen
+
+    def _estimate(self, body: bytes, kind: tuple[bool, bool]) -> int:
         """A call's input tokens before the provider says: a quarter of its body's bytes, scaled by
-        what the provider counted of earlier ones of its kind (with tools or without: a cached
-        prefix, tool definitions it does not count), plus 15 %."""
+        what the provider counted of earlier calls of its kind (:meth:`_kind`), plus 15 %."""
         raw = len(body) // 4
-        ratio, seen = self._ratio[b'"tools"' in body]
+        ratio, seen = self._ratio.get(kind, (1.0, 0))
         return max(1, int(raw * min(1.0, ratio * 1.15))) if seen >= 3 else max(1, raw)
 
-    def _learn(self, body: bytes, counted: int) -> None:
+    def _learn(self, body: bytes, kind: tuple[bool, bool], counted: int) -> None:
         raw = len(body) // 4
         if raw <= 0:
             return
-        kind = b'"tools"' in body
-        ratio, seen = self._ratio[kind]
+        ratio, seen = self._ratio.get(kind, (1.0, 0))
         seen += 1
         self._ratio[kind] = (ratio + (counted / raw - ratio) / min(seen, 20), seen)
 
