@@ -27,6 +27,7 @@ The bench prints how busy the machine's cores were during each policy (from ``/p
 process on the machine included) next to each figure: well under 100 % means the CPU had room.
 
     .venv/bin/python bench/provider_limit.py [--lanes 4] [--iterations 8] [--latency-s 8]
+        [--tpm N: skip the calibration] [--policies gateway: a subset, no last line]
 
 The last line is ``provider limit: gateway R x bound, timeouts T, 429s reaching a build N (fixed x2
 R2, fixed x4 R4 / T4)``.
@@ -127,6 +128,9 @@ async def main() -> None:
     parser.add_argument("--calibration-iterations", type=int, default=4)
     parser.add_argument("--latency-s", type=float, default=8.0)
     parser.add_argument("--burst-s", type=float, default=5.0)
+    parser.add_argument("--tpm", type=int, default=None, help="the provider's limit (skips the calibration)")
+    parser.add_argument("--policies", default="fixed x2,fixed x4,gateway",
+                        help="comma-separated subset to run (the last line needs all three)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):
@@ -134,30 +138,39 @@ async def main() -> None:
     base = {"latency_s": args.latency_s, "prompt_cache": True}
     with tempfile.TemporaryDirectory(prefix="provider-limit-") as tmp:
         root = Path(tmp)
-        calib = await sweep("calibrate", root, lanes=args.lanes, iterations=args.calibration_iterations,
-                            pressure=base, concurrency=args.lanes * 4, gateway=False)
-        per_unit = calib.provider["counted_tokens"] / len(calib.units)
-        unit_s = statistics.fmean(u.finished_at - u.started_at for u in calib.units)
-        demand_x4 = args.lanes * 4 * per_unit / unit_s * 60  # tokens a minute of lanes × 4 builds
-        tpm = int(demand_x4 / 2)
-        print(calib.line(None))
-        print(f"lanes × 4 use {demand_x4:,.0f} tokens/min ({per_unit:,.0f} counted tokens per unit, "
-              f"{unit_s:.0f} s per unit): the provider's limit is half, {tpm:,} tokens/min", flush=True)
+        if args.tpm is None:
+            calib = await sweep("calibrate", root, lanes=args.lanes, iterations=args.calibration_iterations,
+                                pressure=base, concurrency=args.lanes * 4, gateway=False)
+            per_unit = calib.provider["counted_tokens"] / len(calib.units)
+            unit_s = statistics.fmean(u.finished_at - u.started_at for u in calib.units)
+            demand_x4 = args.lanes * 4 * per_unit / unit_s * 60  # tokens a minute of lanes × 4 builds
+            tpm = int(demand_x4 / 2)
+            print(calib.line(None))
+            print(f"lanes × 4 use {demand_x4:,.0f} tokens/min ({per_unit:,.0f} counted tokens per unit, "
+                  f"{unit_s:.0f} s per unit): the provider's limit is half, {tpm:,} tokens/min", flush=True)
+        else:
+            tpm = args.tpm
         limited = {**base, "tpm": tpm, "burst_s": args.burst_s}
+        wanted = {p.strip() for p in args.policies.split(",")}
         runs = {}
         for name, concurrency, gateway in (("fixed x2", args.lanes * 2, False), ("fixed x4", args.lanes * 4, False),
                                            ("gateway", None, True)):
+            if name not in wanted:
+                continue
             runs[name] = await sweep(name.replace(" ", "-"), root, lanes=args.lanes, iterations=args.iterations,
                                      pressure=limited, concurrency=concurrency, gateway=gateway)
             runs[name].name = name
             print(runs[name].line(tpm), flush=True)
+            status = runs[name].gateway
+            if status:
+                caps = [c["cap"] for c in status.get("concurrency_changes") or []]
+                print(f"gateway concurrency: {len(caps)} change(s), last {status.get('concurrency')}, "
+                      f"range {min(caps, default=0)}…{max(caps, default=0)}", flush=True)
+    if len(runs) == 3:
         gw, x2, x4 = runs["gateway"], runs["fixed x2"], runs["fixed x4"]
-        if gw.gateway:
-            caps = [c["cap"] for c in gw.gateway.get("concurrency_changes") or []]
-            print(f"gateway concurrency: {len(caps)} change(s), last {gw.gateway.get('concurrency')}, "
-                  f"range {min(caps, default=0)}…{max(caps, default=0)}")
-    print(f"provider limit: gateway {gw.ratio(tpm):.2f} x bound, timeouts {gw.timeouts}, 429s reaching a build "
-          f"{gw.rate_limited_to_builds} (fixed x2 {x2.ratio(tpm):.2f}, fixed x4 {x4.ratio(tpm):.2f} / {x4.timeouts})")
+        print(f"provider limit: gateway {gw.ratio(tpm):.2f} x bound, timeouts {gw.timeouts}, 429s reaching a build "
+              f"{gw.rate_limited_to_builds} (fixed x2 {x2.ratio(tpm):.2f}, fixed x4 {x4.ratio(tpm):.2f} / "
+              f"{x4.timeouts})")
 
 
 if __name__ == "__main__":
