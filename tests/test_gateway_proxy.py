@@ -119,8 +119,10 @@ async def test_a_429_is_retried_once_after_retry_after_and_pauses_every_call_mea
         gw = await gateway_for(srv, heard)
         try:
             first = asyncio.create_task(http.post(gw.base_url + "/v1/messages", json=body()))
-            await asyncio.sleep(0.3)  # the 429 came back: the gateway waits out retry-after
-            assert gw.pacer.paused_until > gw.clock()
+            deadline = gw.clock() + 5
+            while not gw.pacer.paused_until and gw.clock() < deadline:  # the 429 comes back
+                await asyncio.sleep(0.01)
+            assert gw.pacer.paused_until > gw.clock()  # the gateway waits out retry-after
             second = await http.post(gw.base_url + "/v1/messages", json=body())
             assert (await first).status_code == 200 and second.status_code == 200
             await settled(gw, 2)
@@ -152,7 +154,9 @@ async def test_calls_paced_to_the_providers_token_limit_are_never_refused_to_the
         http: httpx.AsyncClient) -> None:
     """Twelve calls of ~260 input tokens at once against 30,000 tokens a minute in a two-second bucket
     (three calls' worth): the provider refuses the rest of the first burst (nothing is known of its
-    limit yet), the gateway's one retry absorbs that, and each retry waits for the room its input needs."""
+    limit yet); its 429s advertise the limit, so the gateway queues those calls again behind the
+    pacer, each waiting for the room its input needs — none reaches its caller, none spends the
+    one retry kept for failures."""
     heard = Heard()
     with ScriptedModelServer(lambda _: text_reply("ok", usage=Usage(250, 10)),
                              pressure=Pressure(tpm=30_000, burst_s=2)) as srv:
@@ -166,9 +170,33 @@ async def test_calls_paced_to_the_providers_token_limit_are_never_refused_to_the
     assert [a.status_code for a in answers] == [200] * 12
     counts = srv.provider_counts()
     assert [r.outcome for r in heard.calls] == ["ok"] * 12
-    # every 429 the provider sent was a call of the first burst, and its one retry went through
-    assert counts["answered"] == 12 and counts["rate_limited"] == sum(r.retried for r in heard.calls) >= 1
+    # every 429 the provider sent went back in the gateway's queue and later through
+    assert counts["answered"] == 12 and counts["rate_limited"] == gw.requeued >= 1
+    assert not any(r.retried for r in heard.calls)
     assert heard.caps == []  # a 429 under advertised limits slows the pacer, not the builds
+
+
+async def test_429s_under_advertised_limits_wait_in_the_gateway_until_its_rate_hold_runs_out(
+        http: httpx.AsyncClient) -> None:
+    """A provider that answers every call 429 while advertising its limits: the gateway queues the
+    call again after each ``retry-after`` for ``rate_hold_s``, then spends its one retry, and only
+    then does the caller see the provider's 429, told not to retry; the builds' cap is untouched."""
+    limits = {"retry-after": "0", "anthropic-ratelimit-requests-limit": "6000",
+              "anthropic-ratelimit-requests-remaining": "5999"}
+    heard = Heard()
+    with ScriptedModelServer(lambda _: HttpError(429, headers=limits)) as srv:
+        gw = await gateway_for(srv, heard, rate_hold_s=0.5, retry_wait_s=0.01)
+        try:
+            started = gw.clock()
+            answer = await http.post(gw.base_url + "/v1/messages", json=body(), headers={UNIT_HEADER: "u#0"})
+            held = gw.clock() - started
+            await settled(gw, 1)
+        finally:
+            await gw.close()
+    assert answer.status_code == 429 and answer.headers["x-should-retry"] == "false"
+    assert held >= 0.5 and gw.requeued >= 2 and len(srv.message_requests) == gw.requeued + 2
+    assert [r.outcome for r in heard.calls] == ["rate_limited"] and heard.calls[0].retried
+    assert heard.caps == []
 
 
 async def test_a_provider_that_is_down_is_held_probed_and_seen_back(http: httpx.AsyncClient) -> None:

@@ -17,10 +17,12 @@ For every model call, in order:
 2. **forward**, the answer streamed back byte for byte as it arrives (SSE unchanged), its usage
    read on the side (:class:`UsageReader`); a caller that hangs up does not stop the reading —
    the provider bills the whole answer;
-3. **once, centrally**: a 429, 529, 5xx or no answer is retried once — after ``retry-after`` (which
-   pauses every call, not just this one) or ``retry_wait_s`` — before the caller sees it; what the
-   caller then gets is the provider's own answer, with ``x-should-retry: false`` so an SDK does not
-   multiply the retries;
+3. **centrally**: a 429 while the provider advertises its limits is the pacer's estimate gone wrong,
+   not a failure: the call goes back in the queue after ``retry-after`` (which pauses every call,
+   not just this one) as often as it takes, for up to ``rate_hold_s`` after it arrived. A 529, 5xx,
+   no answer, or a 429 from a provider that advertises no limits is retried once — after
+   ``retry-after`` or ``retry_wait_s``. Only then does the caller see the provider's own answer,
+   with ``x-should-retry: false`` so an SDK does not multiply the retries;
 4. **account**: a :class:`CallRecord` in the ledger (unit(s), stage, model, outcome, usage, cost, time
    queued and served), the concurrency rule fed, the health updated.
 
@@ -36,6 +38,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +63,7 @@ _HOP = frozenset({"host", "content-length", "connection", "keep-alive", "transfe
                   "proxy-connection", "accept-encoding", "x-api-key", "authorization", UNIT_HEADER, STAGE_HEADER})
 _HOP_BACK = frozenset({"content-length", "connection", "keep-alive", "transfer-encoding"})
 PROBE_STAGE = "probe"
+_RATIO_WINDOW = 30  # calls of a kind an input estimate learns from
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,7 @@ class GatewayConfig:
     hold_s: float = 30.0
     probe_s: float = 5.0
     retry_wait_s: float = 2.0
+    rate_hold_s: float = 120.0
     read_timeout_s: float = 600.0
 
 
@@ -131,6 +136,7 @@ class _Call:
     streamed: bool
     arrived: float
     estimate: int
+    first_arrived: float = 0.0
     queued_s: float = 0.0
     retried: bool = False
     model: str | None = None
@@ -156,8 +162,8 @@ class ModelGateway:
         self.clock = clock
         self.concurrency = Concurrency(config.rule, clock)
         self.pacer = RatePacer(clock, wall)
-        #: what the provider counts of an input ÷ a quarter of its body, and calls seen, by kind (:meth:`_kind`)
-        self._ratio: dict[tuple[bool, bool], tuple[float, int]] = {}
+        #: what the provider counted of an input ÷ a quarter of its body, last calls by kind (:meth:`_kind`)
+        self._ratio: dict[tuple[bool, bool], deque[float]] = {}
         self._prefixes: set[bytes] = set()
         self.health = ProviderHealth(clock)
         self._turn = asyncio.Lock()  # first come, first served
@@ -171,6 +177,7 @@ class ModelGateway:
         self.port = config.port
         self.held = 0  # calls waiting right now
         self.refused = 0  # calls answered 529 after a hold
+        self.requeued = 0  # 429s under advertised limits the gateway queued again
         self.last_model: str | None = None
 
     # ---------------------------------------------------------------- life cycle
@@ -238,6 +245,7 @@ class ModelGateway:
                      self.clock(), self._estimate(body, kind),
                      model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None,
                      kind=kind)
+        call.first_arrived = call.arrived
         return await self._forward(call, target, headers)
 
     async def _passthrough(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
@@ -284,6 +292,8 @@ class ModelGateway:
                 self.concurrency_observe(call, self.clock() - sent, pushback=status == 529 or (status == 429 and not known))
                 if status != 429:
                     self._failed(call.route)
+                if status == 429 and known and await self._requeue(call, retry_after_s(upstream.headers)):
+                    continue
                 if await self._retry(call, retry_after_s(upstream.headers), status == 429):
                     continue
                 self._record(call, status, outcome_of(status), Usage(), self.clock() - sent)
@@ -295,6 +305,17 @@ class ModelGateway:
                 return Response(raw, status, back)
             self._succeeded(call.route)
             return self._relay(call, upstream, ticket, sent)
+
+    async def _requeue(self, call: _Call, retry_after: float | None) -> bool:
+        """A 429 under advertised limits: pause every call for ``retry-after`` (or ``retry_wait_s``) and
+        queue this one again, unless that would hold it past ``rate_hold_s`` since it arrived."""
+        wait = retry_after if retry_after is not None else self.config.retry_wait_s
+        if self.clock() + wait - call.first_arrived > self.config.rate_hold_s:
+            return False
+        self.requeued += 1
+        self.pacer.pause(wait)
+        call.arrived = self.clock()
+        return True
 
     async def _retry(self, call: _Call, retry_after: float | None, rate_limited: bool = False) -> bool:
         """Retry a failed call once: after ``retry-after`` (every call waits: it pauses the gateway)
@@ -383,19 +404,21 @@ class ModelGateway:
         return bool(parsed.get("tools")), seen
 
     def _estimate(self, body: bytes, kind: tuple[bool, bool]) -> int:
-        """A call's input tokens before the provider says: a quarter of its body's bytes, scaled by
-        what the provider counted of earlier calls of its kind (:meth:`_kind`), plus 15 %."""
+        """A call's input tokens before the provider says: a quarter of its body's bytes, scaled by the
+        highest ratio the provider counted of the last calls of its kind (:meth:`_kind`), plus 5 % —
+        an estimate that errs high costs a call in flight some budget until its answer corrects it;
+        one that errs low costs a 429."""
         raw = len(body) // 4
-        ratio, seen = self._ratio.get(kind, (1.0, 0))
-        return max(1, int(raw * min(1.0, ratio * 1.15))) if seen >= 3 else max(1, raw)
+        ratios = self._ratio.get(kind)
+        if ratios is None or len(ratios) < 3:
+            return max(1, raw)
+        return max(1, int(raw * min(1.0, max(ratios) * 1.05)))
 
     def _learn(self, body: bytes, kind: tuple[bool, bool], counted: int) -> None:
         raw = len(body) // 4
         if raw <= 0:
             return
-        ratio, seen = self._ratio.get(kind, (1.0, 0))
-        seen += 1
-        self._ratio[kind] = (ratio + (counted / raw - ratio) / min(seen, 20), seen)
+        self._ratio.setdefault(kind, deque(maxlen=_RATIO_WINDOW)).append(counted / raw)
 
     def concurrency_observe(self, call: _Call, service_s: float, *, pushback: bool = False) -> None:
         changed = self.concurrency.observe(queued_s=call.queued_s, service_s=service_s, pushback=pushback)
@@ -466,6 +489,7 @@ class ModelGateway:
         return {
             "calls": self.ledger.calls, "cost_usd": round(cost, 6), "tokens": usage.to_json(),
             "failed_to_caller": dict(self.ledger.failed_to_caller), "refused_while_down": self.refused,
+            "rate_limited_requeued": self.requeued,
             "outages": self.health.outages,
             "outage_periods": [[round(down + to_wall, 3), round(up + to_wall, 3) if up is not None else None]
                                for down, up in self.health.periods],
