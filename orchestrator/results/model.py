@@ -150,6 +150,9 @@ class UnitResult(BaseModel):
     #: The builder that built it (mcp, prebuilt…) and the lane's base URL, for links in the report.
     builder: str | None = None
     base_url: str | None = None
+    #: A harness's own record of this unit (``orchestrator.harnesses``: a pairwise panel's feedback,
+    #: a routing trial's route); None for ``orchestrator run``.
+    harness: dict[str, Any] | None = None
 
     @property
     def unit_id(self) -> str:
