@@ -34,6 +34,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "cases": ("orchestrator.cli.cases_cmd", "app", "List and validate evaluation cases."),
     "cleanup": ("orchestrator.cli.cleanup_cmd", "register", "Delete what an interrupted run left behind."),
     "compare": ("orchestrator.cli.compare_cmd", "register", "Compare a run against a baseline run."),
+    "discovery": ("orchestrator.cli.routing_cmd", "register", "The seed's eval:discovery name of routing."),
     "lanes": ("orchestrator.cli.lanes_cmd", "app", "Bring lanes up, list them, tear them down."),
     "pairwise": ("orchestrator.cli.pairwise_cmd", "register",
                  "Build examples and score them with an LLM judge panel (the seed's eval:pairwise)."),
@@ -42,6 +43,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "pairwise-upload": ("orchestrator.cli.pairwise_cmd", "register",
                         "Record a pairwise folder as a LangSmith experiment."),
     "rejudge": ("orchestrator.cli.rejudge_cmd", "register", "Replay a run's verdicts on another judge model."),
+    "routing": ("orchestrator.cli.routing_cmd", "register",
+                "Which route the lanes' agent takes, a judge stopping each trial (the seed's eval:discovery)."),
     "run": ("orchestrator.cli.run_cmd", "register", "Build and verify every selected case on the lanes."),
 }
 
