@@ -78,7 +78,10 @@ def register(app: typer.Typer) -> None:
 
         cfg.verbose = verbose
         cfg.validate()
-        out = cfg.output_dir = cfg.output_dir or Path("results") / "routing" / (cfg.run_id or "latest")
+        from orchestrator.ids import new_run_id
+
+        cfg.run_id = cfg.run_id or new_run_id()
+        out = cfg.output_dir = cfg.output_dir or Path("results") / "routing" / cfg.run_id
         settings = RoutingSettings(cases, out, json_out, variant, stop_on_route,
                                    model=next((e.split("=", 1)[1] for e in cfg.env if e.startswith("N8N_INSTANCE_AI_MODEL=")),
                                               "lane default"), trials=cfg.iterations)
