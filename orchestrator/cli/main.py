@@ -36,6 +36,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "compare": ("orchestrator.cli.compare_cmd", "register", "Compare a run against a baseline run."),
     "discovery": ("orchestrator.cli.routing_cmd", "register", "The seed's eval:discovery name of routing."),
     "lanes": ("orchestrator.cli.lanes_cmd", "app", "Bring lanes up, list them, tear them down."),
+    "merge": ("orchestrator.cli.merge_cmd", "register", "Merge sharded runs' eval-results.json into one (merge-results)."),
     "mcp-manifest": ("orchestrator.cli.manifest_cmd", "register",
                      "Build cases via claude -p over MCP into a --prebuilt-workflows manifest (eval:build-mcp-manifest)."),
     "pairwise": ("orchestrator.cli.pairwise_cmd", "register",
