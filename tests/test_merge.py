@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from eval_results_factory import unit
-from langsmith_fake import API_KEY, FakeLangSmith, serve
+from langsmith_fake import API_KEY, FakeLangSmith, running
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
@@ -84,11 +84,8 @@ def test_a_shard_written_by_n8ns_harness_is_read(tmp_path: Path) -> None:
 
 @pytest.fixture
 def fake() -> Iterator[tuple[FakeLangSmith, str]]:
-    store = FakeLangSmith()
-    server, url = serve(store)
-    yield store, url
-    server.shutdown()
-    server.server_close()
+    with running() as found:
+        yield found
 
 
 def test_cli_writes_the_files_and_uploads_one_experiment(fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

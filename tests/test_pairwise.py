@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from eval_results_factory import unit
-from langsmith_fake import API_KEY, FakeLangSmith, serve
+from langsmith_fake import API_KEY, FakeLangSmith, running
 
 from orchestrator.errors import UserError
 from orchestrator.harnesses.pairwise import compare
@@ -203,11 +203,8 @@ def test_scripted_judge_follows_the_node_types_a_criterion_names() -> None:
 
 @pytest.fixture
 def fake() -> Iterator[tuple[FakeLangSmith, str]]:
-    store = FakeLangSmith()
-    server, url = serve(store)
-    yield store, url
-    server.shutdown()
-    server.server_close()
+    with running() as found:
+        yield found
 
 
 async def test_upload_records_one_experiment_with_the_feedback(fake, tmp_path: Path,

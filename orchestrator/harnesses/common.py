@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,18 @@ def errored_call(trace: dict[str, Any]) -> bool:
         return (result.get("success") is False or bool(isinstance(result.get("error"), str) and result["error"])
                 or bool(isinstance(result.get("errors"), list) and result["errors"]))
     return False
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object of a model's reply (its first ``{`` to its last ``}``), or None."""
+    match = re.search(r"\{.*\}", text, re.S)
+    if not match:
+        return None
+    try:
+        value = json.loads(match.group(0))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def write_json(path: Path, value: Any) -> Path:

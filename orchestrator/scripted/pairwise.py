@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from orchestrator.scripted.instance_ai import system_text, user_texts
 from orchestrator.scripted.replies import Action, text_reply
 
 #: Must equal :data:`orchestrator.harnesses.pairwise.panel.PANEL_MARKER` (a test holds them together).
@@ -25,24 +26,13 @@ _NAMED = re.compile(r"\b((?:[A-Z][A-Za-z0-9]*\s+)*[A-Z][A-Za-z0-9]*)\s+(node|Tri
 _FENCE = re.compile(r"```json\s*(?P<doc>\{.*\})\s*```", re.S)
 
 
-def _system(request: dict[str, Any]) -> str:
-    system = request.get("system")
-    if isinstance(system, list):
-        return " ".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
-    return system if isinstance(system, str) else ""
-
-
 def is_pairwise_judge(request: dict[str, Any]) -> bool:
-    return _system(request).startswith(PANEL_MARKER) and not request.get("tools")
+    return system_text(request).startswith(PANEL_MARKER) and not request.get("tools")
 
 
 def _prompt(request: dict[str, Any]) -> str:
-    for message in reversed(request.get("messages") or []):
-        if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else " ".join(
-                str(b.get("text", "")) for b in content or [] if isinstance(b, dict))
-    return ""
+    texts = user_texts(request)
+    return texts[-1][1] if texts else ""
 
 
 def named_types(line: str) -> set[str]:

@@ -28,6 +28,7 @@ import json
 import re
 from typing import Any
 
+from orchestrator.scripted.instance_ai import system_text, user_texts
 from orchestrator.scripted.replies import Action, Reply, Script, TextBlock, ToolUseBlock, text_reply
 
 #: Must equal :data:`orchestrator.harnesses.routing.judge.JUDGE_MARKER` (a test holds them together).
@@ -43,24 +44,13 @@ _WORKFLOW_WORDS = re.compile(r"\b(workflow|node|nodes|step|steps)\b", re.I)
 _ONE_OFF_WORKFLOW_ACTIONS = frozenset({"publish", "unpublish", "delete", "archive", "activate", "deactivate", "run"})
 
 
-def _system(request: dict[str, Any]) -> str:
-    system = request.get("system")
-    if isinstance(system, list):
-        return " ".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
-    return system if isinstance(system, str) else ""
-
-
-def _last_user(request: dict[str, Any]) -> str:
-    for message in reversed(request.get("messages") or []):
-        if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else " ".join(
-                str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
-    return ""
+def _user_text(request: dict[str, Any], which: int) -> str:
+    texts = user_texts(request)
+    return texts[which][1] if texts else ""
 
 
 def is_routing_judge(request: dict[str, Any]) -> bool:
-    return _system(request).startswith(JUDGE_MARKER) and not request.get("tools")
+    return system_text(request).startswith(JUDGE_MARKER) and not request.get("tools")
 
 
 def steer_of(text: str) -> str:
@@ -130,7 +120,7 @@ def decide(trace: str) -> dict[str, str]:
 
 
 def routing_judge(request: dict[str, Any]) -> Action:
-    return text_reply(json.dumps(decide(_last_user(request))))
+    return text_reply(json.dumps(decide(_user_text(request, -1))))
 
 
 # --------------------------------------------------------------------------------------------- the agent
@@ -142,15 +132,6 @@ MULTI_TEXT = ("This is two separate pieces of work, so I'll plan it as two separ
               "after the other.")
 
 
-def _opening(request: dict[str, Any]) -> str:
-    for message in request.get("messages") or []:
-        if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else " ".join(
-                str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
-    return ""
-
-
 def _assistant_spoke(request: dict[str, Any]) -> bool:
     return any(m.get("role") == "assistant" for m in request.get("messages") or [])
 
@@ -158,7 +139,7 @@ def _assistant_spoke(request: dict[str, Any]) -> bool:
 def is_routing_archetype(request: dict[str, Any]) -> bool:
     """The Instance AI agent (it offers ``build-workflow``) on a request to decline or to split."""
     offered = {t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)}
-    opening = _opening(request)
+    opening = _user_text(request, 0)
     return "build-workflow" in offered and bool(_DECLINE.search(opening) or _MULTI.search(opening))
 
 
@@ -166,7 +147,7 @@ def routing_agent(agent: Script) -> Script:
     """Decline, or plan two workflows and then build as ``agent`` builds."""
 
     def script(request: dict[str, Any]) -> Action:
-        if _DECLINE.search(_opening(request)):
+        if _DECLINE.search(_user_text(request, 0)):
             return text_reply(DECLINE_TEXT)
         if not _assistant_spoke(request):
             return Reply([TextBlock(MULTI_TEXT), ToolUseBlock("load_skill", {"skillId": "workflow-builder"})])

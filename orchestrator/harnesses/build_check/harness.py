@@ -20,6 +20,7 @@ from pathlib import Path
 
 from orchestrator.cases import CaseIssue, CaseLoadError, LoadedCase, parse_case, select_cases
 from orchestrator.cases.issues import FILE_FIELD
+from orchestrator.cases.sources import _case_files
 from orchestrator.domain import Attribution, Verdict
 from orchestrator.results.model import ExpectationResult
 from orchestrator.run.config import RunConfig
@@ -44,15 +45,7 @@ def fixture_body(raw: dict[str, object]) -> dict[str, object]:
 def load_fixtures(paths: list[Path]) -> tuple[list[LoadedCase], list[CaseIssue]]:
     """Every ``*.json`` directly in each folder (or each file given); the slug is the fixture's
     ``id``, else the file name."""
-    files: list[Path] = []
-    issues: list[CaseIssue] = []
-    for path in paths:
-        if path.is_dir():
-            files.extend(sorted(p for p in path.glob("*.json") if p.is_file()))
-        elif path.is_file():
-            files.append(path)
-        else:
-            issues.append(CaseIssue(str(path), FILE_FIELD, "no such file or directory"))
+    files, issues = _case_files(paths)
     loaded: list[LoadedCase] = []
     for file in files:
         try:

@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.harnesses.common import json_object
 from orchestrator.verify.judge import Judge
 
 #: Must equal :data:`orchestrator.scripted.pairwise.PANEL_MARKER` (a test holds them together).
@@ -82,14 +82,8 @@ def _items(value: Any) -> list[dict[str, str]]:
 
 def parse_judge_reply(text: str) -> JudgeResult | None:
     """The reply's JSON object (first ``{`` to last ``}``), or None when it is not the shape asked."""
-    match = re.search(r"\{.*\}", text, re.S)
-    if not match:
-        return None
-    try:
-        data = json.loads(match.group(0))
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("passes"), list) or not isinstance(data.get("violations"), list):
+    data = json_object(text)
+    if data is None or not isinstance(data.get("passes"), list) or not isinstance(data.get("violations"), list):
         return None
     return JudgeResult(_items(data["passes"]), _items(data["violations"]))
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from orchestrator.cases import CaseIssue, CaseLoadError, EvalCase, LoadedCase, parse_case
 from orchestrator.cases.issues import FILE_FIELD, ROOT_FIELD
+from orchestrator.cases.sources import _case_files
 
 ROUTES = ("agent", "workflow", "one-off", "debug", "answer", "clarify", "multi", "decline")
 ACCEPT_TOKENS = (*ROUTES, "clarify:agent", "clarify:open", "answer:agent", "answer:open")
@@ -100,15 +101,7 @@ def needs_setup(case: EvalCase) -> bool:
 def load_routing_files(paths: list[Path]) -> tuple[list[LoadedCase], list[CaseIssue]]:
     """Every ``route-*.json`` directly in each folder, sorted by name (notes or results kept next to
     the cases are not read), or each file given."""
-    files: list[Path] = []
-    issues: list[CaseIssue] = []
-    for path in paths:
-        if path.is_dir():
-            files.extend(sorted(p for p in path.glob("route-*.json") if p.is_file()))
-        elif path.is_file():
-            files.append(path)
-        else:
-            issues.append(CaseIssue(str(path), FILE_FIELD, "no such file or directory"))
+    files, issues = _case_files(paths, "route-*.json")
     loaded: list[LoadedCase] = []
     for file in files:
         try:

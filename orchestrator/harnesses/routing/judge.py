@@ -19,10 +19,10 @@ that fails leaves the check undecided (the next committing call, or the end of t
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.harnesses.common import json_object
 from orchestrator.verify.judge import Judge
 
 #: Must equal :data:`orchestrator.scripted.routing.JUDGE_MARKER` (a test holds them together).
@@ -128,14 +128,8 @@ def render_trace(steps: list[dict[str, Any]], end_status: str | None = None) -> 
 
 
 def parse_verdict(text: str) -> RouteVerdict | None:
-    match = re.search(r"\{.*\}", text, re.S)
-    if not match:
-        return None
-    try:
-        data = json.loads(match.group(0))
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("decision") not in ("continue", "stop") \
+    data = json_object(text)
+    if data is None or data.get("decision") not in ("continue", "stop") \
             or data.get("route") not in ROUTE_VALUES or data.get("steer") not in STEERS:
         return None
     return RouteVerdict(data["decision"], data["route"], data["steer"], str(data.get("reason") or ""))
