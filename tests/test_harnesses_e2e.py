@@ -111,7 +111,7 @@ def test_routing_decides_a_case_per_route_and_fails_the_one_built_to_fail(tmp_pa
     assert done.returncode == 0  # routing measures: it never gates without --fail-on-zero-pass
     doc = json.loads((out / "routing-results.json").read_text())
     verdicts = {c["id"]: (c["bucket"], c["verdict"], [t["route"] for t in c["trials"]]) for c in doc["cases"]}
-    assert len(verdicts) == 10 and all(len(c["trials"]) == 3 for c in doc["cases"])
+    assert len(verdicts) == 11 and all(len(c["trials"]) == 3 for c in doc["cases"])
     failing = {case for case, (_, verdict, _) in verdicts.items() if verdict != "pass"}
     assert failing == {"route-fails-agent-asked-as-workflow"}
     assert verdicts["route-fails-agent-asked-as-workflow"][2] == ["workflow"] * 3
@@ -123,7 +123,7 @@ def test_routing_decides_a_case_per_route_and_fails_the_one_built_to_fail(tmp_pa
     results = json.loads((out / "eval-results.json").read_text())
     assert {e["expectation"] for tc in results["testCases"] for e in tc["buildExpectations"]} >= {
         "Routes to one of: agent", "Routes to one of: clarify:open"}
-    assert (out / "routing-summary.md").read_text().count("| route-") == 10
+    assert (out / "routing-summary.md").read_text().count("| route-") == 11
 
     gated = _orchestrator(["routing", "--filter", "fails-agent", "--trials", "1", "--fail-on-zero-pass",
                            "--output-dir", str(tmp_path / "gated")], tmp_path, "routing-gated")

@@ -73,7 +73,7 @@ def read_examples(path: Path) -> tuple[list[Example], list[CaseIssue]]:
         try:
             text = file.read_text(encoding="utf-8")
         except OSError as exc:
-            issues.append(CaseIssue(str(file), FILE_FIELD, f"cannot read: {exc}"))
+            issues.append(CaseIssue(str(file), FILE_FIELD, f"cannot read: {exc.strerror or exc}"))
             continue
         try:
             rows = ([json.loads(line) for line in text.splitlines() if line.strip()] if file.suffix == ".jsonl"
