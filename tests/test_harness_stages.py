@@ -57,7 +57,7 @@ def test_build_check_reads_n8ns_fixtures_and_full_cases(tmp_path: Path) -> None:
     fixture = next(c for c in loaded if c.slug == "if-branch-routing").case
     assert fixture.is_single_prompt and fixture.outcome_expectations == [CHECKS_EXPECTATION]
     bundled, bundled_issues = load_fixtures([ROOT / "cases" / "build-check"])
-    assert bundled_issues == [] and len(bundled) == 4
+    assert bundled_issues == [] and len(bundled) == 5
 
 
 class _Owner:

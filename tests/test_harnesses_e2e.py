@@ -136,13 +136,18 @@ def test_build_check_scores_builds_with_the_checks_only(tmp_path: Path) -> None:
     assert done.returncode == 0
     doc = json.loads((out / "eval-results.json").read_text())
     by_case = {tc["testCaseFile"]: tc for tc in doc["testCases"]}
-    assert sorted(by_case) == ["bc-greet-the-team", "bc-manual-set-status", "bc-question-not-a-build",
-                               "bc-weekly-github-issue"]
-    assert by_case["bc-question-not-a-build"]["buildExpectations"][0]["passCount"] == 0
-    assert doc["summary"]["workflowChecks"]["scoredBuilds"] == 3
+    assert sorted(by_case) == ["bc-greet-the-team", "bc-manual-set-status", "bc-pasted-api-key",
+                               "bc-question-not-a-build", "bc-weekly-github-issue"]
+    passes = {case: tc["buildExpectations"][0]["passCount"] for case, tc in by_case.items()}
+    assert passes == {"bc-greet-the-team": 1, "bc-manual-set-status": 1, "bc-pasted-api-key": 0,
+                      "bc-question-not-a-build": 0, "bc-weekly-github-issue": 1}
+    assert doc["summary"]["workflowChecks"]["scoredBuilds"] == 4
+    assert doc["summary"]["workflowChecks"]["perCheck"]["no_hardcoded_credentials"]["fails"] == 1
     units = doc["orchestrator"]["units"]
     assert all(not u["scenarios"] for u in units)  # no mock execution, no scenario verifier
-    assert sum(1 for u in units if len(u["structural"]) == 28) == 3
+    assert sum(1 for u in units if len(u["structural"]) == 28) == 4
+    pasted = next(u for u in units if u["case"] == "bc-pasted-api-key")
+    assert "no_hardcoded_credentials" in pasted["expectations"][0]["reason"]
 
 
 @pytest.mark.claude
