@@ -8,6 +8,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from orchestrator.cases import CaseIssue
+from orchestrator.cases.issues import FILE_FIELD
+from orchestrator.cases.sources import _case_files
 from orchestrator.ids import new_run_id
 from orchestrator.redact import redact_obj
 from orchestrator.run.config import RunConfig
@@ -65,6 +68,24 @@ def errored_call(trace: dict[str, Any]) -> bool:
         return (result.get("success") is False or bool(isinstance(result.get("error"), str) and result["error"])
                 or bool(isinstance(result.get("errors"), list) and result["errors"]))
     return False
+
+
+def json_files(paths: list[Path], pattern: str = "*.json") -> tuple[list[tuple[Path, dict[str, Any]]], list[CaseIssue]]:
+    """The JSON objects of the files matching ``pattern`` directly in each folder (sorted), or of
+    each file given; what cannot be read, or is not an object, is a :class:`CaseIssue`."""
+    files, issues = _case_files(paths, pattern)
+    found: list[tuple[Path, dict[str, Any]]] = []
+    for file in files:
+        try:
+            raw = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            issues.append(CaseIssue(str(file), FILE_FIELD, f"not a JSON file: {exc}"))
+            continue
+        if isinstance(raw, dict):
+            found.append((file, raw))
+        else:
+            issues.append(CaseIssue(str(file), FILE_FIELD, "expected a JSON object"))
+    return found, issues
 
 
 def json_object(text: str) -> dict[str, Any] | None:

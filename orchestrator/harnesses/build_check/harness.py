@@ -15,13 +15,11 @@ pass / fail / N/A counts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from orchestrator.cases import CaseIssue, CaseLoadError, LoadedCase, parse_case, select_cases
-from orchestrator.cases.issues import FILE_FIELD
-from orchestrator.cases.sources import _case_files
 from orchestrator.domain import Attribution, Verdict
+from orchestrator.harnesses.common import json_files
 from orchestrator.results.model import ExpectationResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.stages import Stages, UnitCheck, Verified
@@ -45,17 +43,9 @@ def fixture_body(raw: dict[str, object]) -> dict[str, object]:
 def load_fixtures(paths: list[Path]) -> tuple[list[LoadedCase], list[CaseIssue]]:
     """Every ``*.json`` directly in each folder (or each file given); the slug is the fixture's
     ``id``, else the file name."""
-    files, issues = _case_files(paths)
+    found, issues = json_files(paths)
     loaded: list[LoadedCase] = []
-    for file in files:
-        try:
-            raw = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            issues.append(CaseIssue(str(file), FILE_FIELD, f"not a JSON file: {exc}"))
-            continue
-        if not isinstance(raw, dict):
-            issues.append(CaseIssue(str(file), FILE_FIELD, "expected a JSON object"))
-            continue
+    for file, raw in found:
         case, problems = parse_case(fixture_body(raw), str(file))
         if case is None:
             issues.extend(problems)

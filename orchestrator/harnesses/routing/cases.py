@@ -21,14 +21,12 @@ listed and skipped, as n8n lists the cases its stub cannot set up.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.cases import CaseIssue, CaseLoadError, EvalCase, LoadedCase, parse_case
-from orchestrator.cases.issues import FILE_FIELD, ROOT_FIELD
-from orchestrator.cases.sources import _case_files
+from orchestrator.harnesses.common import json_files
 
 ROUTES = ("agent", "workflow", "one-off", "debug", "answer", "clarify", "multi", "decline")
 ACCEPT_TOKENS = (*ROUTES, "clarify:agent", "clarify:open", "answer:agent", "answer:open")
@@ -101,17 +99,11 @@ def needs_setup(case: EvalCase) -> bool:
 def load_routing_files(paths: list[Path]) -> tuple[list[LoadedCase], list[CaseIssue]]:
     """Every ``route-*.json`` directly in each folder, sorted by name (notes or results kept next to
     the cases are not read), or each file given."""
-    files, issues = _case_files(paths, "route-*.json")
+    found, issues = json_files(paths, "route-*.json")
     loaded: list[LoadedCase] = []
-    for file in files:
-        try:
-            raw = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            issues.append(CaseIssue(str(file), FILE_FIELD, f"not a JSON file: {exc}"))
-            continue
-        body = raw.get("case") if isinstance(raw, dict) and isinstance(raw.get("case"), dict) else raw
-        case, problems = parse_case(body, str(file)) if isinstance(body, dict) else (None, [
-            CaseIssue(str(file), ROOT_FIELD, "expected a JSON object")])
+    for file, raw in found:
+        body = raw["case"] if isinstance(raw.get("case"), dict) else raw  # a suite export's entry, or the case
+        case, problems = parse_case(body, str(file))
         if case is None:
             issues.extend(problems)
             continue
