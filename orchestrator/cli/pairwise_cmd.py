@@ -49,13 +49,18 @@ def register(app: typer.Typer) -> None:
         if cfg.dataset:
             loaded, label = ex.dataset_examples(cfg.dataset), cfg.dataset
         else:
-            source = examples_jsonl or (cfg.cases_paths[0] if cfg.cases_paths != [Path("cases")] else ex.DEFAULT_EXAMPLES)
-            found, issues = ex.read_examples(source)
+            sources = [examples_jsonl] if examples_jsonl else (
+                cfg.cases_paths if cfg.cases_paths != [Path("cases")] else [ex.DEFAULT_EXAMPLES])
+            loaded, issues = [], []
+            for source in sources:
+                found, problems = ex.read_examples(source)
+                loaded += [e for e in found if e.id not in {x.id for x in loaded}]
+                issues += problems
             if issues:
                 from orchestrator.cases import CaseLoadError
 
                 raise CaseLoadError(issues)
-            loaded, label = found, str(source)
+            label = ", ".join(str(s) for s in sources)
         chosen = ex.select(loaded, example_ids_file, max_examples)
         if not chosen:
             raise ConfigError("no pairwise examples selected: check the example source, --example-ids-file and --max-examples")

@@ -1,4 +1,5 @@
-"""What every harness shares: running its stage set on the pool, and reading a build's transcript."""
+"""What every harness shares: running its stage set on the pool, reading its JSON files, a build's
+transcript and a model's JSON reply, and writing its files."""
 
 from __future__ import annotations
 
@@ -16,9 +17,6 @@ from orchestrator.redact import redact_obj
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome
 from orchestrator.run.stages import Stages
-
-#: ``--timeout-ms`` a harness leaves at run's default means: the harness's own default
-RUN_TIMEOUT_MS = 900_000
 
 
 def internal_results(cfg: RunConfig) -> RunConfig:
