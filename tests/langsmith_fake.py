@@ -11,6 +11,8 @@ import datetime as dt
 import json
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -185,3 +187,15 @@ def serve(fake: FakeLangSmith) -> tuple[ThreadingHTTPServer, str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_port}"
+
+
+@contextmanager
+def running() -> Iterator[tuple[FakeLangSmith, str]]:
+    """A fresh stand-in served on loopback for the block: ``(store, url)``."""
+    store = FakeLangSmith()
+    server, url = serve(store)
+    try:
+        yield store, url
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -65,8 +65,14 @@ def test_ab_two_arms_feature_flag_only(tmp_path: Path) -> None:
         # runs on the scripted model are named (and tagged) as such, so none becomes a baseline
         assert [name.rsplit("-", 1)[0] for name in experiments] == ["scripted-e2e-control", "scripted-e2e-variant"]
         assert {results[arm]["config"]["langsmith"]["experiment"] for arm in results} == set(experiments)
-        # one run per (case, scenario, iteration) and arm, as n8n records them; the shared dataset is only read
-        assert len(store.runs) == 2 and len(store.examples) == 0
+        # one root run per (case, scenario, iteration) and arm, as n8n records them, each with its
+        # scenario_execution span (an MCP build has no workflow_build span: run/eval-session.ts);
+        # the shared dataset is only read
+        roots = [r for r in store.runs.values() if not r.get("parent_run_id")]
+        children = [r for r in store.runs.values() if r.get("parent_run_id")]
+        assert len(roots) == 2 and len(store.examples) == 0
+        assert sorted(r["name"] for r in children) == ["scenario_execution"] * 2
+        assert {r["parent_run_id"] for r in children} == {r["id"] for r in roots}
         assert {f["key"] for f in store.feedback} >= {"build_cost_usd", "build_turns", "scenario.happy-path"}
         assert store.unknown == []
     finally:

@@ -17,7 +17,7 @@ from typing import ClassVar
 import pytest
 from _tools import require
 from eval_results_factory import unit
-from langsmith_fake import API_KEY, FakeLangSmith, serve
+from langsmith_fake import API_KEY, FakeLangSmith, running
 
 from orchestrator.experiments.ab import (
     Arm,
@@ -213,13 +213,8 @@ async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_
 
 @pytest.fixture
 def langsmith() -> Iterator[tuple[FakeLangSmith, str]]:
-    store = FakeLangSmith()
-    server, url = serve(store)
-    try:
-        yield store, url
-    finally:
-        server.shutdown()
-        server.server_close()
+    with running() as found:
+        yield found
 
 
 @pytest.mark.n8n

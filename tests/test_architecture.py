@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"builders", "metrics"},
     {"run", "cleanup"},
     {"experiments"},
+    {"harnesses"},  # the seed's other harnesses: stage sets on run (and LangSmith for their experiments)
     {"cli"},
     {"__main__"},
 ]

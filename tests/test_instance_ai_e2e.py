@@ -30,7 +30,7 @@ from orchestrator.builders.builder import (
     BuildRequest,
     get_builder,
 )
-from orchestrator.builders.compaction import NOT_CHECKABLE
+from orchestrator.builders.compaction import NO_CURSOR
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
@@ -226,17 +226,24 @@ def test_every_user_turn_is_sent_and_the_update_approval_is_answered(sandbox_lan
     assert built.result.turns == 2 and built.failures == []
 
 
-def test_a_compaction_case_is_never_judged_on_2_41_1(sandbox_lane, model, tmp_path: Path) -> None:
-    """requiresMemoryCompaction: 2.41.1 has no memory route, so the premise is not checkable and every
-    expectation ends incomplete with that reason (never judged, never a pass for free)."""
+def test_a_compaction_case_on_the_default_observer_threshold_is_never_judged(sandbox_lane, model,
+                                                                             tmp_path: Path) -> None:
+    """requiresMemoryCompaction (n8n's harness/build-workflow.ts): 2.41.1 has no memory route, so the
+    premise is read from the build's run debug; on the lane's default Observer threshold a short thread
+    never compacts, so every expectation ends incomplete with that reason (never judged, never a pass
+    for free)."""
     lane, ledger, _ = sandbox_lane
     case = _case("context-compaction-keeps-disk-threshold").case
     built = asyncio.run(_build(lane, ledger, tmp_path, case, judge=_judge()))
-    assert built.result.not_judged_reason == NOT_CHECKABLE and built.result.judge_context is None
+    assert built.result.not_judged_reason == NO_CURSOR and built.result.judge_context is None
     assert built.result.leaked_workflows == [] and built.failures == []
     if built.result.status == BuildStatus.ok:  # the unit path hands the reason to verification
         v = asyncio.run(_verify_not_judged(lane, case, built.result))
-        assert v.expectations and {(e.verdict, e.reason) for e in v.expectations} == {(Verdict.incomplete, NOT_CHECKABLE)}
+        build_expectations = [e for e in v.expectations if e.kind != "context"]
+        assert build_expectations and {(e.verdict, e.reason) for e in build_expectations} == {(Verdict.incomplete, NO_CURSOR)}
+        # the context assertion stands whatever the premise: graded on the run debug the build captured
+        context = [e for e in v.expectations if e.kind == "context"]
+        assert len(context) == len(case.context_assertions) and all(e.verdict != Verdict.incomplete for e in context)
 
 
 async def _verify_not_judged(lane, case: EvalCase, result: Any):
@@ -244,7 +251,7 @@ async def _verify_not_judged(lane, case: EvalCase, result: Any):
         owner = await client.login(lane.owner.email, lane.owner.password)
         try:
             return await verify_workflow(case, None, owner, _judge(), timeout_ms=60_000,
-                                         not_judged_reason=result.not_judged_reason)
+                                         not_judged_reason=result.not_judged_reason, run_debug=result.run_debug)
         finally:
             await owner.aclose()
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,4 +155,22 @@ async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_pa
     not_run = {u.case: (u.build.error or "")[:160] for u in units if outcomes[u.case] == UnitOutcome.build_failed}
     print(f"outcomes: {dict(Counter(o.value for o in outcomes.values()))}; unscored: {unscored}; "
           f"build failures: {not_run}")
+    print("units per kind (scored / all): " + ", ".join(
+        f"{kind} {scored_n}/{all_n}" for kind, (scored_n, all_n) in units_per_kind(units).items()))
+    if keep := os.environ.get("N8N_CORPUS_KEEP"):  # the run's results, for a closer look
+        shutil.copytree(out, Path(keep), dirs_exist_ok=True)
     assert unscored == {}
+
+
+def units_per_kind(units: list[Any]) -> dict[str, tuple[int, int]]:
+    """Rows per kind of unit — scenarios, and each expectation kind (intent rows apart from
+    process) — as ``(scored, all)``: a scored row is one that is not ``incomplete``."""
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for unit in units:
+        rows = [("scenario", s.verdict) for s in unit.scenarios]
+        rows += [("intent" if e.text.startswith("intent") and e.text.endswith("exact-match") else e.kind, e.verdict)
+                 for e in unit.expectations]
+        for kind, verdict in rows:
+            tally[kind][1] += 1
+            tally[kind][0] += verdict.value != "incomplete"
+    return {kind: (n[0], n[1]) for kind, n in sorted(tally.items())}

@@ -152,6 +152,9 @@ class BuildResult:
     #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.credential_setup`): the unit
     #: appends n8n's three credential-setup checks from them on every path
     credential_setup: CredentialSetupFacts | None = None
+    #: what a harness's builder found besides the build (``orchestrator.harnesses``: a routing
+    #: trial's route), for the harness's unit verifier; None for ``orchestrator run``'s builders
+    harness: dict[str, Any] | None = None
 
 
 class Builder(abc.ABC):

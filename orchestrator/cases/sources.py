@@ -51,12 +51,13 @@ class LoadedCase:
 # --------------------------------------------------------------------------- disk
 
 
-def _case_files(paths: Sequence[Path]) -> tuple[list[Path], list[CaseIssue]]:
+def _case_files(paths: Sequence[Path], pattern: str = "*.json") -> tuple[list[Path], list[CaseIssue]]:
+    """The files directly in each folder whose name matches ``pattern`` (sorted), and each file given."""
     files: list[Path] = []
     issues: list[CaseIssue] = []
     for path in paths:
         if path.is_dir():
-            files.extend(sorted(p for p in path.glob("*.json") if p.is_file()))
+            files.extend(sorted(p for p in path.glob(pattern) if p.is_file()))
         elif path.is_file():
             files.append(path)
         else:

@@ -29,12 +29,26 @@ from orchestrator.errors import OrchestratorError
 #: ``register``: a ``register(app)`` that adds one command.
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "ab": ("orchestrator.cli.ab_cmd", "register", "A/B-test two configurations on the same cases."),
+    "build-check": ("orchestrator.cli.build_check_cmd", "register",
+                    "Score live builds with the binary workflow checks only (the seed's eval:subagent)."),
     "cases": ("orchestrator.cli.cases_cmd", "app", "List and validate evaluation cases."),
     "cleanup": ("orchestrator.cli.cleanup_cmd", "register", "Delete what an interrupted run left behind."),
     "compare": ("orchestrator.cli.compare_cmd", "register", "Compare a run against a baseline run."),
     "cost-report": ("orchestrator.cli.cost_report_cmd", "register", "Cost per green iteration by cohort."),
+    "discovery": ("orchestrator.cli.routing_cmd", "register", "The seed's eval:discovery name of routing."),
     "lanes": ("orchestrator.cli.lanes_cmd", "app", "Bring lanes up, list them, tear them down."),
+    "merge": ("orchestrator.cli.merge_cmd", "register", "Merge sharded runs' eval-results.json into one (merge-results)."),
+    "mcp-manifest": ("orchestrator.cli.manifest_cmd", "register",
+                     "Build cases via claude -p over MCP into a --prebuilt-workflows manifest (eval:build-mcp-manifest)."),
+    "pairwise": ("orchestrator.cli.pairwise_cmd", "register",
+                 "Build examples and score them with an LLM judge panel (the seed's eval:pairwise)."),
+    "pairwise-compare": ("orchestrator.cli.pairwise_cmd", "register",
+                         "Side-by-side HTML page of two pairwise folders (the seed's eval:pairwise:compare)."),
+    "pairwise-upload": ("orchestrator.cli.pairwise_cmd", "register",
+                        "Record a pairwise folder as a LangSmith experiment."),
     "rejudge": ("orchestrator.cli.rejudge_cmd", "register", "Replay a run's verdicts on another judge model."),
+    "routing": ("orchestrator.cli.routing_cmd", "register",
+                "Which route the lanes' agent takes, a judge stopping each trial (the seed's eval:discovery)."),
     "run": ("orchestrator.cli.run_cmd", "register", "Build and verify every selected case on the lanes."),
 }
 

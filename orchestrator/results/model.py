@@ -190,6 +190,9 @@ class UnitResult(BaseModel):
     base_url: str | None = None
     #: Every model call of the unit, by stage, from the model gateway (None: the run had no gateway).
     model_cost: ModelCost | None = None
+    #: A harness's own record of this unit (``orchestrator.harnesses``: a pairwise panel's feedback,
+    #: a routing trial's route); None for ``orchestrator run``.
+    harness: dict[str, Any] | None = None
 
     @property
     def unit_id(self) -> str:

@@ -58,6 +58,7 @@ from orchestrator.run.observers import (
 from orchestrator.run.plan import Plan, expected_for_run, make_plan, plan_units, resumable_units
 from orchestrator.run.provision import Pool, Provisioner, lane_spec
 from orchestrator.run.stack import resolve_stack
+from orchestrator.run.stages import Stages
 from orchestrator.run.teardown import teardown
 from orchestrator.run.unit import UnitRunner, UnitSettings
 from orchestrator.toolchain import ensure_toolchain
@@ -129,9 +130,11 @@ class _BackendEvents(BackendEvents):
 
 
 class Run:
-    def __init__(self, cfg: RunConfig, hooks: list[RunHooks] | None = None) -> None:
+    def __init__(self, cfg: RunConfig, hooks: list[RunHooks] | None = None, stages: Stages | None = None) -> None:
         self.cfg = cfg
         self.hooks = list(hooks or [])
+        #: what a harness changes in the stage set (``run/stages.py``); ``Stages()`` is ``run`` itself
+        self.stages = stages or Stages()
         self._main_task: asyncio.Task[object] | None = None
         self.metrics = RunMetrics()
         self.stop_reason: str | None = None
@@ -194,12 +197,12 @@ class Run:
     async def _execute(self) -> RunOutcome:
         cfg = self.cfg
         await preflight_static(cfg)
-        plan = self.plan = await make_plan(cfg)
+        plan = self.plan = await make_plan(cfg, self.stages.load_cases)
         await call_hooks(self.hooks, "on_cases", plan.run_id, plan.cases)
         console.print(f"run [bold]{plan.run_id}[/bold]: {len(plan.cases)} case(s) × {cfg.iterations} = "
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))
 
-        stack = resolve_stack(get_builder(cfg.builder), get_backend(cfg.backend), cfg)
+        stack = resolve_stack(self.stages.builder or get_builder(cfg.builder), get_backend(cfg.backend), cfg)
         builder_cls, backend_cls = stack.builder, stack.backend
         tc = await asyncio.to_thread(ensure_toolchain, n8n=stack.toolchain_n8n, claude=stack.toolchain_claude,
                                      log=lambda m: console.print(f"[dim]{m}[/dim]"))
@@ -296,7 +299,7 @@ class Run:
                                 keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts,
                                 judge_mcp_process=cfg.judge_mcp_process)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
-                            on_cleanup_failure=self.observers.on_cleanup_failure)
+                            on_cleanup_failure=self.observers.on_cleanup_failure, verifier=self.stages.verify)
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)
         progress.on_lanes(self.pool.lanes)
         self.observers.observers.append(progress)
@@ -334,6 +337,8 @@ class Run:
                                  hook_baseline=hook_baseline, hook_status=hook_status):
             if error not in self.errors:
                 self.errors.append(error)
+        if self.stages.finalize is not None:  # a harness's own files, after the run's
+            self.errors.extend(e for e in await self.stages.finalize(plan.results) if e not in self.errors)
 
 
 async def preflight_static(cfg: RunConfig) -> None:

@@ -31,6 +31,7 @@ from orchestrator.results.writer import (
     stored_run,
 )
 from orchestrator.run.config import RunConfig
+from orchestrator.run.stages import CaseLoader
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,8 @@ def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResu
     return [WorkUnit(c.slug, i) for c in cases for i in range(iterations) if (c.slug, i) not in done]
 
 
-async def make_plan(cfg: RunConfig) -> Plan:
+async def make_plan(cfg: RunConfig, load: CaseLoader | None = None) -> Plan:
+    """``load``: a harness's case loader (``run/stages.py``); None loads ``cases/`` or the suite."""
     if cfg.resume_existing and not cfg.resume:
         if not cfg.run_id:
             raise ConfigError("--resume-existing: needs --run-id (the run to resume when its state exists)")
@@ -105,18 +107,21 @@ async def make_plan(cfg: RunConfig) -> Plan:
     if not lock.acquire():
         raise UserError(f"--run-id {run_id}: that run is still going (another process holds {lock.path})")
     try:
-        return await _plan(cfg, run_id, ledger, lock)
+        return await _plan(cfg, run_id, ledger, lock, load)
     except BaseException:
         lock.release()
         raise
 
 
-async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock) -> Plan:
+async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock, load: CaseLoader | None = None) -> Plan:
     cfg.output_dir = output_dir = cfg.output_dir or Path("results") / run_id
     directory = run_dir(cfg, run_id)
     (directory / RUN_FILENAME).write_text(json.dumps(cfg.public(), indent=2, default=str))
 
-    cases = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
+    if load is not None:
+        cases = await load(cfg)
+    else:
+        cases = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
     if not cases:
         raise UserError("no cases selected: check the case paths and --filter / --exclude / --tier")
     results = EvalResults(run_id=run_id, experiment_name=cfg.experiment_name, started_at=time.time(), config=cfg.public())

@@ -30,6 +30,7 @@ from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.redact import redact
 from orchestrator.results.enrich import unit_extras
 from orchestrator.results.model import BuildRecord, ExpectationResult, UnitResult
+from orchestrator.run.stages import UnitCheck, UnitVerifier
 from orchestrator.verify.credential_setup import credential_setup_rows
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.external_edits import external_edit_rows
@@ -123,8 +124,11 @@ class UnitRunner:
         settings: UnitSettings,
         *,
         on_cleanup_failure: Callable[[CleanupFailure], None] | None = None,
+        verifier: UnitVerifier | None = None,
     ) -> None:
         self.cases = cases
+        #: a harness's verification of a successful build (None: ``verify_workflow``, run's own)
+        self.verifier = verifier
         self.lanes = lanes
         self.builder = builder
         self.judge = judge
@@ -333,18 +337,26 @@ class UnitRunner:
             if result.workflow_id is not None:
                 ctx.ledger.created("workflow", result.workflow_id, lane=lane_id, user=user.user_id)
             t0 = time.monotonic()
-            verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
-                                                 timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path,
-                                                 narration=result.narration,
-                                                 not_judged_reason=result.not_judged_reason,
-                                                 ground_truth=result.judge_context, scope=self._scope(),
-                                                 artifact_refs=result.artifact_refs, project_id=user.project_id,
-                                                 scenario_tables=result.scenario_tables, run_debug=result.run_debug)
+            harness_record: dict[str, object] | None = None
+            if self.verifier is not None:  # a harness's own verification (run/stages.py)
+                verified = await self.verifier(UnitCheck(case, unit.case, unit.iteration, result, ctx, user, self.judge,
+                                                         self._timeout_ms(case)))
+                verification, harness_record = verified.verification, verified.record
+            else:
+                verification = await verify_workflow(case, result.workflow_id, ctx.owner, self.judge,
+                                                     timeout_ms=self._timeout_ms(case), transcript_path=result.transcript_path,
+                                                     narration=result.narration,
+                                                     not_judged_reason=result.not_judged_reason,
+                                                     ground_truth=result.judge_context, scope=self._scope(),
+                                                     artifact_refs=result.artifact_refs, project_id=user.project_id,
+                                                     scenario_tables=result.scenario_tables, run_debug=result.run_debug)
             if result.budget_breach is not None:  # graded, recorded, and neutral (n8n's attachExpectations)
                 stamp_timeout(verification)
-            return Outcome.done, self._record(unit, lane_id, BuildStatus.ok, verification,
-                                              workflow_id=result.workflow_id, verify_s=time.monotonic() - t0,
-                                              transcript_path=result.transcript_path, timeout=result.budget_breach)
+            record = self._record(unit, lane_id, BuildStatus.ok, verification, workflow_id=result.workflow_id,
+                                  verify_s=time.monotonic() - t0, transcript_path=result.transcript_path,
+                                  timeout=result.budget_breach)
+            record.harness = harness_record
+            return Outcome.done, record
         reason = result.error or "no workflow built"
         kept = result.transcript_path
         if result.status == BuildStatus.timeout:  # nothing saved: neutral, nothing graded

@@ -380,6 +380,8 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
     from orchestrator.scripted import credential_setup as cs
     from orchestrator.scripted import instance_ai as ia
     from orchestrator.scripted import memory_judge as mj
+    from orchestrator.scripted import pairwise as pw
+    from orchestrator.scripted import routing as rt
     from orchestrator.scripted import user_proxy as up
 
     build = builder or mcp_builder(server_name)
@@ -391,6 +393,12 @@ def demo_script(server_name: str = "n8n-local", *, judge_script: Script | None =
     def script(request: dict[str, Any]) -> Action:
         if "submit_response" in tool_names(request):
             return mock(request)
+        if pw.is_pairwise_judge(request):  # orchestrator pairwise's judge panel
+            return pw.pairwise_judge(request)
+        if rt.is_routing_judge(request):  # orchestrator routing's judge
+            return rt.routing_judge(request)
+        if rt.is_routing_archetype(request):  # routes the agent script does not take: decline, multi
+            return rt.routing_agent(chat_agent)(request)
         if ia.is_instance_ai_agent(request):
             if browser_agent is not None and cs.wants_browser_credential(request):
                 return browser_agent(request)

@@ -127,6 +127,10 @@ class Judge:
                           duration_s=time.monotonic() - started, stop_reason=getattr(msg, "stop_reason", None))
         return "".join(getattr(b, "text", "") for b in msg.content)
 
+    async def ask(self, system: str, prompt: str, timeout_s: float | None = None) -> str:
+        """One call on the judge model, its reply text (a harness's own panel parses it)."""
+        return await self._ask(system, prompt, timeout_s)
+
     async def judge(self, system: str, prompt: str, count: int) -> list[Judgement]:
         """``count`` verdicts for the numbered items in ``prompt``; never raises.
 

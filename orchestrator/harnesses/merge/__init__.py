@@ -1,0 +1,1 @@
+"""``orchestrator merge``: the seed's ``merge-results`` for sharded runs."""

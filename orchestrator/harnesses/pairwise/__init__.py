@@ -1,0 +1,1 @@
+"""``orchestrator pairwise`` and its folder tools (``pairwise-compare``, ``pairwise-upload``)."""

@@ -1,0 +1,1 @@
+"""``orchestrator routing`` (alias ``discovery``): the seed's routing-mode discovery eval on lanes."""
