@@ -98,7 +98,8 @@ async def _run_unit(tmp_path: Path, answer: BuildResult) -> Any:
     settings = BuilderSettings(run_id="leak-test", run_dir=tmp_path, model="scripted")
     runner = UnitRunner({case.slug: case}, {lane.lane_id: ctx}, _FixedBuilder(settings, answer),
                         Judge(JudgeConfig(api_key=None)),
-                        UnitSettings(max_attempts=1, timeout_ms=60_000, keep_workflows=False))
+                        UnitSettings(max_attempts=1, timeout_ms=60_000, build_timeout_ms=60_000,
+                                     keep_workflows=False))
     user = BuildUser("member", "m@x.invalid", owner, None, "project")
     try:
         return case.case, await runner._build_and_verify(ctx, WorkUnit(case.slug, 0), case.case, user, Attempts(), 0)

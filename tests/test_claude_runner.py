@@ -189,7 +189,8 @@ async def test_build_attempts_policy_without_claude():
 
 
 async def test_spawn_error_is_reported_and_not_retried(tmp_path):
-    cfg = ClaudeConfig(tmp_path / "no-such-claude", api_key=API_KEY, base_url="http://127.0.0.1:9", work_root=tmp_path)
+    cfg = ClaudeConfig(tmp_path / "no-such-claude", api_key=API_KEY, base_url="http://127.0.0.1:9", work_root=tmp_path,
+                       timeout_ms=60_000)
     calls = 0
 
     async def run(n: int) -> AttemptResult:
@@ -228,14 +229,14 @@ def test_claude_env_is_clean_and_quiet(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "leak-me-please")
     monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "leak-me-too")
     cfg = ClaudeConfig(Path("claude"), api_key=API_KEY, base_url="http://127.0.0.1:1", mcp_timeout_ms=1234,
-                       max_retries=0)
+                       max_retries=0, timeout_ms=60_000)
     env = claude_env(cfg, tmp_path)
     assert env["HOME"] == str(tmp_path) and env["MCP_TIMEOUT"] == "1234"
     assert env["ANTHROPIC_MODEL"] == "claude-opus-4-8" and env["CLAUDE_CODE_MAX_RETRIES"] == "0"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and env["DISABLE_AUTOUPDATER"] == "1"
     assert "ANTHROPIC_AUTH_TOKEN" not in env and "CLAUDE_CODE_OAUTH_TOKEN" not in env
-    assert ClaudeConfig.from_env(Path("c"), {}).model == "claude-opus-4-8"
-    assert ClaudeConfig.from_env(Path("c"), {"ANTHROPIC_MODEL": "m1"}).model == "m1"
+    assert ClaudeConfig.from_env(Path("c"), {}, timeout_ms=1).model == "claude-opus-4-8"
+    assert ClaudeConfig.from_env(Path("c"), {"ANTHROPIC_MODEL": "m1"}, timeout_ms=1).model == "m1"
     assert mcp_config_json("http://l:1/", "k")["mcpServers"]["n8n-local"] == {
         "type": "http", "url": "http://l:1/mcp-server/http", "headers": {"Authorization": "Bearer k"}}
 

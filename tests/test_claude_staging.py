@@ -14,7 +14,7 @@ from orchestrator.builders.claude_runner import ClaudeConfig, stage_build
 def test_relative_work_root_gives_absolute_private_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     Path(".orchestrator/builds").mkdir(parents=True)
-    cfg = ClaudeConfig(claude_bin=Path("/bin/true"), work_root=Path(".orchestrator/builds"))
+    cfg = ClaudeConfig(claude_bin=Path("/bin/true"), work_root=Path(".orchestrator/builds"), timeout_ms=60_000)
     staged = stage_build("http://127.0.0.1:1", "mcp-key-for-staging-test", cfg)
     for path in (staged.root, staged.mcp_config, staged.home, staged.cwd):
         assert path.is_absolute(), path

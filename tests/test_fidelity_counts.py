@@ -128,7 +128,8 @@ def _records(monkeypatch: pytest.MonkeyPatch, builds: dict[int, BuildResult],
 def _runner(builder: Builder, case: EvalCase = CASE) -> UnitRunner:
     return UnitRunner({"c": LoadedCase(slug="c", source="c.json", case=case)}, {}, builder,
                       judge=None,
-                      settings=UnitSettings(max_attempts=1, timeout_ms=1000, keep_workflows=False))
+                      settings=UnitSettings(max_attempts=1, timeout_ms=1000, build_timeout_ms=1000,
+                                            keep_workflows=False))
 
 
 def _ok(i: int, **extra: Any) -> BuildResult:

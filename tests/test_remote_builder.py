@@ -174,8 +174,7 @@ async def _build(lane: Lane, ledger: Ledger, runner_url: str, tmp: Path, *, buil
     try:
         # claude_bin deliberately absent: the orchestrator side never starts claude
         builder = RemoteBuilder(BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-opus-4-8",
-                                                outage_waits_s=(0.1,), build_timeout_ms=build_timeout_ms,
-                                                max_retries=0))
+                                                outage_waits_s=(0.1,), max_retries=0))
     finally:
         del os.environ["N8N_EVAL_RUNNER_TOKEN"]
     await builder.prepare_lane(ctx)
@@ -184,7 +183,7 @@ async def _build(lane: Lane, ledger: Ledger, runner_url: str, tmp: Path, *, buil
     assert user.mcp_key
     transcript = tmp / "remote.0.jsonl"
     try:
-        task = asyncio.ensure_future(builder.build(BuildRequest(case, 0, 0, 240_000, transcript), ctx, user))
+        task = asyncio.ensure_future(builder.build(BuildRequest(case, 0, 0, build_timeout_ms, transcript), ctx, user))
         if during is not None:
             await during(task)
         result = await task

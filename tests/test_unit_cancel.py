@@ -70,7 +70,8 @@ class _Setup:
         self.builder = _GatedBuilder(BuilderSettings(run_id="cancel-test", run_dir=tmp_path, model="scripted"))
         self.runner = UnitRunner({self.case.slug: self.case}, {self.lane.lane_id: ctx}, self.builder,
                                  Judge(JudgeConfig(api_key=None)),
-                                 UnitSettings(max_attempts=1, timeout_ms=60_000, keep_workflows=False))
+                                 UnitSettings(max_attempts=1, timeout_ms=60_000, build_timeout_ms=60_000,
+                                              keep_workflows=False))
         self.written: list[UnitResult] = []
         self.writing = asyncio.Event()
         self.write_done = asyncio.Event()

@@ -22,6 +22,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+#: A user turn's budget when the run gives no ``--build-timeout-ms``: the reference's
+#: ``DEFAULT_TIMEOUT_MS`` (``harness/build-workflow.ts``); ``InstanceAiBuilder.default_build_timeout_ms``
+#: (kept here, light, so ``--help`` can name it without importing the builder)
+DEFAULT_TURN_BUDGET_MS = 900_000
 #: A conversation may spend this many turn budgets in total.
 CONVERSATION_BUDGET_TURNS = 2
 #: A run in flight that emits no event for this long is cancelled as stalled.

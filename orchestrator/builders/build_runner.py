@@ -50,6 +50,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from orchestrator.builders.builder import Builder
 from orchestrator.builders.claude_runner import (
     AttemptResult,
     ClaudeConfig,
@@ -110,7 +111,9 @@ class BuildRunnerServer:
         self.n8n_url, self.root, self.slots = n8n_url, root, slots
         self.token = token if token is not None else env.get(TOKEN_ENV) or None
         register_secret(self.token)
-        self.base_config = ClaudeConfig.from_env(claude_bin, env, work_root=root)
+        # a request that names no budget gets the claude builders' default (the remote builder always names one)
+        self.base_config = ClaudeConfig.from_env(claude_bin, env, work_root=root,
+                                                 timeout_ms=Builder.default_build_timeout_ms)
         self.builds: dict[str, _Build] = {}
         self.lock = threading.Lock()
         self.loop = asyncio.new_event_loop()

@@ -54,8 +54,6 @@ class BuilderSettings:
     api_key: str | None = field(default=None, repr=False)  # the model route's key (secret)
     base_url: str | None = None  # the model route's base URL (a scripted server when offline)
     claude_bin: Path | None = None
-    #: the build budget (``--build-timeout-ms``, resolved per builder; 0: none)
-    build_timeout_ms: int = 600_000
     mcp_timeout_ms: int = 60_000
     max_retries: int | None = None
     mcp_server: str = "n8n-local"
@@ -89,9 +87,10 @@ class BuildRequest:
     case: EvalCase
     iteration: int
     attempt: int  # 0 for the first try of this unit; retries on other lanes count up
-    #: the build budget (``--build-timeout-ms``, complex cases × 1.5; 0: none): a chat builder's
-    #: budget per user turn (:mod:`orchestrator.builders.budgets`); the claude builders bound each
-    #: attempt with ``BuilderSettings.build_timeout_ms`` instead
+    #: the build budget, the only one a builder reads (``--build-timeout-ms`` resolved for the
+    #: builder, complex cases × 1.5 — ``orchestrator.run.unit.effective_timeout_ms``; 0: none): a chat
+    #: builder's budget per user turn (:mod:`orchestrator.builders.budgets`), a claude builder's
+    #: wall clock per attempt
     timeout_ms: int
     transcript_path: Path | None = None  # where the builder writes the unit's redacted transcript
     case_slug: str = ""  # the case's slug in this run ("" when the caller has none)
@@ -183,7 +182,9 @@ class Builder(abc.ABC):
     #: its options name cases: :meth:`check_cases` sees the selection before anything starts
     checks_cases: ClassVar[bool] = False
     #: ``--build-timeout-ms`` when the run gives none: the reference's ``--build-timeout-ms`` default,
-    #: a wall-clock cap per claude attempt (a chat builder overrides it with its per-turn budget)
+    #: a wall-clock cap per claude attempt (a chat builder overrides it with its per-turn budget).
+    #: The only definition of a builder's default: ``run/`` resolves the run's budget from it once
+    #: (``orchestrator.run.pipeline.build_timeout_ms``) and each build gets it in its ``BuildRequest``
     default_build_timeout_ms: ClassVar[int] = 1_800_000
 
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:

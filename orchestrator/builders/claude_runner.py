@@ -74,12 +74,14 @@ class ClaudeConfig:
     api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     server_name: str = DEFAULT_SERVER_NAME
-    timeout_ms: int = 600_000  # 0 disables
     mcp_timeout_ms: int = 60_000
     max_retries: int | None = None  # CLAUDE_CODE_MAX_RETRIES; None keeps the CLI's default
     kill_grace_s: float = 5.0
     work_root: Path | None = None  # where per-build temp dirs go (default: the system temp dir)
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    #: the attempt's wall clock (ms; 0: none): the build request's budget, resolved by the run —
+    #: there is no default here (``Builder.default_build_timeout_ms`` is the claude builders')
+    timeout_ms: int = field(kw_only=True)
 
     @classmethod
     def from_env(cls, claude_bin: Path, env: Mapping[str, str] | None = None, **overrides: Any) -> ClaudeConfig:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.builders import scenario_tables, seeds
-from orchestrator.builders.budgets import BudgetBreach, Budgets
+from orchestrator.builders.budgets import DEFAULT_TURN_BUDGET_MS, BudgetBreach, Budgets
 from orchestrator.builders.builder import (
     Builder,
     BuilderOptions,
@@ -205,7 +205,7 @@ class InstanceAiBuilder(Builder):
     credential_setup_redacts = True
     #: per user turn: the reference's ``DEFAULT_TIMEOUT_MS`` (``harness/build-workflow.ts``), which its
     #: ``--timeout-ms`` sets there; here ``--build-timeout-ms`` does (``--timeout-ms`` is verification's)
-    default_build_timeout_ms = 900_000
+    default_build_timeout_ms = DEFAULT_TURN_BUDGET_MS
 
     @classmethod
     def check_config(cls, options: BuilderOptions | None) -> None:

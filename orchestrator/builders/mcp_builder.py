@@ -49,14 +49,15 @@ class McpBuilder(Builder):
     needs_mcp_key = True
     needs_claude = True
 
-    @property
-    def claude(self) -> ClaudeConfig:
+    def claude_config(self, request: BuildRequest) -> ClaudeConfig:
+        """How claude runs for ``request``: each attempt bounded by the request's budget (complex
+        cases already scaled), never by a run-wide one."""
         s = self.settings
         if s.claude_bin is None:
             raise RuntimeError("the mcp builder needs the claude CLI (BuilderSettings.claude_bin)")
         return ClaudeConfig(
             claude_bin=s.claude_bin, model=s.model, api_key=s.api_key, base_url=s.base_url,
-            server_name=s.mcp_server, timeout_ms=s.build_timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms,
+            server_name=s.mcp_server, timeout_ms=request.timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms,
             max_retries=s.max_retries, work_root=s.run_dir / "builds", extra_env=s.extra_env,
         )
 
@@ -89,7 +90,7 @@ class McpBuilder(Builder):
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
         case = request.case
-        claude = self.claude
+        claude = self.claude_config(request)
         try:
             id_map = await self._restore_seed(user, case)
         except N8nTransportError:

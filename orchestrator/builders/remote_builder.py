@@ -45,7 +45,7 @@ from orchestrator.builders.build_runner import (
     RunnerError,
     RunnerUnreachable,
 )
-from orchestrator.builders.builder import register_builder
+from orchestrator.builders.builder import BuildRequest, register_builder
 from orchestrator.builders.claude_runner import AttemptResult, ClaudeConfig, EventSink
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.mcp_builder import McpBuilder
@@ -74,13 +74,12 @@ class RemoteBuilder(McpBuilder):
         self._token = os.environ.get(TOKEN_ENV) or None
         register_secret(self._token)
 
-    @property
-    def claude(self) -> ClaudeConfig:
+    def claude_config(self, request: BuildRequest) -> ClaudeConfig:
         # Only the options travel (model, timeouts, server name, retries): the binary is the runner's.
         s = self.settings
         return ClaudeConfig(
             claude_bin=s.claude_bin or Path("claude"), model=s.model, server_name=s.mcp_server,
-            timeout_ms=s.build_timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms, max_retries=s.max_retries,
+            timeout_ms=request.timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms, max_retries=s.max_retries,
         )
 
     def runner_for(self, lane: BuildLane) -> RemoteBuildRunner:

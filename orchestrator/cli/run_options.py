@@ -16,7 +16,8 @@ from typing import Any, Optional
 
 import typer
 
-from orchestrator.builders.builder import ALIASES, BUILD_VIA_MCP, DEFAULT_BUILDER, available_builders
+from orchestrator.builders.budgets import DEFAULT_TURN_BUDGET_MS
+from orchestrator.builders.builder import ALIASES, BUILD_VIA_MCP, DEFAULT_BUILDER, Builder, available_builders
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends
 from orchestrator.ledger import default_state_dir
@@ -64,8 +65,9 @@ SHARED: list[P] = [
     _opt("timeout_ms", int, 900_000, "Verification budget per unit: each execution scenario (complex cases × 1.5). "
          "Does not bound the build (see --build-timeout-ms)."),
     _opt("build_timeout_ms", Optional[int], None, "Build budget, for every builder: mcp/remote, the wall clock per "
-         "claude attempt (default 1800000); instance-ai, each user turn (default 900000; the conversation gets 2×, "
-         "240 s of silence ends a run, complex cases × 1.5). 0 disables."),
+         f"claude attempt (default {Builder.default_build_timeout_ms}); instance-ai, each user turn (default "
+         f"{DEFAULT_TURN_BUDGET_MS}; the conversation gets 2×, 240 s of silence ends a run). Complex cases × 1.5. "
+         "0 disables."),
     _opt("build_max_attempts", int, 3, "Attempts per unit when claude prints no workflow id."),
     _opt("build_mcp_timeout_ms", int, 120_000, "MCP_TIMEOUT for claude: one MCP tool call."),
     _opt("mcp_server", str, "n8n-local", "MCP server name in the staged claude config."),

@@ -71,7 +71,9 @@ console = Console(stderr=True)
 
 
 def build_timeout_ms(cfg: RunConfig, builder_cls: type[Builder]) -> int:
-    """``--build-timeout-ms`` for this builder: the run's value, else the builder's own default."""
+    """``--build-timeout-ms`` for this builder: the run's value, else the builder's own default
+    (``Builder.default_build_timeout_ms``). The run resolves it here, once; each unit scales it for
+    its case (``orchestrator.run.unit.effective_timeout_ms``) into the builder's ``BuildRequest``."""
     return cfg.build_timeout_ms if cfg.build_timeout_ms is not None else builder_cls.default_build_timeout_ms
 
 
@@ -209,7 +211,8 @@ class Run:
         route = open_route(cfg.model_server, cfg.mcp_server)
         plan.results.config["model_server"] = route.kind
         plan.results.config["builder"] = builder_cls.name
-        plan.results.config["build_timeout_ms"] = build_timeout_ms(cfg, builder_cls)  # resolved for the builder
+        build_budget_ms = build_timeout_ms(cfg, builder_cls)
+        plan.results.config["build_timeout_ms"] = build_budget_ms  # resolved for the builder
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
@@ -238,7 +241,7 @@ class Run:
             BuilderSettings(
                 run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=model_key,
                 base_url=model_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
-                build_timeout_ms=build_timeout_ms(cfg, builder_cls), mcp_timeout_ms=cfg.build_mcp_timeout_ms,
+                mcp_timeout_ms=cfg.build_mcp_timeout_ms,
                 max_retries=cfg.build_max_retries, mcp_server=cfg.mcp_server, build_cwd=cfg.build_cwd,
                 outage_waits_s=tuple(cfg.outage_waits_s), keep_workflows=cfg.keep_workflows,
                 # builds run in their own session: the run marker lets `cleanup` find what a SIGKILL orphaned
@@ -249,7 +252,7 @@ class Run:
         )
         try:
             if plan.units and self.stop_reason is None:
-                await self._provision_and_execute(plan, backend, spec, judge)
+                await self._provision_and_execute(plan, backend, spec, judge, build_budget_ms)
             elif cfg.resume:  # nothing to run: what a replaced orchestrator left of the run goes all the same
                 await backend.take_over_leftovers()
         except (LaneError, ResultsWriteError) as exc:
@@ -282,7 +285,8 @@ class Run:
         return RunOutcome(plan.run_id, plan.writer.results_path, plan.results, [str(f) for f in self.cleanup_failures],
                           self.errors)
 
-    async def _provision_and_execute(self, plan: Plan, backend: LaneBackend, spec: LaneSpec, judge: Judge) -> None:
+    async def _provision_and_execute(self, plan: Plan, backend: LaneBackend, spec: LaneSpec, judge: Judge,
+                                     build_budget_ms: int) -> None:
         cfg = self.cfg
         assert self.builder is not None
         (plan.run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -295,7 +299,7 @@ class Run:
         transcripts = plan.run_dir / "transcripts"
         transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
         settings = UnitSettings(max_attempts=cfg.build_max_attempts, timeout_ms=cfg.timeout_ms,
-                                build_timeout_ms=self.builder.settings.build_timeout_ms,
+                                build_timeout_ms=build_budget_ms,
                                 keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts,
                                 judge_mcp_process=cfg.judge_mcp_process)
         runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,

@@ -80,6 +80,14 @@ async def run_to_end(aw: Awaitable[T]) -> T:
 COMPLEX_TIMEOUT_FACTOR = 1.5
 
 
+def effective_timeout_ms(base_ms: int, case: EvalCase) -> int:
+    """A budget as ``case`` gets it (the reference's ``effectiveTimeoutMs``): ``complex`` cases
+    × :data:`COMPLEX_TIMEOUT_FACTOR`, others the base; 0 (no budget) stays 0. The only place the
+    factor is applied, to the verification budget and the build budget alike."""
+    factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
+    return int(base_ms * factor)
+
+
 @dataclass
 class Attempts:
     """What earlier attempts of one unit cost, carried across lanes."""
@@ -106,12 +114,13 @@ class UnitSettings:
     max_attempts: int
     #: the verification budget (``--timeout-ms``); complex cases × 1.5
     timeout_ms: int
+    #: the build budget (``--build-timeout-ms``, resolved for the builder by ``run/``); complex
+    #: cases × 1.5, handed to the builder in each ``BuildRequest``
+    build_timeout_ms: int
     keep_workflows: bool
     transcripts_dir: Path | None = None
     #: judge the process expectations of MCP builds too (an extra, never scored: n8n skips them)
     judge_mcp_process: bool = False
-    #: the build budget (``--build-timeout-ms``, resolved for the builder); complex cases × 1.5
-    build_timeout_ms: int = 900_000
 
 
 class UnitRunner:
@@ -150,13 +159,12 @@ class UnitRunner:
 
     def _timeout_ms(self, case: EvalCase) -> int:
         """The case's verification budget (the reference's ``effectiveTimeoutMs``: complex × 1.5)."""
-        factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
-        return int(self.settings.timeout_ms * factor)
+        return effective_timeout_ms(self.settings.timeout_ms, case)
 
     def _build_timeout_ms(self, case: EvalCase) -> int:
-        """The case's build budget (complex × 1.5, as the reference scales a build turn; 0 stays 0)."""
-        factor = COMPLEX_TIMEOUT_FACTOR if case.complexity == "complex" else 1.0
-        return int(self.settings.build_timeout_ms * factor)
+        """The case's build budget (complex × 1.5, as the reference scales a build turn; 0 stays 0):
+        the one every builder reads, from its ``BuildRequest``."""
+        return effective_timeout_ms(self.settings.build_timeout_ms, case)
 
     def _record(self, unit: WorkUnit, lane_id: str, status: BuildStatus, verification: Verification, *,
                 workflow_id: str | None = None, error: str | None = None, root_cause: str | None = None,
