@@ -27,7 +27,7 @@ The bench prints how busy the machine's cores were during each policy (from ``/p
 process on the machine included) next to each figure: well under 100 % means the CPU had room.
 
     .venv/bin/python bench/provider_limit.py [--lanes 4] [--iterations 8] [--latency-s 8]
-        [--tpm N: skip the calibration] [--policies gateway: a subset, no last line]
+        [--tpm N: skip the calibration] [--policies gateway: a subset, no last line] [--keep DIR]
 
 The last line is ``provider limit: gateway R x bound, timeouts T, 429s reaching a build N (fixed x2
 R2, fixed x4 R4 / T4)``.
@@ -129,6 +129,7 @@ async def main() -> None:
     parser.add_argument("--latency-s", type=float, default=8.0)
     parser.add_argument("--burst-s", type=float, default=5.0)
     parser.add_argument("--tpm", type=int, default=None, help="the provider's limit (skips the calibration)")
+    parser.add_argument("--keep", default=None, help="keep each policy's run (results, ledger) in this folder")
     parser.add_argument("--policies", default="fixed x2,fixed x4,gateway",
                         help="comma-separated subset to run (the last line needs all three)")
     args = parser.parse_args()
@@ -137,7 +138,7 @@ async def main() -> None:
         os.environ.pop(key, None)
     base = {"latency_s": args.latency_s, "prompt_cache": True}
     with tempfile.TemporaryDirectory(prefix="provider-limit-") as tmp:
-        root = Path(tmp)
+        root = Path(args.keep) if args.keep else Path(tmp)
         if args.tpm is None:
             calib = await sweep("calibrate", root, lanes=args.lanes, iterations=args.calibration_iterations,
                                 pressure=base, concurrency=args.lanes * 4, gateway=False)

@@ -276,3 +276,35 @@ async def test_no_key_header_value_or_prompt_text_in_the_gateways_log_metrics_or
         for planted in (secret, header_value, prompt, "my cat"):
             assert planted not in text
     assert len(heard.calls) == 2
+
+
+def test_a_cache_reads_input_is_estimated_from_its_messages_not_its_cached_tools() -> None:
+    """Anthropic does not count cache reads against the input limit: once a prefix (system prompt and
+    tools) went by and the call asks for caching, its estimate follows its messages, at the highest
+    ratio the provider counted of recent cache reads; a first sighting, or a call that does not ask
+    for caching, is estimated from its whole body, at the highest ratio counted of recent such calls
+    once three were seen."""
+    upstream = Upstream("http://127.0.0.1:9")
+    gw = ModelGateway(GatewayConfig(own=upstream, lanes=upstream), CallLedger(None))
+    tools = [{"name": f"tool{i}", "description": "d" * 2000, "input_schema": {"type": "object"}} for i in range(20)]
+
+    def call(text: str, cache: bool = True) -> tuple[Any, bytes]:
+        payload = body(text, tools=tools, system=[{"type": "text", "text": "s" * 400,
+                                                   **({"cache_control": {"type": "ephemeral"}} if cache else {})}])
+        raw = json.dumps(payload).encode()
+        return gw._shape(raw, payload), raw
+
+    first, raw = call("x" * 4000)
+    assert not first.prefix_cached and gw._estimate(first) == len(raw) // 4  # a cache write: all of it
+    for n in (4000, 8000, 2000):
+        shape, _ = call("y" * n)
+        assert shape.prefix_cached
+        gw._learn(shape, Tokens(input=int(shape.message_chars / 4 * 1.1), cache_read=10_000))
+    read, raw = call("z" * 40_000)
+    assert gw._estimate(read) == int(read.message_chars / 4 * 1.1 * 1.05) < len(raw) // 4
+    uncached, raw = call("z" * 40_000, cache=False)
+    assert gw._estimate(uncached) == len(raw) // 4  # nothing learned of its kind yet: all of it
+    for n in (1000, 3000, 5000):  # the provider counts half of what other calls carry
+        shape, raw = call("w" * n, cache=False)
+        gw._learn(shape, Tokens(input=len(raw) // 8))
+    assert gw._estimate(uncached) == pytest.approx(uncached.body_bytes / 4 * 0.5 * 1.05, rel=0.01)

@@ -51,12 +51,13 @@ def test_the_cap_is_not_raised_when_the_allocator_never_reached_it() -> None:
     assert epoch(c, clock, queued=0.0, running=5, waiting=0) is None and c.cap == 8
 
 
-def test_calls_queued_longer_than_half_their_service_time_lower_the_cap_by_one() -> None:
+def test_calls_queued_longer_than_their_service_time_lower_the_cap_a_step() -> None:
     clock = Clock()
     c = Concurrency(RULE, clock)
-    assert epoch(c, clock, queued=0.6, running=8, waiting=4) == 7
-    assert epoch(c, clock, queued=0.3, running=7, waiting=4) is None  # between the marks: it holds
-    assert c.changes[-1][1:] == (7, "calls queued 0.60× their service time")
+    assert epoch(c, clock, queued=1.2, running=8, waiting=4) == 7
+    assert epoch(c, clock, queued=0.8, running=7, waiting=4) is None  # between the marks: it holds
+    assert epoch(c, clock, queued=0.5, running=7, waiting=4) is None
+    assert c.changes[-1][1:] == (7, "calls queued 1.20× their service time")
 
 
 def test_provider_pushback_halves_the_cap_at_once_but_only_once_an_epoch_and_never_below_the_minimum() -> None:

@@ -125,6 +125,15 @@ def _route(path: str) -> tuple[str, str | None, str]:
     return "own", None, path
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What a call's input is made of, for its estimate (:meth:`ModelGateway._shape`)."""
+
+    prefix_cached: bool  # asks for caching, and its system prompt and tools went by before
+    message_chars: int
+    body_bytes: int
+
+
 @dataclass
 class _Call:
     """One model call on its way through."""
@@ -140,7 +149,7 @@ class _Call:
     queued_s: float = 0.0
     retried: bool = False
     model: str | None = None
-    kind: tuple[bool, bool] = (False, False)  # with tools, prefix seen before (ModelGateway._kind)
+    shape: _Shape = field(default_factory=lambda: _Shape(False, 0, 0))
 
 
 class _InLoopServer(uvicorn.Server):
@@ -162,8 +171,9 @@ class ModelGateway:
         self.clock = clock
         self.concurrency = Concurrency(config.rule, clock)
         self.pacer = RatePacer(clock, wall)
-        #: what the provider counted of an input ÷ a quarter of its body, last calls by kind (:meth:`_kind`)
-        self._ratio: dict[tuple[bool, bool], deque[float]] = {}
+        #: what the provider counted ÷ (the characters an estimate reads ÷ 4), of the last calls, for
+        #: cache reads (True) and the rest (False) (:meth:`_estimate`)
+        self._ratios: dict[bool, deque[float]] = {True: deque(maxlen=_RATIO_WINDOW), False: deque(maxlen=_RATIO_WINDOW)}
         self._prefixes: set[bytes] = set()
         self.health = ProviderHealth(clock)
         self._turn = asyncio.Lock()  # first come, first served
@@ -240,11 +250,11 @@ class ModelGateway:
             unit = request.headers.get(UNIT_HEADER)
             asked = request.headers.get(STAGE_HEADER, "build")
             units, stage = ([unit] if unit else []), (asked if asked in STAGES else "build")
-        kind = self._kind(parsed)
+        shape = self._shape(body, parsed)
         call = _Call(route, stage, tuple(units), body, bool(isinstance(parsed, dict) and parsed.get("stream")),
-                     self.clock(), self._estimate(body, kind),
+                     self.clock(), self._estimate(shape),
                      model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None,
-                     kind=kind)
+                     shape=shape)
         call.first_arrived = call.arrived
         return await self._forward(call, target, headers)
 
@@ -373,7 +383,7 @@ class ModelGateway:
                 usage = reader.usage
                 counted = usage.input + usage.cache_write + usage.cache_write_1h
                 self.pacer.done(ticket, input_tokens=counted, output_tokens=usage.output)
-                self._learn(call.body, call.kind, counted)
+                self._learn(call.shape, usage)
                 self.concurrency_observe(call, self.clock() - sent)
                 call.model = reader.model or call.model
                 self._record(call, upstream.status_code, outcome_of(upstream.status_code), usage, self.clock() - sent)
@@ -392,33 +402,40 @@ class ModelGateway:
         headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BACK}
         return StreamingResponse(relay(), upstream.status_code, headers)
 
-    def _kind(self, parsed: Any) -> tuple[bool, bool]:
-        """What a call's input is likely to count: whether it carries tools, and whether its prefix
-        (system prompt and tools) went by before — a provider's prompt cache then reads it instead of
-        writing it (Anthropic does not count cache reads against the input limit)."""
+    def _shape(self, body: bytes, parsed: Any) -> _Shape:
+        """What of a call's input the provider is likely to count (:class:`_Shape`): a call that asks
+        for caching and whose prefix (system prompt and tools) went by before reads that prefix from
+        the cache, which Anthropic does not count against the input limit."""
         if not isinstance(parsed, dict):
-            return False, False
+            return _Shape(False, 0, len(body))
         prefix = hashlib.sha256(json.dumps([parsed.get("system"), parsed.get("tools")]).encode()).digest()
-        seen = prefix in self._prefixes
+        seen = prefix in self._prefixes and b"cache_control" in body
         self._prefixes.add(prefix)
-        return bool(parsed.get("tools")), seen
+        return _Shape(seen, len(json.dumps(parsed.get("messages") or [])), len(body))
 
-    def _estimate(self, body: bytes, kind: tuple[bool, bool]) -> int:
-        """A call's input tokens before the provider says: a quarter of its body's bytes, scaled by the
-        highest ratio the provider counted of the last calls of its kind (:meth:`_kind`), plus 5 % —
-        an estimate that errs high costs a call in flight some budget until its answer corrects it;
-        one that errs low costs a 429."""
-        raw = len(body) // 4
-        ratios = self._ratio.get(kind)
-        if ratios is None or len(ratios) < 3:
-            return max(1, raw)
-        return max(1, int(raw * min(1.0, max(ratios) * 1.05)))
+    def _estimate(self, shape: _Shape) -> int:
+        """A call's input tokens before the provider says, at the highest ratio the provider counted of
+        the last calls of its kind, plus 5 % — an estimate that errs high holds budget until the
+        answer corrects it, one that errs low costs a 429 (which the gateway absorbs). A cache read
+        (Anthropic does not count cached input against the limit): its messages' characters ÷ 4 at
+        that ratio; anything else: its body's bytes ÷ 4 at that ratio. With fewer than three calls of
+        its kind seen: its whole body's bytes ÷ 4."""
+        ratios = self._ratios[shape.prefix_cached]
+        if len(ratios) < 3:
+            return max(1, shape.body_bytes // 4)
+        base = shape.message_chars if shape.prefix_cached else shape.body_bytes
+        return max(1, int(base / 4 * max(ratios) * 1.05))
 
-    def _learn(self, body: bytes, kind: tuple[bool, bool], counted: int) -> None:
-        raw = len(body) // 4
-        if raw <= 0:
-            return
-        self._ratio.setdefault(kind, deque(maxlen=_RATIO_WINDOW)).append(counted / raw)
+    def _learn(self, shape: _Shape, usage: Usage) -> None:
+        """What the provider counted of a call's input per character ÷ 4 of what its estimate reads: a
+        cache read's uncached input per message character (a call that also wrote the cache says
+        nothing of that), anything else's uncached input and cache writes per body byte."""
+        writes = usage.cache_write + usage.cache_write_1h
+        if shape.prefix_cached:
+            if shape.message_chars >= 4 and not writes:
+                self._ratios[True].append(usage.input / (shape.message_chars / 4))
+        elif shape.body_bytes >= 4:
+            self._ratios[False].append((usage.input + writes) / (shape.body_bytes / 4))
 
     def concurrency_observe(self, call: _Call, service_s: float, *, pushback: bool = False) -> None:
         changed = self.concurrency.observe(queued_s=call.queued_s, service_s=service_s, pushback=pushback)
