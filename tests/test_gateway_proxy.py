@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,37 @@ async def test_429s_under_advertised_limits_wait_in_the_gateway_until_its_rate_h
     assert held >= 0.5 and gw.requeued >= 2 and len(srv.message_requests) == gw.requeued + 2
     assert [r.outcome for r in heard.calls] == ["rate_limited"] and heard.calls[0].retried
     assert heard.caps == []
+
+
+async def test_a_call_still_held_at_the_provider_when_the_run_closes_its_gateway_ends_quietly(
+        http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture) -> None:
+    """A build held at the provider when the run ends (a signal mid-build): closing the gateway
+    cancels the call after its grace; the call is recorded as having had no answer and nothing is
+    logged as an error of the server (an interrupted run's output stays free of tracebacks)."""
+    release = threading.Event()
+
+    def held(_: dict[str, Any]) -> Action:
+        release.wait(30)
+        return text_reply("late")
+
+    heard = Heard()
+    caplog.set_level(logging.WARNING)
+    with ScriptedModelServer(held) as srv:
+        gw = await gateway_for(srv, heard, close_grace_s=0.2)
+        call = asyncio.create_task(http.post(gw.base_url + "/v1/messages", json=body(stream=False)))
+        deadline = gw.clock() + 10
+        while not srv.message_requests and gw.clock() < deadline:
+            await asyncio.sleep(0.01)
+        assert srv.message_requests, "the call never reached the provider"
+        await gw.close()
+        deadline = gw.clock() + 10
+        while not heard.calls and gw.clock() < deadline:
+            await asyncio.sleep(0.01)
+        release.set()
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+    assert [r.outcome for r in heard.calls] == ["connection"]
+    assert "Exception in ASGI application" not in caplog.text and "Traceback" not in caplog.text
 
 
 async def test_a_provider_that_is_down_is_held_probed_and_seen_back(http: httpx.AsyncClient) -> None:

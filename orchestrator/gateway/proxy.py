@@ -86,6 +86,7 @@ class GatewayConfig:
     retry_wait_s: float = 2.0
     rate_hold_s: float = 120.0
     read_timeout_s: float = 600.0
+    close_grace_s: float = 10.0  # what close() waits for calls in flight before it cancels them
 
 
 class GatewayEvents:
@@ -188,6 +189,7 @@ class ModelGateway:
         self.held = 0  # calls waiting right now
         self.refused = 0  # calls answered 529 after a hold
         self.requeued = 0  # 429s under advertised limits the gateway queued again
+        self._closing = False
         self.last_model: str | None = None
 
     # ---------------------------------------------------------------- life cycle
@@ -211,15 +213,16 @@ class ModelGateway:
         return self
 
     async def close(self) -> None:
+        self._closing = True
         if self._probe is not None:
             self._probe.cancel()
         if self._server is not None:
             self._server.should_exit = True
         if self._serving is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._serving, timeout=10)
+                await asyncio.wait_for(self._serving, timeout=self.config.close_grace_s)
         if self._pumps:
-            await asyncio.wait(list(self._pumps), timeout=10)
+            await asyncio.wait(list(self._pumps), timeout=self.config.close_grace_s)
         if self._client is not None:
             await self._client.aclose()
         self.ledger.close()
@@ -256,7 +259,18 @@ class ModelGateway:
                      model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None,
                      shape=shape)
         call.first_arrived = call.arrived
-        return await self._forward(call, target, headers)
+        try:
+            return await self._forward(call, target, headers)
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            return self._closed(call)
+
+    def _closed(self, call: _Call) -> Response:
+        """A call the run's end cut off (a build held at the provider when a signal stopped the run):
+        recorded as unanswered, and ended as an answer rather than an error in the run's log."""
+        self._record(call, None, "connection", Usage(), 0.0)
+        return _error(503, "api_error", "the model gateway is closing")
 
     async def _passthrough(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Response:
         assert self._client is not None
@@ -270,6 +284,8 @@ class ModelGateway:
     async def _forward(self, call: _Call, target: str, headers: dict[str, str]) -> Response:
         assert self._client is not None
         while True:
+            if self._closing:
+                return self._closed(call)
             try:
                 ticket = await self._admit(call)
             except _Refused:
@@ -283,6 +299,8 @@ class ModelGateway:
                     self._client.build_request("POST", target, headers=headers, content=call.body), stream=True)
             except httpx.HTTPError as exc:
                 self.pacer.done(ticket)
+                if self._closing:  # the run closed the gateway under this call: no provider failure
+                    return self._closed(call)
                 self._failed(call.route)
                 if await self._retry(call, None):
                     continue
