@@ -88,10 +88,13 @@ def register(app: typer.Typer) -> None:
             console.print(line, markup=False, highlight=False)
         if summary is not None:
             rate = f"{summary.pass_rate.rate:.0%}" if summary.pass_rate else "n/a"
+            gateway = outcome.results.config.get("model_gateway_status")
+            spent = gateway.get("cost_usd") if isinstance(gateway, dict) else None
+            every_call = f" (every model call ${spent:.4f})" if isinstance(spent, (int, float)) else ""
             console.print(
                 f"[bold]{outcome.run_id}[/bold]: {summary.units_finished}/{summary.units_total} units, "
                 f"pass rate {rate} ({summary.passed_trials}/{summary.trials} trials), "
-                f"cost ${summary.build_cost_usd:.4f}, turns {summary.build_turns}"
+                f"build cost ${summary.build_cost_usd:.4f}{every_call}, turns {summary.build_turns}"
                 + (f", stopped: {summary.stopped_reason}" if summary.stopped_reason else "")
             )
         console.print(f"results: {outcome.results_path}")
