@@ -146,11 +146,14 @@ class _Call:
     streamed: bool
     arrived: float
     estimate: int
-    first_arrived: float = 0.0
+    first_arrived: float = field(init=False)  # when it reached the gateway (arrived moves on a re-queue)
     queued_s: float = 0.0
     retried: bool = False
     model: str | None = None
     shape: _Shape = field(default_factory=lambda: _Shape(False, 0, 0))
+
+    def __post_init__(self) -> None:
+        self.first_arrived = self.arrived
 
 
 class _InLoopServer(uvicorn.Server):
@@ -258,7 +261,6 @@ class ModelGateway:
                      self.clock(), self._estimate(shape),
                      model=str(parsed.get("model")) if isinstance(parsed, dict) and parsed.get("model") else None,
                      shape=shape)
-        call.first_arrived = call.arrived
         try:
             return await self._forward(call, target, headers)
         except asyncio.CancelledError:
@@ -320,7 +322,7 @@ class ModelGateway:
                 self.concurrency_observe(call, self.clock() - sent, pushback=status == 529 or (status == 429 and not known))
                 if status != 429:
                     self._failed(call.route)
-                if status == 429 and known and await self._requeue(call, retry_after_s(upstream.headers)):
+                if status == 429 and known and self._requeue(call, retry_after_s(upstream.headers)):
                     continue
                 if await self._retry(call, retry_after_s(upstream.headers), status == 429):
                     continue
@@ -334,7 +336,7 @@ class ModelGateway:
             self._succeeded(call.route)
             return self._relay(call, upstream, ticket, sent)
 
-    async def _requeue(self, call: _Call, retry_after: float | None) -> bool:
+    def _requeue(self, call: _Call, retry_after: float | None) -> bool:
         """A 429 under advertised limits: pause every call for ``retry-after`` (or ``retry_wait_s``) and
         queue this one again, unless that would hold it past ``rate_hold_s`` since it arrived."""
         wait = retry_after if retry_after is not None else self.config.retry_wait_s
