@@ -1,7 +1,8 @@
 """The model gateway in a real run (issue 37), on real n8n process lanes with the embedded scripted
 provider.
 
-- A provider outage of 60 s in the middle of a run (from the 30th model call): the gateway says so (a
+- A provider outage of 60 s in the middle of a run (from the first build step after the 30th model
+  call, so a build is in flight whatever the timing): the gateway says so (a
   log line, ``n8n_eval_provider_up`` 0, ``config.model_gateway_status.outage_periods``), no new build
   starts while it lasts, no unit is counted as the builder's failure, every row the outage took is
   ``framework_issue`` with n8n's provider-outage root cause (``harness/transient-error.ts``), and the
@@ -46,7 +47,8 @@ async def test_an_outage_mid_run_is_the_frameworks_new_builds_wait_and_the_run_f
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
     offline(monkeypatch)
-    monkeypatch.setenv(PRESSURE_ENV, json.dumps({"outage_after_calls": OUTAGE_AFTER_CALLS, "outage_s": OUTAGE_S}))
+    monkeypatch.setenv(PRESSURE_ENV, json.dumps({"outage_after_calls": OUTAGE_AFTER_CALLS, "outage_s": OUTAGE_S,
+                                                  "outage_on_build": True}))
     caplog.set_level(logging.WARNING)
     run_id = f"gw-outage-{int(time.time()) % 100000}"
     state, out = tmp_path / "state", tmp_path / "out"

@@ -103,6 +103,24 @@ def test_an_outage_starts_at_its_call_and_refuses_every_call_for_its_length() ->
     assert state.counts.outage_refused == 5
 
 
+def test_an_outage_on_build_waits_past_its_call_for_the_first_build_step() -> None:
+    clock = Clock()
+    state = ProviderState(Pressure(outage_after_calls=2, outage_s=60, outage_on_build=True), clock=clock)
+    judge = request(tools=[{"name": "submit_response"}])
+    build = request(tools=[{"name": "build-workflow"}, {"name": "ask-user"}])
+    claude = request(tools=[{"name": "mcp__n8n__create_workflow"}])
+    assert state.admit(build)[0] is None and state.admit(build)[0] is None  # before its call: served
+    assert all(state.admit(judge)[0] is None for _ in range(4))  # past it, but no build step yet
+    assert not state.in_outage()
+    refusal = state.admit(build)[0]
+    assert refusal is not None and refusal.status == 529 and state.in_outage()
+    assert state.admit(judge)[0] is not None  # from then on, every route alike
+    clock.t += 60
+    assert state.admit(claude)[0] is None and state.counts.outage_refused == 2
+    claude_first = ProviderState(Pressure(outage_after_calls=0, outage_on_build=True), clock=clock)
+    assert claude_first.admit(judge)[0] is None and claude_first.admit(claude)[0] is not None
+
+
 def test_the_prompt_cache_writes_a_prefix_once_and_reads_it_afterwards() -> None:
     state = ProviderState(Pressure(prompt_cache=True))
     cached = request(system="s" * 4000, cache_control={"type": "ephemeral"})

@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from orchestrator.scripted.replies import Action, Reply, TextBlock, ToolUseBlock, text_reply
+from orchestrator.scripted.replies import Action, Reply, TextBlock, ToolUseBlock, text_reply, tool_names
 
 READ_CONFIG = "read_config"
 WRITE_CONFIG = "write_config"
@@ -33,7 +33,7 @@ _REFUND = re.compile(r"\b(?:refund|money back|reimburse)", re.I)
 
 
 def _tool_names(request: dict[str, Any]) -> set[str]:
-    return {str(t.get("name", "")) for t in request.get("tools") or [] if isinstance(t, dict)}
+    return set(tool_names(request))
 
 
 def _system(request: dict[str, Any]) -> str:

@@ -51,15 +51,16 @@ from typing import Any
 
 from orchestrator.scripted.intent import asks_for_intent_block, intent_answer
 from orchestrator.scripted.replies import (
+    BUILD_TOOL,
     Action,
     Reply,
     Script,
     TextBlock,
     ToolUseBlock,
     text_reply,
+    tool_names,
 )
 
-BUILD_TOOL = "build-workflow"
 ASK_USER = "ask-user"
 LOAD_SKILL = "load_skill"
 WRITE_FILE = "workspace_write_file"
@@ -83,10 +84,6 @@ def system_text(request: dict[str, Any]) -> str:
     if isinstance(system, list):
         return " ".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
     return system if isinstance(system, str) else ""
-
-
-def tool_names(request: dict[str, Any]) -> list[str]:
-    return [str(t.get("name", "")) for t in request.get("tools") or [] if isinstance(t, dict)]
 
 
 def user_texts(request: dict[str, Any]) -> list[tuple[int, str]]:

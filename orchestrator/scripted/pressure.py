@@ -19,7 +19,9 @@ run's outage handling are tested offline:
 - **overload bursts**: ``529 overloaded_error`` for every model call inside each (start, duration)
   window, in seconds after the first model call.
 - **an outage**: from the ``outage_after_calls``-th model call on, every model call for ``outage_s``
-  seconds is answered ``outage_status`` (529 by default) — a full outage, every route alike.
+  seconds is answered ``outage_status`` (529 by default) — a full outage, every route alike. With
+  ``outage_on_build`` it starts at the first build step (:func:`is_build_request`) after that call
+  instead, so it takes a build in flight whatever the run's timing.
 - **prompt caching**: a request that asks for caching (any ``cache_control``) writes its prefix
   (system prompt and tools) on first sight and reads it afterwards, in the usage fields
   ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` (uncached input is the rest).
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.scripted.replies import HttpError, Usage
+from orchestrator.scripted.replies import HttpError, Usage, is_build_request
 
 PRESSURE_ENV = "N8N_EVAL_SCRIPTED_PROVIDER"
 
@@ -60,6 +62,7 @@ class Pressure:
     outage_after_calls: int | None = None
     outage_s: float = 60.0
     outage_status: int = 529
+    outage_on_build: bool = False
     prompt_cache: bool = False
 
     @property
@@ -190,7 +193,7 @@ class ProviderState:
             self.counts.model_calls += 1
             if self._first_call_at is None:
                 self._first_call_at = now
-            refusal = self._window_refusal(now)
+            refusal = self._window_refusal(now, request)
             if refusal is not None:
                 return refusal, self._headers_locked(now), 0
             charge = self._counted_input(request)
@@ -209,9 +212,10 @@ class ProviderState:
                 self._requests.level -= 1
             return None, self._headers_locked(now), charge
 
-    def _window_refusal(self, now: float) -> HttpError | None:
+    def _window_refusal(self, now: float, request: dict[str, Any]) -> HttpError | None:
         p = self.pressure
-        if p.outage_after_calls is not None and self._outage_at is None and self.counts.model_calls > p.outage_after_calls:
+        if (p.outage_after_calls is not None and self._outage_at is None and self.counts.model_calls > p.outage_after_calls
+                and (not p.outage_on_build or is_build_request(request))):
             self._outage_at = now
         if self._outage_at is not None and now < self._outage_at + p.outage_s:
             self.counts.outage_refused += 1

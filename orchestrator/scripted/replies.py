@@ -20,6 +20,26 @@ def _next_id(prefix: str) -> str:
     return f"{prefix}_scripted{next(_ids):06d}"
 
 
+BUILD_TOOL = "build-workflow"  # the Instance AI agent's build tool
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    """The tools a request offers, Anthropic (``name``) or OpenAI (``function.name``) shape alike."""
+    names = []
+    for tool in request.get("tools") or []:
+        if isinstance(tool, dict):
+            fn = tool.get("function")
+            names.append(str((fn or {}).get("name", "") if isinstance(fn, dict) else tool.get("name", "")))
+    return names
+
+
+def is_build_request(request: dict[str, Any]) -> bool:
+    """A build step: an Instance AI agent step (it offers ``build-workflow``) or a claude build step
+    (it offers MCP tools)."""
+    names = tool_names(request)
+    return BUILD_TOOL in names or any(n.startswith("mcp__") for n in names)
+
+
 @dataclass(frozen=True)
 class TextBlock:
     text: str

@@ -22,14 +22,11 @@ from orchestrator.scripted.replies import (
     TextBlock,
     ToolUseBlock,
     text_reply,
+    tool_names,
 )
 
 # --------------------------------------------------------------------------------------------
 # request helpers
-
-
-def tool_names(request: dict[str, Any]) -> list[str]:
-    return [t.get("name", "") for t in request.get("tools") or [] if isinstance(t, dict)]
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

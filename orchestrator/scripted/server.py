@@ -48,6 +48,8 @@ from orchestrator.scripted.replies import (
     TextBlock,
     ToolUseBlock,
     _next_id,
+    is_build_request,
+    tool_names,
 )
 
 _CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
@@ -93,19 +95,12 @@ class RecordedRequest:
 
     @property
     def tool_names(self) -> list[str]:
-        tools = self.body.get("tools") if isinstance(self.body, dict) else None
-        names = []
-        for tool in tools or []:
-            if isinstance(tool, dict):
-                fn = tool.get("function")
-                names.append(str((fn or {}).get("name") if isinstance(fn, dict) else tool.get("name")))
-        return names
+        return tool_names(self.body) if isinstance(self.body, dict) else []
 
     @property
     def is_build_call(self) -> bool:
         """An Instance AI agent step (it offers ``build-workflow``) or a claude build step (MCP tools)."""
-        names = self.tool_names
-        return "build-workflow" in names or any(n.startswith("mcp__") for n in names)
+        return isinstance(self.body, dict) and is_build_request(self.body)
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
