@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _lanes import READY_TIMEOUT_S, _seed
 from _tools import need, require
 
 from orchestrator.lanes.bringup import wait_ready
@@ -22,7 +23,6 @@ from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock
 from orchestrator.scripted.scripts import tool_calls, tool_names, tool_result_text
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
-from tests._lanes import READY_TIMEOUT_S, _seed
 
 TC = Toolchain(default_cache_dir())
 

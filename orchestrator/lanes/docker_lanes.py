@@ -417,10 +417,11 @@ class DockerBackend(LaneBackend):
         """Remove our containers and volumes of ``run_id`` (every run when None), by label and by ledger."""
         client = await self.client()
         removed: list[str] = []
-        filters = {"label": label_filter(run_id)}
+        filters: dict[str, str | list[str] | bool] = {"label": label_filter(run_id)}
         containers = await asyncio.to_thread(client.containers.list, all=True, filters=filters)
         for c in containers:
-            removed += await self._remove_container(client, c.name)
+            # a listed (not sparse) container has its name read; the id stands in should one not
+            removed += await self._remove_container(client, c.name or c.short_id)
         for ledger in self._ledgers(run_id):
             for entry in ledger.open_entries("lane"):
                 if entry.meta.get("backend") != self.name:
