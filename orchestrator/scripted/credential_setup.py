@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.scripted.instance_ai import calls_since, result_json, tool_names, user_texts
-from orchestrator.scripted.replies import Action, Reply, Script, TextBlock, ToolUseBlock, text_reply
+from orchestrator.scripted.instance_ai import calls_since, result_json, user_texts
+from orchestrator.scripted.replies import Action, Reply, Script, TextBlock, ToolUseBlock, text_reply, tool_names
 
 Variant = Literal["good", "skip_add", "truncated", "leak"]
 LOAD_TOOL = "load_tool"

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.cases.model import IntentAccept, IntentExpectation
-from orchestrator.results.model import ExpectationResult, Verdict
+from orchestrator.domain import Verdict
+from orchestrator.results.model import ExpectationResult
 
 NO_AGENT_OUTPUT = "no agent output captured"
 NO_BLOCK = "no intent block found"
