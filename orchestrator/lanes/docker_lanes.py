@@ -122,7 +122,7 @@ def _quantity(quantity: str, field: str, example: str, *, positive: bool) -> Dec
     from kubernetes.utils import parse_quantity  # the Kubernetes client's own quantity grammar
 
     try:
-        value = parse_quantity(quantity.strip())
+        value: Decimal = parse_quantity(quantity.strip())  # unannotated in the client; a Decimal
     except ValueError:
         raise LaneError(f"resources.{field} {quantity!r} is not a quantity like {example}") from None
     if value < 0 or (positive and value == 0):

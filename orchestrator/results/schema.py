@@ -199,7 +199,8 @@ def json_schema() -> dict[str, Any]:
 def published_schema() -> dict[str, Any]:
     """The schema file shipped with the package."""
     text = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 if __name__ == "__main__":  # regenerate the published schema: python -m orchestrator.results.schema
