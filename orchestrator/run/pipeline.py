@@ -25,17 +25,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 
 from orchestrator.allocator import Allocator
-from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents, get_builder
+from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents
 from orchestrator.domain import CleanupFailure
-from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import BackendEvents, LaneBackend, LaneError, get_backend, readiness_status
+from orchestrator.lanes.backend import BackendEvents, LaneBackend, LaneError
 from orchestrator.lanes.labels import RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec
-from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact
 from orchestrator.results.model import EvalResults
@@ -57,24 +54,17 @@ from orchestrator.run.observers import (
 )
 from orchestrator.run.plan import Plan, expected_for_run, make_plan, plan_units, resumable_units
 from orchestrator.run.provision import Pool, Provisioner, lane_spec
-from orchestrator.run.stack import resolve_stack
+from orchestrator.run.resolve import ResolvedRun, prepare
 from orchestrator.run.stages import Stages
 from orchestrator.run.teardown import teardown
 from orchestrator.run.unit import UnitRunner, UnitSettings
 from orchestrator.toolchain import ensure_toolchain
 from orchestrator.verify.judge import Judge, JudgeConfig
 
-__all__ = ["Run", "RunHooks", "RunOutcome", "plan_units", "preflight_static", "resumable_units", "run"]
+__all__ = ["Run", "RunHooks", "RunOutcome", "plan_units", "resumable_units", "run"]
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
-
-
-def build_timeout_ms(cfg: RunConfig, builder_cls: type[Builder]) -> int:
-    """``--build-timeout-ms`` for this builder: the run's value, else the builder's own default
-    (``Builder.default_build_timeout_ms``). The run resolves it here, once; each unit scales it for
-    its case (``orchestrator.run.unit.effective_timeout_ms``) into the builder's ``BuildRequest``."""
-    return cfg.build_timeout_ms if cfg.build_timeout_ms is not None else builder_cls.default_build_timeout_ms
 
 
 @dataclass
@@ -132,8 +122,10 @@ class _BackendEvents(BackendEvents):
 
 
 class Run:
-    def __init__(self, cfg: RunConfig, hooks: list[RunHooks] | None = None, stages: Stages | None = None) -> None:
-        self.cfg = cfg
+    def __init__(self, resolved: ResolvedRun, hooks: list[RunHooks] | None = None, stages: Stages | None = None) -> None:
+        #: the run as :func:`~orchestrator.run.resolve.resolve` decided it (and ``cfg``, its frozen flags)
+        self.resolved = resolved
+        self.cfg = resolved.config
         self.hooks = list(hooks or [])
         #: what a harness changes in the stage set (``run/stages.py``); ``Stages()`` is ``run`` itself
         self.stages = stages or Stages()
@@ -197,21 +189,20 @@ class Run:
                 self.plan.lock.release()  # the run is over: `cleanup` may look at it now
 
     async def _execute(self) -> RunOutcome:
-        cfg = self.cfg
-        await preflight_static(cfg)
-        plan = self.plan = await make_plan(cfg, self.stages.load_cases)
+        cfg, resolved = self.cfg, self.resolved
+        plan = self.plan = await make_plan(resolved, self.stages.load_cases)
         await call_hooks(self.hooks, "on_cases", plan.run_id, plan.cases)
         console.print(f"run [bold]{plan.run_id}[/bold]: {len(plan.cases)} case(s) × {cfg.iterations} = "
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))
 
-        stack = resolve_stack(self.stages.builder or get_builder(cfg.builder), get_backend(cfg.backend), cfg)
+        stack = resolved.stack
         builder_cls, backend_cls = stack.builder, stack.backend
         tc = await asyncio.to_thread(ensure_toolchain, n8n=stack.toolchain_n8n, claude=stack.toolchain_claude,
                                      log=lambda m: console.print(f"[dim]{m}[/dim]"))
         route = open_route(cfg.model_server, cfg.mcp_server)
         plan.results.config["model_server"] = route.kind
         plan.results.config["builder"] = builder_cls.name
-        build_budget_ms = build_timeout_ms(cfg, builder_cls)
+        build_budget_ms = resolved.build_timeout_ms
         plan.results.config["build_timeout_ms"] = build_budget_ms  # resolved for the builder
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
@@ -221,7 +212,7 @@ class Run:
             backend_options["takeover"] = True
         backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **backend_options)
         backend.events = _BackendEvents(self)
-        spec = lane_spec(cfg, route)
+        spec = lane_spec(resolved, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model
         # every model call through the gateway (issue 37): our callers get its URL and token
@@ -345,16 +336,6 @@ class Run:
             self.errors.extend(e for e in await self.stages.finalize(plan.results) if e not in self.errors)
 
 
-async def preflight_static(cfg: RunConfig) -> None:
-    """Lanes someone else runs must answer before a run starts anything: a closed port is one line."""
-    if get_backend(cfg.backend).owns_lanes or not cfg.base_url:
-        return
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        for index, url in enumerate(parse_base_urls(cfg.base_url)[: cfg.lanes]):
-            status = await readiness_status(http, url)
-            if isinstance(status, str):
-                raise ConfigError(f"--base-url: lane s{index} at {url} is unreachable: {status}")
-
-
 async def run(cfg: RunConfig, hooks: list[RunHooks] | None = None) -> RunOutcome:
-    return await Run(cfg.validate(), hooks).execute()
+    """Resolve, check and run ``cfg`` (``orchestrator run`` without the console)."""
+    return await Run(await prepare(cfg), hooks).execute()
