@@ -18,7 +18,7 @@ from orchestrator.results.writer import RUN_FILENAME
 from orchestrator.run.config import RunConfig
 from orchestrator.run.resolve import resolve
 
-CASES = Path(__file__).resolve().parents[1] / "cases"
+CASES = Path(__file__).resolve().parents[3] / "cases"
 CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens on loopback
 
 
