@@ -181,6 +181,9 @@ class Run:
 
     # ---------------------------------------------------------------- main
     async def execute(self) -> RunOutcome:
+        """Plan, provision, execute, tear down and finalize the run, holding SIGINT/SIGTERM while it
+        runs (a signal stops it: results are written, lanes torn down). Returns what happened;
+        failures after the plan are in :attr:`RunOutcome.errors`, not raised."""
         self._main_task = asyncio.current_task()
         self._signals(install=True)
         try:

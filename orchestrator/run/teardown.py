@@ -51,6 +51,8 @@ async def retry_open_deletes(ledger: Ledger, contexts: dict[str, BuildLane]) -> 
 
 async def teardown(backend: LaneBackend, ledger: Ledger, lanes: dict[str, Lane], contexts: dict[str, BuildLane],
                    *, keep_workflows: bool) -> list[CleanupFailure]:
+    """The lanes step of a run's teardown, in the order this module's docstring gives. Returns what
+    is still open (each by kind, id and lane), for the report and ``orchestrator cleanup``."""
     failures: list[CleanupFailure] = []
     for ctx in contexts.values():
         if ctx.lane.state == LaneState.dead:
@@ -114,6 +116,7 @@ class Teardown:
         return [name for name in self.order if name in self._steps]
 
     async def run(self) -> None:
+        """Run every registered step once, in :attr:`order` (see the class docstring)."""
         cancelled: asyncio.CancelledError | None = None
         for name in self.registered:
             step = self._steps.pop(name)
