@@ -178,6 +178,7 @@ class RunConfig(BaseModel):
 
     @property
     def global_cap(self) -> int:
+        """The fixed cap on concurrent builds: ``--concurrency``, else lanes × 2 (n8n's rule)."""
         return self.concurrency or self.lanes * 2
 
     @property
@@ -187,6 +188,8 @@ class RunConfig(BaseModel):
 
     @property
     def concurrency_bounds(self) -> tuple[int, int]:
+        """(lowest, highest) cap the model gateway's rule may set: ``--concurrency-min`` and
+        ``--concurrency-max``, by default lanes × ``--per-lane-builds`` (the low never above the high)."""
         high = self.concurrency_max or self.lanes * self.per_lane_builds
         return min(self.concurrency_min, high), high
 

@@ -65,6 +65,7 @@ def kept_units(directory: Path) -> list[UnitResult]:
 
 
 def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResult]) -> list[WorkUnit]:
+    """Every (case, iteration) unit but those in ``finished`` (a resumed run's kept units)."""
     done = {(u.case, u.iteration) for u in finished}
     return [WorkUnit(c.slug, i) for c in cases for i in range(iterations) if (c.slug, i) not in done]
 

@@ -8,16 +8,17 @@
                                    ``--resume``)              lanes someone else runs)
 
 :func:`resolve` decides, and nothing after it decides again: the builder (by name, or the one a
-selecting flag such as ``--prebuilt-workflows`` names), the backend, the stack (sandbox, build
+selecting flag such as ``--prebuilt-workflows`` names) and its own flags (``check_config``: they may
+name an input file, e.g. the manifest), the backend, the stack (sandbox, build
 runner, toolchain, each plug-in's typed options), the lanes' profile and ``--env``, the run's
 build budget (the run's ``--build-timeout-ms``, else the builder's one default), the case selection
 after ``--resume`` (the stored selection of that run), the run id and the output folder. It reads no
-file but the ``run.json`` a resumed run left, starts nothing and is safe to call anywhere.
+file but its inputs (the profile, a builder's manifest, the ``run.json`` a resumed run left), starts
+nothing and is safe to call anywhere.
 
 :func:`preflight` does the I/O checks that must pass before anything starts, each a one-line
 :class:`~orchestrator.errors.ConfigError` naming its flag: files that must exist, the backend's own
-needs (a Docker image), the builder's own files (a prebuilt manifest) and the selected cases it
-names — the *resolved* selection, so ``--resume`` checks what it will run — and lanes reached by URL
+needs (a Docker image), the selected cases a builder's options name (a prebuilt manifest's) — the *resolved* selection, so ``--resume`` checks what it will run — and lanes reached by URL
 answering. :func:`prepare` is both, what a caller of :class:`~orchestrator.run.pipeline.Run` uses.
 """
 
@@ -39,7 +40,7 @@ from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.lanes.profiles import parse_overrides, resolve_env
 from orchestrator.results.writer import RUN_FILENAME, stored_run
 from orchestrator.run.config import DEFAULT_BASELINE_PREFIX, RunConfig
-from orchestrator.run.stack import Stack, resolve_stack, select_builder
+from orchestrator.run.stack import Stack, builder_options, resolve_stack, select_builder
 from orchestrator.toolchain import N8N_VERSION
 from orchestrator.verify.judge import JudgeConfig
 
@@ -156,6 +157,7 @@ def resolve(cfg: RunConfig, builder: type[Builder] | None = None) -> ResolvedRun
     changes["run_id"] = run_id
     changes["output_dir"] = changes.get("output_dir") or cfg.output_dir or Path("results") / run_id
     config = cfg.replace(**changes)
+    builder_cls.check_config(builder_options(builder_cls, config))  # its own flags (a manifest: an input file)
     stack = resolve_stack(builder_cls, backend_cls, config)  # the builder on the backend
     if reached_by_url and cfg.base_url and cfg.lanes > len(urls := parse_base_urls(cfg.base_url)):
         raise ConfigError(f"--lanes: {cfg.lanes} exceeds the {len(urls)} --base-url lane(s) given")
@@ -174,7 +176,6 @@ async def preflight(run: ResolvedRun) -> None:
         raise ConfigError(f"--baseline: {cfg.baseline} is not a file")
     if cfg.durations_from is not None and not cfg.durations_from.is_file():
         raise ConfigError(f"--durations-from: {cfg.durations_from} is not a file")
-    run.builder.check_config(run.stack.builder_options)  # the builder's own files, e.g. the manifest
     run.backend.preflight(run.lane_spec())  # e.g. docker: the lane image
     JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
     await _check_case_selection(run)
