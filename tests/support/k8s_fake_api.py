@@ -40,7 +40,7 @@ The harsher behaviours of a real API server, each off by default so a test turns
   ``resourceVersion``) and ``PATCH`` (merge patch), for the run's liveness lease;
 * a kubelet outcome ``Unschedulable`` (PodScheduled False with the scheduler's message).
 
-* **RBAC**: ``state.authorizer`` (``tests/k8s_fake_rbac.py`` builds one from the Roles and
+* **RBAC**: ``state.authorizer`` (``tests/support/k8s_fake_rbac.py`` builds one from the Roles and
   RoleBindings a Helm render gives) sees every API request with its bearer token and may refuse it
   with 403, worded as the API server words it (``api_client(token=…)`` sends one);
 * **an outage**: ``outage(seconds)`` makes every API request answer 503 for that long (the lanes'

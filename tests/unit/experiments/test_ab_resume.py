@@ -190,7 +190,7 @@ async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_
     replacement replays them, decides at the same pair, starts no lane and no build, keeps each arm's
     results where the first attempt wrote them, and counts every build of the experiment. Each arm's
     run still asks its backend to take over what the first attempt left (on Kubernetes: its lanes,
-    ``tests/test_k8s_resume.py``)."""
+    ``tests/unit/lanes/kubernetes/test_k8s_resume.py``)."""
     base = _decided_base(tmp_path)
     first_root = tmp_path / "first-pod"
     built = await _first_attempt(base, first_root)

@@ -1,7 +1,7 @@
 """Contract test of the ``kubernetes`` lane backend: the exact API calls it makes, in order.
 
 No real Kubernetes API server can run on this machine, so the real backend drives the real
-``kubernetes`` Python client against :class:`k8s_fake_api.FakeApiServer` (tests/k8s_fake_api.py),
+``kubernetes`` Python client against :class:`k8s_fake_api.FakeApiServer` (tests/support/k8s_fake_api.py),
 a loopback stand-in that records every request and models watches, a kubelet's pod phases,
 owner-reference garbage collection and 429s. The tests assert the call sequence and the bodies;
 every body is also validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict).

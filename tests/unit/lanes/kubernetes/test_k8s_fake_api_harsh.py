@@ -1,4 +1,4 @@
-"""The fake API server's harsher behaviours (tests/k8s_fake_api.py), through the real ``kubernetes``
+"""The fake API server's harsher behaviours (tests/support/k8s_fake_api.py), through the real ``kubernetes``
 client: what the backend and janitor tests rely on must itself be right.
 
 The behaviours follow the Kubernetes API conventions (watch ``ERROR`` 410 after compaction,

@@ -1,5 +1,5 @@
 """The chart's RBAC covers every path the code takes: the Roles and RoleBindings of a real Helm render
-are enforced by the fake API server (tests/k8s_fake_rbac.py), and the real backend and janitor, each
+are enforced by the fake API server (tests/support/k8s_fake_rbac.py), and the real backend and janitor, each
 with its own ServiceAccount's token and the chart's env, run a normal run, a takeover of a killed
 orchestrator's run (``--resume-existing``), Lease renewals and a janitor pass: not one request may be
 refused, and no lane object may be left. A call without a rule fails here (the last test shows it).
