@@ -134,6 +134,8 @@ class ApiState:
     compacted: int = 0
     #: An idle watch that asked for bookmarks gets one this often (None: never).
     bookmark_s: float | None = None
+    #: The version each bookmark sent carried, in order (what a test waits for instead of a sleep).
+    bookmarks_sent: list[int] = field(default_factory=list)
     #: A deleted pod stays Terminating this long (0: deleted at once).
     termination_s: float = 0.0
     #: "restricted": pods are admitted only if they meet Pod Security restricted.
@@ -449,6 +451,8 @@ class _Handler(BaseHTTPRequestHandler):
                     chunk({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
                                                            "metadata": {"resourceVersion": str(version)}}})
                     since, last_sent = max(since, version), time.monotonic()
+                    with st.cond:
+                        st.bookmarks_sent.append(version)
                     continue
                 for v, t, o in pending:
                     chunk({"type": t, "object": o})
