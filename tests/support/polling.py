@@ -57,3 +57,11 @@ async def eventually_async(predicate: Callable[[], Any], *, timeout: float = 10.
         if time.monotonic() >= deadline:
             raise AssertionError(f"not within {timeout:g} s: {what or getattr(predicate, '__name__', predicate)}")
         await asyncio.sleep(interval)
+
+
+async def settle(rounds: int = 20) -> None:
+    """Let every task that can go on, go on, before a test asserts that one cannot: the loop runs its
+    ready callbacks ``rounds`` times (enough for a chain of wake-ups through locks and events); no
+    time passes, so a task still waiting after this is waiting for something, not for the clock."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)

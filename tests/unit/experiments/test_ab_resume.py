@@ -17,6 +17,7 @@ from typing import ClassVar
 import pytest
 from support.eval_results_factory import unit
 from support.langsmith_fake import API_KEY, FakeLangSmith, running
+from support.polling import settle
 from support.tools import require
 
 from orchestrator.experiments.ab import (
@@ -100,7 +101,7 @@ async def test_the_lockstep_gate_goes_on_from_each_arms_finished_builds() -> Non
                        "v": [unit("a", i, {"s": True}) for i in range(3)]})
     assert gate.started == gate.finished == {"c": 5, "v": 3}
     ahead = asyncio.create_task(gate.enter("c"))
-    await asyncio.sleep(0.01)
+    await settle()
     assert not ahead.done()  # the control's 6th build waits for the variant's 4th and 5th
     for _ in range(2):
         await gate.enter("v")  # the arm behind never waits
