@@ -26,6 +26,7 @@ from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
 from orchestrator.results.model import Attribution, BuildStatus, UnitResult, Verdict
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted.pressure import PRESSURE_ENV
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
@@ -55,7 +56,7 @@ async def test_an_outage_mid_run_is_the_frameworks_new_builds_wait_and_the_run_f
     cfg = RunConfig(cases_paths=[CASES], filter="smoke", iterations=2, backend="process", lanes=2,
                     builder="instance-ai", model_server="scripted", state_dir=state, output_dir=out, run_id=run_id,
                     gateway_hold_s=2.0, outage_waits_s=(1.0,))  # a short hold and one builder retry: the outage bites
-    run = Run(cfg.validate())
+    run = Run(await prepare(cfg))
     outcome = await run.execute()
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == [] and leftovers(run_id, state) == []
@@ -107,7 +108,7 @@ async def test_claude_builds_are_counted_to_their_unit(tmp_path: Path, monkeypat
     cfg = RunConfig(cases_paths=[CASES], filter="smoke-manual-set-static-fields", backend="process", lanes=1,
                     builder="mcp", model_server="scripted", state_dir=tmp_path / "state", output_dir=tmp_path / "out",
                     run_id=run_id)
-    outcome = await Run(cfg.validate()).execute()
+    outcome = await Run(await prepare(cfg)).execute()
     assert outcome.ok, outcome.errors
     data = json.loads((tmp_path / "out" / "eval-results.json").read_text())["orchestrator"]
     (unit,) = [UnitResult.model_validate(u) for u in data["units"]]

@@ -19,6 +19,7 @@ from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.schema import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted.scripts import demo_script
 
 pytestmark = [pytest.mark.n8n, pytest.mark.slow]
@@ -89,9 +90,10 @@ async def test_prebuilt_workflows_are_scored_then_deleted(static_lane, model, tm
         email=owner.email, password=owner.password, model_server="real", state_dir=tmp_path / "state",
         output_dir=tmp_path / "out", run_id="prebuilt-run", prebuilt_workflows=manifest,
         delete_prebuilt_workflows=True,
-    ).validate()
-    assert cfg.builder == "prebuilt"
-    runner = Run(cfg)
+    )
+    resolved = await prepare(cfg)
+    assert resolved.config.builder == "prebuilt"
+    runner = Run(resolved)
     outcome = await runner.execute()
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == []

@@ -24,6 +24,7 @@ from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.schema import published_schema
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, run
+from orchestrator.run.resolve import prepare as resolve_and_check
 from orchestrator.scripted.scripts import demo_script
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude]
@@ -187,8 +188,8 @@ async def test_a_lane_still_preparing_when_units_start_joins_the_allocator_once(
         base_url=f"{lane.base_url},{second}", lanes=2, per_lane_builds=1, email=owner.email,
         password=owner.password, model_server="real", state_dir=tmp_path / "state", output_dir=tmp_path / "out",
         run_id="two-names-one-lane",
-    ).validate()
-    runner = Run(cfg)
+    )
+    runner = Run(await resolve_and_check(cfg))
     prepare = McpBuilder.prepare_lane
     waited: list[bool] = []
 

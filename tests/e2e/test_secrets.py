@@ -39,6 +39,7 @@ from orchestrator.lanes.bringup import make_owner
 from orchestrator.lanes.process import group_members
 from orchestrator.redact import install_log_redaction, known_secrets
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted import scripts as ms
 
 #: Secret shapes that must never be written whoever produced them: JWTs (MCP keys, n8n cookies)
@@ -108,7 +109,7 @@ async def test_no_secret_reaches_any_artifact(tmp_path: Path, monkeypatch: pytes
     metrics_port = free_port()
     cfg = run_config(tmp_path, run_id, filter="smoke-manual-set-static-fields,smoke-manual-code-greetings",
                      per_lane_builds=1, metrics_port=metrics_port)
-    run = Run(cfg)
+    run = Run(await prepare(cfg))
     task = asyncio.create_task(run.execute())
     run_dir = cfg.state_dir / "runs" / run_id
     try:

@@ -480,6 +480,22 @@ def test_retries_elsewhere_are_bounded() -> None:
         assert all(x != y for x, y in zip(result.lanes_tried, result.lanes_tried[1:]))
 
 
+def test_without_a_bound_the_worker_decides_when_a_unit_stops_retrying() -> None:
+    """The run counts ``--build-max-attempts`` once, in its unit (``run/unit.py``): the allocator,
+    given no bound of its own, retries for as long as the worker asks and finishes the unit when the
+    worker says ``done``."""
+    worker = SimWorker(script=lambda lane, unit, attempt: (
+        (1.0, Outcome.retry_elsewhere, None) if attempt < 5 else (1.0, Outcome.done, f"final after {attempt}")))
+
+    async def main() -> list[WorkResult]:
+        allocator = Allocator(["a", "b"], per_lane_cap=1, global_cap=100, max_retries_elsewhere=None)
+        allocator.submit(units(2, 1))
+        return await allocator.run(worker)
+
+    for result in run_virtual(main()):
+        assert result.status is ResultStatus.done and result.attempts == 5 and result.value == "final after 5"
+
+
 def test_a_single_lane_still_takes_its_own_retry() -> None:
     worker = SimWorker(script=lambda lane, unit, attempt: (1.0, Outcome.retry_elsewhere if attempt == 1 else Outcome.done, None))
 

@@ -14,6 +14,7 @@ from orchestrator.cli import ab_cmd
 from orchestrator.errors import ConfigError
 from orchestrator.experiments.ab import Arm, arm_config, parse_arms
 from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import resolve
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -169,7 +170,7 @@ def test_an_arms_model_url_and_model_win_over_the_scripted_routes_defaults(tmp_p
     real = ModelRoute("real", None, "sk-ant-real-0000000")
 
     def spec(arm: Arm, route: ModelRoute):
-        return lane_spec(arm_config(base, arm, ab_id="ab-1", experiment_name="e", output_root=tmp_path), route)
+        return lane_spec(resolve(arm_config(base, arm, ab_id="ab-1", experiment_name="e", output_root=tmp_path)), route)
 
     c = spec(control, scripted)  # no URL of its own: the scripted server, under the arm's route tag
     assert (c.env["N8N_INSTANCE_AI_MODEL"], c.env["N8N_INSTANCE_AI_MODEL_URL"]) == (

@@ -17,6 +17,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.lanes.profiles import parse_overrides, parse_profile
 from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import resolve
 
 FUZZ = settings(max_examples=150, deadline=timedelta(milliseconds=500), suppress_health_check=[HealthCheck.too_slow])
 TEXT = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=80)
@@ -70,7 +71,7 @@ def test_env_overrides_parse_or_name_the_flag(pairs: list[str]) -> None:
 def test_base_urls_parse_or_name_the_flag(value: str) -> None:
     """Through the run's validation (what ``--base-url`` meets first), then the parser it calls."""
     try:
-        RunConfig(backend="static", base_url=value, lanes=1).validate()
+        resolve(RunConfig(backend="static", base_url=value, lanes=1))
     except ConfigError as exc:
         assert str(exc).startswith(("--base-url: ", "--lanes: ")), str(exc)
         assert "\n" not in str(exc)
@@ -89,10 +90,10 @@ INTS = st.integers(min_value=-(2**40), max_value=2**40)
 def test_run_flags_validate_or_name_the_flag(iterations: int, lanes: int, per_lane: int, concurrency: int | None,
                                              timeout_ms: int, metrics_port: int | None, backend: str,
                                              model_server: str) -> None:
-    try:  # field ranges are checked as the config is made, the rest by validate(): the same one line
-        RunConfig(iterations=iterations, lanes=lanes, per_lane_builds=per_lane, concurrency=concurrency,
+    try:  # field ranges are checked as the config is made, the rest by resolve(): the same one line
+        resolve(RunConfig(iterations=iterations, lanes=lanes, per_lane_builds=per_lane, concurrency=concurrency,
                   timeout_ms=timeout_ms, metrics_port=metrics_port, backend=backend, model_server=model_server,
-                  base_url="http://127.0.0.1:6100" if backend == "static" else None).validate()
+                  base_url="http://127.0.0.1:6100" if backend == "static" else None))
     except ConfigError as exc:
         assert str(exc).startswith("--"), str(exc)
         assert "\n" not in str(exc)

@@ -39,6 +39,7 @@ from orchestrator.results.model import BuildStatus, UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
 from orchestrator.run.plan import make_plan
+from orchestrator.run.resolve import resolve
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
 ARMS = [Arm("control", "anthropic/claude-sonnet-4-6"), Arm("variant", "anthropic/claude-sonnet-4-6")]
@@ -160,7 +161,7 @@ async def _first_attempt(base: RunConfig, first_root: Path, hooks_for: HooksFact
     for arm in ARMS:
         cfg = arm_config(base, arm, ab_id="ab-r", experiment_name="e", output_root=first_root)
         hooks = hooks_for(cfg) if hooks_for is not None else []
-        plan = await make_plan(cfg)
+        plan = await make_plan(resolve(cfg))
         for hook in hooks:
             await hook.on_cases(plan.run_id, plan.cases)
         for i, work in enumerate(plan.units[:7]):

@@ -163,9 +163,10 @@ async def test_a_signal_stops_both_arms_and_the_handlers_stay_until_the_last_arm
 
     from orchestrator.experiments.ab import _LockstepRun, _Siblings
     from orchestrator.run.config import RunConfig
+    from orchestrator.run.resolve import resolve
 
     gate, siblings = Lockstep(("c", "v")), _Siblings()
-    runs = [_LockstepRun(RunConfig(state_dir=tmp_path), [], gate, arm, siblings) for arm in ("c", "v")]
+    runs = [_LockstepRun(resolve(RunConfig(state_dir=tmp_path)), [], gate, arm, siblings) for arm in ("c", "v")]
     loop = asyncio.get_running_loop()
     runs[0]._signals(True)
     runs[1]._signals(True)

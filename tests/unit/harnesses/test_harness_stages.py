@@ -30,6 +30,7 @@ from orchestrator.harnesses.mcp_manifest.harness import ManifestSettings, write_
 from orchestrator.results.model import EvalResults
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import resolve
 from orchestrator.run.stages import Stages, UnitCheck
 from orchestrator.scripted.instance_ai import workflow_for
 
@@ -42,7 +43,7 @@ def test_run_reads_only_the_top_level_cases_and_stages_default_to_run() -> None:
     assert sorted(c.slug for c in loaded) == sorted(p.stem for p in (ROOT / "cases").glob("*.json"))
     harness_files = {p.stem for sub in ("pairwise", "routing", "build-check") for p in (ROOT / "cases" / sub).glob("*.json")}
     assert harness_files and not harness_files & {c.slug for c in loaded}
-    assert Run(RunConfig()).stages == Stages(None, None, None, None)
+    assert Run(resolve(RunConfig())).stages == Stages(None, None, None, None)
 
 
 def test_build_check_reads_n8ns_fixtures_and_full_cases(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from orchestrator.metrics import RunMetrics
 from orchestrator.run.config import RunConfig
 from orchestrator.run.model_gateway import RunGateway
 from orchestrator.run.model_route import ModelRoute
+from orchestrator.run.resolve import resolve
 
 
 def test_each_lane_gets_its_own_route_and_the_gateways_token_while_the_key_goes_upstream(tmp_path: Path) -> None:
@@ -45,20 +46,18 @@ def test_the_concurrency_rule_applies_unless_a_fixed_cap_is_given_and_its_bounds
     assert not RunConfig(concurrency=5, state_dir=tmp_path).adaptive_concurrency
     assert not RunConfig(model_gateway=False, state_dir=tmp_path).adaptive_concurrency
     with pytest.raises(ConfigError, match="^--concurrency-max: 2 is below --concurrency-min 3$"):
-        RunConfig(concurrency_min=3, concurrency_max=2, state_dir=tmp_path).validate()
+        resolve(RunConfig(concurrency_min=3, concurrency_max=2, state_dir=tmp_path))
     with pytest.raises(ConfigError, match="^--model-gateway-url: not an http"):
-        RunConfig(model_gateway_url="gw:8788", state_dir=tmp_path).validate()
+        resolve(RunConfig(model_gateway_url="gw:8788", state_dir=tmp_path))
     with pytest.raises(ConfigError, match="^--provider-wait-s: must be > 0"):
         RunConfig(provider_wait_s=0, state_dir=tmp_path)
 
 
 def test_arms_that_run_at_once_each_get_their_own_gateway_port(tmp_path: Path) -> None:
     first = RunConfig(model_gateway_port=8788, model_gateway_url="http://gw.evals.svc:8788", state_dir=tmp_path)
-    second = first.model_copy()
-    own_gateway_port(first, 0)
-    own_gateway_port(second, 1)
+    second = own_gateway_port(first, 1)
+    assert own_gateway_port(first, 0) is first
     assert (first.model_gateway_port, first.model_gateway_url) == (8788, "http://gw.evals.svc:8788")
     assert (second.model_gateway_port, second.model_gateway_url) == (8789, "http://gw.evals.svc:8789")
     free = RunConfig(state_dir=tmp_path)  # port 0: any free port, nothing to move
-    own_gateway_port(free, 1)
-    assert free.model_gateway_port == 0
+    assert own_gateway_port(free, 1).model_gateway_port == 0

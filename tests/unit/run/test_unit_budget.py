@@ -20,7 +20,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.cli.main import app
 from orchestrator.domain import BuildStatus
 from orchestrator.run.config import RunConfig
-from orchestrator.run.pipeline import build_timeout_ms
+from orchestrator.run.resolve import resolve
 from orchestrator.run.unit import UnitRunner, UnitSettings
 
 README = Path(__file__).resolve().parents[3] / "README.md"
@@ -62,11 +62,12 @@ def test_the_build_budget_defaults_per_builder_and_is_never_the_verification_bud
     """The default ``--build-timeout-ms`` is the reference's per builder: n8n ``harness/build-workflow.ts``
     ``DEFAULT_TIMEOUT_MS`` (900 s per user turn) for ``instance-ai``, n8n's ``--build-timeout-ms``
     default (1800 s per claude attempt) for ``mcp``; ``--timeout-ms`` changes neither."""
-    cfg = RunConfig(timeout_ms=5_000)
-    assert build_timeout_ms(cfg, get_builder("instance-ai")) == 900_000
-    assert build_timeout_ms(cfg, get_builder("mcp")) == 1_800_000
-    given = RunConfig(timeout_ms=5_000, build_timeout_ms=42_000)
-    assert build_timeout_ms(given, get_builder("instance-ai")) == build_timeout_ms(given, get_builder("mcp")) == 42_000
+    def budget(builder: str, **flags: Any) -> int:
+        return resolve(RunConfig(timeout_ms=5_000, builder=builder, **flags)).build_timeout_ms
+
+    assert budget("instance-ai") == 900_000
+    assert budget("mcp") == 1_800_000
+    assert budget("instance-ai", build_timeout_ms=42_000) == budget("mcp", build_timeout_ms=42_000) == 42_000
 
 
 def test_a_unit_gets_the_build_budget_for_its_build_and_the_verification_budget_for_verifying() -> None:
@@ -225,7 +226,7 @@ async def test_a_complex_cases_claude_attempt_runs_under_one_and_a_half_budgets(
     log_path = tmp_path / "claude.log"
     (tmp_path / "builds").mkdir(mode=0o700)  # the run makes it (run/pipeline.py)
     base_ms = 1_000
-    budget = build_timeout_ms(RunConfig(build_timeout_ms=base_ms), McpBuilder)
+    budget = resolve(RunConfig(build_timeout_ms=base_ms, builder=McpBuilder.name)).build_timeout_ms
     settings = UnitSettings(max_attempts=1, timeout_ms=100_000, build_timeout_ms=budget, keep_workflows=False)
     unit: Any = UnitRunner({}, {}, None, None, settings)
     case = _case("complex")

@@ -39,6 +39,7 @@ from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nTransportError
 from orchestrator.results.model import BuildStatus
 from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import resolve
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang
 from orchestrator.scripted.scripts import demo_script
@@ -57,9 +58,9 @@ SWITCH = Switch(ms.mcp_builder())
 def test_remote_builder_needs_a_backend_with_runners() -> None:
     for backend in ("process", "docker", "static"):
         with pytest.raises(ConfigError, match="--builder remote.*--backend kubernetes"):
-            RunConfig(builder="remote", backend=backend, base_url="http://127.0.0.1:9",
-                      cases_paths=[CASES]).validate()
-    assert RunConfig(builder="remote", backend="kubernetes", cases_paths=[CASES]).validate().builder == "remote"
+            resolve(RunConfig(builder="remote", backend=backend, base_url="http://127.0.0.1:9",
+                      cases_paths=[CASES]))
+    assert resolve(RunConfig(builder="remote", backend="kubernetes", cases_paths=[CASES])).builder is RemoteBuilder
     assert get_builder("remote") is RemoteBuilder and not RemoteBuilder.needs_claude
     assert RemoteBuilder.needs_build_runner and RemoteBuilder.needs_mcp_key
 

@@ -49,15 +49,18 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     from orchestrator.builders.prebuilt_builder import PrebuiltOptions
     from orchestrator.lanes.backend import get_backend
     from orchestrator.run.config import RunConfig
+    from orchestrator.run.resolve import resolve
     from orchestrator.run.stack import resolve_stack
 
     manifest = tmp_path / "m.json"
     manifest.write_text('{"smoke-manual-code-greetings": ["W1", "W2"]}')
     cfg = RunConfig(cases_paths=[Path(__file__).resolve().parents[4] / "cases"], backend="static",
                     base_url="http://127.0.0.1:9", lanes=1, prebuilt_workflows=manifest,
-                    delete_prebuilt_workflows=True).validate()
-    cls = get_builder(cfg.builder)
+                    delete_prebuilt_workflows=True)
+    resolved = resolve(cfg)
+    cls = get_builder(resolved.config.builder)
     options = resolve_stack(cls, get_backend(cfg.backend), cfg).builder_options
+    assert options == resolved.stack.builder_options
     assert options == PrebuiltOptions(prebuilt_workflows=manifest, delete_prebuilt_workflows=True)
     run_dir = tmp_path / "run"  # empty: no run.json to fall back on
     builder = cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m", options=options))

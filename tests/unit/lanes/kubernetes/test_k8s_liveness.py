@@ -221,8 +221,9 @@ async def test_the_run_stops_loudly_on_a_fatal_backend_event(tmp_path: Path) -> 
     """The pipeline's side: an ``error:`` line (exit 1), the metric, the stop reason."""
     from orchestrator.run.config import RunConfig
     from orchestrator.run.pipeline import Run, _BackendEvents
+    from orchestrator.run.resolve import resolve
 
-    run = Run(RunConfig(state_dir=tmp_path / "state"))
+    run = Run(resolve(RunConfig(state_dir=tmp_path / "state")))
     events = _BackendEvents(run)
     events.restored("Service", "n8n-lanes-x")
     events.fatal(LaneError("kubernetes: run x: its Lease is now held by y"))

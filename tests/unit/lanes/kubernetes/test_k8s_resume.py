@@ -109,19 +109,22 @@ async def test_resume_existing_resumes_a_run_whose_state_survived(tmp_path: Path
     it (so the backend takes over its lanes, above); without ``--run-id`` it is a one-line error."""
     from orchestrator.run.config import RunConfig
     from orchestrator.run.plan import make_plan
+    from orchestrator.run.resolve import resolve
 
     cases = tmp_path / "cases"  # one case of ours
     cases.mkdir()
     shutil.copy(Path(__file__).resolve().parents[4] / "cases" / "smoke-manual-set-static-fields.json", cases)
     common = dict(cases_paths=[cases], state_dir=tmp_path / "state", model_server="scripted", resume_existing=True)
     first_cfg = RunConfig(**common, run_id="nightly-7", output_dir=tmp_path / "out-old-pod")
-    first = await make_plan(first_cfg)
-    assert first_cfg.resume is None and first.run_id == "nightly-7"
+    first_run = resolve(first_cfg)
+    first = await make_plan(first_run)
+    assert first_run.config.resume is None and first.run_id == "nightly-7"
     first.lock.release()  # the old pod is gone
     second_cfg = RunConfig(**common, run_id="nightly-7", output_dir=tmp_path / "out-new-pod")
-    second = await make_plan(second_cfg)
+    second_run = resolve(second_cfg)
+    second = await make_plan(second_run)
     second.lock.release()
-    assert second_cfg.resume == "nightly-7" and second.run_id == "nightly-7"
+    assert second_run.config.resume == "nightly-7" and second.run_id == "nightly-7"
     assert second.output_dir == tmp_path / "out-old-pod"  # the run's results stay where they began
     with pytest.raises(ConfigError, match="--resume-existing: needs --run-id"):
-        await make_plan(RunConfig(**common))
+        resolve(RunConfig(**common))
