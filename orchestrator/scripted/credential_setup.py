@@ -15,7 +15,7 @@ computer-use gateway offers browser tools (``agent/computer-use-prompt.js``, ski
    ``resolveData``); n8n asks the user to approve the credential write (the harness allows it);
 4. say what it did, naming the credential, never the key.
 
-Variants make each credential-setup check fail or go incomplete (``tests/test_credential_setup_e2e.py``):
+Variants make each credential-setup check fail or go incomplete (``tests/e2e/test_credential_setup_e2e.py``):
 ``skip_add`` never clicks "Add" (no key is issued), ``truncated`` captures the new key's truncated
 row in the key list instead of the reveal field (a wrong value is saved), ``leak`` repeats the
 revealed value in its reply (it leaks only if the browser showed it unredacted).
