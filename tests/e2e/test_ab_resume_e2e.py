@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.process_lanes import REPO, leftovers, offline_env, run_and_sweep
@@ -27,7 +28,7 @@ from orchestrator.toolchain import Toolchain, default_cache_dir
 CASES = "smoke-manual-set-static-fields,smoke-manual-filter-adults"
 
 
-def _records(path: Path) -> list[dict]:
+def _records(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.process_lanes import leftovers
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.n8n, pytest.mark.slow]
 CASES = Path(__file__).resolve().parents[2] / "cases"
 
 
-async def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slug: str, **extra) -> tuple[dict, list[dict]]:
+async def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slug: str, **extra) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     require("n8n", Toolchain(default_cache_dir()).n8n_ready, "run `orchestrator lanes install`")
     for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "N8N_INSTANCE_AI_MODEL_API_KEY"):
         monkeypatch.delenv(key, raising=False)

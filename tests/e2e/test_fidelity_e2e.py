@@ -23,8 +23,8 @@ from support.static_lane import StaticLane, lane_turn
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, get_builder
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
+from orchestrator.domain import BuildStatus, Verdict
 from orchestrator.ledger import Ledger
-from orchestrator.results.model import BuildStatus, Verdict
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted import user_proxy as sp
 from orchestrator.scripted.replies import Action, Hang

@@ -22,8 +22,8 @@ from prometheus_client import generate_latest
 from support.process_lanes import leftovers
 from support.tools import require
 
-from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
-from orchestrator.results.model import Attribution, BuildStatus, UnitResult, Verdict
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, Attribution, BuildStatus, Verdict
+from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
 from orchestrator.run.resolve import prepare

@@ -33,10 +33,9 @@ from orchestrator.builders.builder import (
 from orchestrator.builders.compaction import NO_CURSOR
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
-from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, Verdict
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
-from orchestrator.results.model import BuildStatus, Verdict
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run
 from orchestrator.scripted import instance_ai as ia

@@ -19,7 +19,7 @@ from orchestrator.builders import seeds
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, get_builder
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase
-from orchestrator.results.model import BuildStatus
+from orchestrator.domain import BuildStatus
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action
 from orchestrator.scripted.scripts import demo_script

@@ -36,7 +36,7 @@ from faults.helpers import (
 from support import tools
 
 from orchestrator.lanes.bringup import make_owner
-from orchestrator.lanes.process import group_members
+from orchestrator.procs import group_members
 from orchestrator.redact import install_log_redaction, known_secrets
 from orchestrator.run.pipeline import Run
 from orchestrator.run.resolve import prepare

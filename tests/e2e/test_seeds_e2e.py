@@ -18,8 +18,8 @@ from orchestrator.builders import seeds
 from orchestrator.builders.builder import BuilderSettings, BuildEvents, BuildRequest, get_builder
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase
+from orchestrator.domain import BuildStatus
 from orchestrator.n8n.instance_ai import InstanceAiChat
-from orchestrator.results.model import BuildStatus
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, HttpError
 from orchestrator.scripted.scripts import demo_script

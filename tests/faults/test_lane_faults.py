@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.lanes.model import Lane, LaneState
-from orchestrator.lanes.process import INDEX_LABEL, _environ, group_members, labelled_processes
+from orchestrator.lanes.process import INDEX_LABEL, _environ, labelled_processes
+from orchestrator.procs import group_members
 from orchestrator.run.pipeline import Run
 from orchestrator.run.resolve import prepare
 from orchestrator.scripted import scripts as ms

@@ -14,6 +14,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ async def _run_holding_builds(cfg: RunConfig, gate: BuildGate,
             await asyncio.gather(task, return_exceptions=True)
 
 
-def _lane_creates(run_id: str, state_dir: Path) -> dict[str, dict]:
+def _lane_creates(run_id: str, state_dir: Path) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in ledger_records(run_id, state_dir) if r.get("kind") == "lane" and r["op"] == "create"}
 
 

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -94,7 +95,7 @@ class Page:
         self.ws = websocket.create_connection(ws_url, timeout=30)
         self._id = 0
 
-    def call(self, method: str, **params: object) -> dict:
+    def call(self, method: str, **params: object) -> dict[str, Any]:
         self._id += 1
         self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
         while True:

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from orchestrator.results.model import (
-    Attribution,
-    BuildRecord,
-    BuildStatus,
-    EvalResults,
-    ExpectationResult,
-    ScenarioResult,
-    UnitResult,
-    Verdict,
-)
+from orchestrator.domain import Attribution, BuildStatus, Verdict
+from orchestrator.results.model import BuildRecord, EvalResults, ExpectationResult, ScenarioResult, UnitResult
 from orchestrator.results.scoring import summarize
 from orchestrator.verify.verifier import Verification, stamp_timeout
 

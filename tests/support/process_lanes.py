@@ -7,7 +7,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.lanes.process import labelled_processes, pid_alive
+from orchestrator.lanes.process import labelled_processes
+from orchestrator.procs import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 
 from orchestrator.cases import EvalCase
+from orchestrator.domain import Verdict
 from orchestrator.redact import MASK, register_secret
-from orchestrator.results.model import Verdict
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import (

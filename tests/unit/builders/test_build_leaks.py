@@ -13,10 +13,10 @@ from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.leaks import foreign_workflow_reads
 from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import load_disk
+from orchestrator.domain import Attribution, BuildStatus, Verdict
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient, N8nSession
-from orchestrator.results.model import Attribution, BuildStatus, Verdict
 from orchestrator.run.unit import Attempts, UnitRunner, UnitSettings
 from orchestrator.verify.judge import Judge, JudgeConfig
 

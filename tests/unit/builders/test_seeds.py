@@ -6,8 +6,11 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.scripted_reply import reply_of, reply_text
+from support.sessions import unused_session
 
 from orchestrator.builders import seeds
 from orchestrator.cases import EvalCase
@@ -15,6 +18,7 @@ from orchestrator.cases.model import Attachment
 from orchestrator.cases.seed import InlineSeed, SeedFolder, seed_slot
 from orchestrator.deletion import in_delete_order
 from orchestrator.ledger import Entry, Ledger
+from orchestrator.scripted.replies import Action, ToolUseBlock
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 CASES = Path(__file__).resolve().parents[3] / "cases"
@@ -29,12 +33,12 @@ def _ids():
     return lambda: f"NEWID{next(counter):011d}"
 
 
-def _envelope(i: int, stamp: str, text: str = "hi", role: str = "user") -> dict:
+def _envelope(i: int, stamp: str, text: str = "hi", role: str = "user") -> dict[str, Any]:
     return {"id": f"msg-{i:04d}", "role": role, "type": "llm", "createdAt": stamp,
             "content": [{"type": "text", "text": text}]}
 
 
-WF = {"id": "invVat7Qk2Lm9P0x", "name": "Invoice VAT", "nodes": [
+WF: dict[str, Any] = {"id": "invVat7Qk2Lm9P0x", "name": "Invoice VAT", "nodes": [
     {"id": "n1", "name": "Slack", "type": "n8n-nodes-base.slack", "typeVersion": 2, "position": [0, 0],
      "parameters": {"workflowId": "invVat7Qk2Lm9P0x"}, "credentials": {"slackApi": {"id": "cred1234", "name": "Slack"}}}],
     "connections": {}}
@@ -211,7 +215,7 @@ def test_leftover_selection_takes_only_seed_suffixed_names_of_seeded_bases() -> 
 
 
 def test_leftover_folders_are_same_named_root_folders_only() -> None:
-    rows = [{"id": "1", "name": "ODW", "parentFolderId": None}, {"id": "2", "name": "ODW", "parentFolderId": "9"},
+    rows: list[dict[str, Any]] = [{"id": "1", "name": "ODW", "parentFolderId": None}, {"id": "2", "name": "ODW", "parentFolderId": "9"},
             {"id": "3", "name": "ODW2", "parentFolderId": None}, {"id": "4", "name": "ODW"}, {"id": "5", "name": "ODW"}]
     assert seeds.leftover_root_folders(rows, ["ODW"], keep={"5"}) == ["1", "4"]
 
@@ -253,7 +257,7 @@ async def test_cleanup_deletes_this_users_seed_artifacts_in_order_and_closes_the
     ledger.created("folder", "f2", lane="L", user="u2")  # another build's
     recorder = _Recorder()
     monkeypatch.setattr(seeds, "SeedDeleter", lambda session, project: recorder)
-    failures = await seeds.cleanup(ledger, None, "p1", lane="L", user="u1")
+    failures = await seeds.cleanup(ledger, unused_session(), "p1", lane="L", user="u1")
     assert failures == []
     assert recorder.calls == ["workflow w1", "data_table d1", "folder f1"]
     assert {e.id for e in ledger.open_entries()} == {"built", "f2"}
@@ -276,8 +280,8 @@ def test_seeded_turns_join_the_transcript_as_prior_context() -> None:
 # the scripted agent's seeded behaviours (orchestrator.scripted.instance_ai)
 
 
-def _agent_request(text: str, calls: list[tuple[str, dict, dict]] = ()) -> dict:  # type: ignore[assignment]
-    messages: list[dict] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+def _agent_request(text: str, calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
     for n, (tool, args, result) in enumerate(calls):
         messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{n}", "name": tool, "input": args}]})
         messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{n}",
@@ -286,12 +290,12 @@ def _agent_request(text: str, calls: list[tuple[str, dict, dict]] = ()) -> dict:
     return {"messages": messages, "tools": tools}
 
 
-def _artifacts(items: list[dict]) -> str:
+def _artifacts(items: list[dict[str, Any]]) -> str:
     return "<thread-artifacts>\n" + json.dumps(items) + "\n\nThe user opened this conversation from the editor\n</thread-artifacts>"
 
 
-def _first_tool(action) -> tuple[str, dict]:
-    block = next(b for b in action.blocks if hasattr(b, "name"))
+def _first_tool(action: Action) -> tuple[str, dict[str, Any]]:
+    block = next(b for b in reply_of(action).blocks if isinstance(b, ToolUseBlock))
     return block.name, block.input
 
 
@@ -304,7 +308,7 @@ def test_the_scripted_agent_lists_a_named_folder_one_level_deep() -> None:
         "workflows", {"action": "list", "folderPath": "Quarterly Ops", "recursive": False})
     done = script(_agent_request(text, [("workflows", {"action": "list", "folderPath": "Quarterly Ops"},
                                          {"workflows": [{"id": "w1", "name": "Vendor Invoice Intake [seed 0a1b2c3d]"}]})]))
-    assert "Vendor Invoice Intake [seed 0a1b2c3d]" in done.blocks[0].text
+    assert "Vendor Invoice Intake [seed 0a1b2c3d]" in reply_text(done)
 
 
 def test_the_scripted_agent_runs_an_attached_workflow_and_edits_one_in_place() -> None:
@@ -321,11 +325,11 @@ def test_the_scripted_agent_runs_an_attached_workflow_and_edits_one_in_place() -
     name, args = _first_tool(build)
     assert name == "build-workflow" and args["workflowId"] == "NEWID00000000001" and args["name"] == "Quotes [seed 0a1b2c3d]"
     silent = script(_agent_request(attached))
-    assert "What would you like me to change" in silent.blocks[0].text
+    assert "What would you like me to change" in reply_text(silent)
 
 
 def test_cleanup_addresses_folders_tables_and_agents_through_their_project() -> None:
-    session = object()
+    session = unused_session()
     folder = seeds.deleter_for(session, "folder", {"project": "p1"})
     assert isinstance(folder, seeds.SeedDeleter) and folder.project_id == "p1"
     assert isinstance(seeds.deleter_for(session, "agent", {"project": "p2"}), seeds.SeedDeleter)

@@ -17,6 +17,7 @@ import pytest
 from support.eval_results_factory import results, unit
 from typer.testing import CliRunner
 
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError, UserError
 from orchestrator.experiments.plan import (
     build_scores,
@@ -25,7 +26,6 @@ from orchestrator.experiments.plan import (
     pairs_needed,
     read_baseline,
 )
-from orchestrator.results.model import BuildStatus
 
 
 def _baseline():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.eval_results_factory import results, unit
 
+from orchestrator.domain import BuildStatus
 from orchestrator.experiments.ab_report import ArmData, compare_arms, write_ab_report
 from orchestrator.experiments.mcnemar import (
     VerdictPair,
@@ -18,7 +19,6 @@ from orchestrator.experiments.mcnemar import (
     paired_difference,
     tango_score,
 )
-from orchestrator.results.model import BuildStatus
 
 
 def _pairs(both_pass: int, control_only: int, variant_only: int, both_fail: int) -> list[VerdictPair]:

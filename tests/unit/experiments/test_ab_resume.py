@@ -20,6 +20,7 @@ from support.langsmith_fake import API_KEY, FakeLangSmith, running
 from support.polling import settle
 from support.tools import require
 
+from orchestrator.domain import BuildStatus
 from orchestrator.experiments.ab import (
     Arm,
     HooksFactory,
@@ -35,7 +36,7 @@ from orchestrator.experiments.sequential import Decision, SequentialDesign
 from orchestrator.lanes.backend import BACKENDS, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.process import ProcessBackend
-from orchestrator.results.model import BuildStatus, UnitResult
+from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
 from orchestrator.run.plan import make_plan

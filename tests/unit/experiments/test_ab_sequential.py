@@ -16,9 +16,9 @@ import pytest
 from support.eval_results_factory import unit
 from support.polling import settle
 
+from orchestrator.domain import BuildStatus
 from orchestrator.experiments.ab import Lockstep, SequentialController
 from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState, design_theta
-from orchestrator.results.model import BuildStatus
 
 
 def _fixed(effect: float = 0.45, discordance: float = 0.5, **kw) -> SequentialDesign:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from support.langsmith_fake import API_KEY, FakeLangSmith, serve
 
 from orchestrator.cases import LoadedCase
 from orchestrator.cases.model import EvalCase
+from orchestrator.domain import BuildStatus
 from orchestrator.experiments.langsmith_rows import (
     per_run_pass_metrics,
     row_feedback,
@@ -37,7 +38,7 @@ from orchestrator.experiments.langsmith_sync import (
     default_hooks,
 )
 from orchestrator.redact import register_secret
-from orchestrator.results.model import BuildStatus, EvalResults
+from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.scoring import summarize
 from orchestrator.run.config import RunConfig
 
@@ -75,7 +76,19 @@ def _hooks(url: str, tmp_path: Path, **kw: Any) -> LangSmithHooks:
     return hooks
 
 
-def _results(run_id: str, units: list) -> EvalResults:
+def _object(value: object) -> dict[str, Any]:
+    """A JSON object inside a comparison document or the results' config."""
+    assert isinstance(value, dict), value
+    return value
+
+
+def _objects(value: object) -> list[dict[str, Any]]:
+    """A JSON array of objects inside a comparison document."""
+    assert isinstance(value, list) and all(isinstance(v, dict) for v in value), value
+    return value
+
+
+def _results(run_id: str, units: list[UnitResult]) -> EvalResults:
     summary, cases = summarize(units, 1, len(units))
     return EvalResults(run_id=run_id, started_at=time.time() - 10, finished_at=time.time(), units=units,
                        summary=summary, cases=cases)
@@ -184,12 +197,12 @@ async def test_baseline_found_and_comparison_returned(fake, tmp_path: Path) -> N
     comparison = await hooks.on_finish(results)
 
     assert comparison is not None
-    assert comparison["baseline"]["experimentName"] == "instance-ai-baseline-7abc1234"
-    (u,) = comparison["evaluationUnits"]
-    assert u["key"] == "smoke-a/happy-path" and (u["baselinePasses"], u["baselineTotal"]) == (5, 5)
-    assert u["prPasses"] == 0 and u["verdict"] == "hard_regression"
+    assert _object(comparison["baseline"])["experimentName"] == "instance-ai-baseline-7abc1234"
+    (row,) = _objects(comparison["evaluationUnits"])
+    assert row["key"] == "smoke-a/happy-path" and (row["baselinePasses"], row["baselineTotal"]) == (5, 5)
+    assert row["prPasses"] == 0 and row["verdict"] == "hard_regression"
     assert hooks.baseline is not None and len(hooks.baseline.units) == 5 and hooks.comparison_status == "ok"
-    assert results.config["langsmith"]["baseline"] == "instance-ai-baseline-7abc1234"
+    assert _object(results.config["langsmith"])["baseline"] == "instance-ai-baseline-7abc1234"
     own = next(s for s in store.sessions.values() if s["name"].startswith("pr-123-"))
     assert own["end_time"] is not None
     assert own["extra"]["metadata"]["pass_rate_per_iter"] == "0% / 0% / 0% / 0% / 0%"  # n8n's completion marker
@@ -220,8 +233,8 @@ async def test_server_error_everywhere_leaves_the_run_unaffected(tmp_path: Path,
     server, url = serve(store)
     try:
         hooks = _hooks(url, tmp_path)  # retries=0: each failing call is asked once
-        assert await hooks.on_cases("run-1", [_case("smoke-a")]) is None
-        assert await hooks.on_unit(unit("smoke-a", 0, {"happy-path": True})) is None
+        await hooks.on_cases("run-1", [_case("smoke-a")])
+        await hooks.on_unit(unit("smoke-a", 0, {"happy-path": True}))
         assert await hooks.on_finish(_results("run-1", [unit("smoke-a", 0, {"happy-path": True})])) is None
         # the dataset sync gave up at its first failure (no example, no experiment asked for), and so
         # did the baseline lookup: nothing is retried or waited for
@@ -242,7 +255,7 @@ async def test_unreachable_server_is_best_effort(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     hooks = _hooks(f"http://127.0.0.1:{port}", tmp_path)
-    assert await hooks.on_cases("run-1", [_case("smoke-a")]) is None
+    await hooks.on_cases("run-1", [_case("smoke-a")])
     assert await hooks.on_finish(_results("run-1", [])) is None
     assert len(hooks.failures) == 2
 
@@ -294,7 +307,7 @@ def test_every_row_carries_n8ns_feedback_keys() -> None:
 def test_per_run_pass_metrics_are_n8ns() -> None:
     """n8n ``writePerRunPassMetrics``: per example (case, scenario) over its non-incomplete runs,
     pass_at_k = 1 when any passed and pass_hat_k = (c/n)^n, on every such run; none for n = 0."""
-    runs = [(f"r{i}", {"testCaseFile": "c", "scenarioName": "s"}, {"passed": passed, **extra})
+    runs: list[tuple[str, Mapping[str, Any], Mapping[str, Any]]] = [(f"r{i}", {"testCaseFile": "c", "scenarioName": "s"}, {"passed": passed, **extra})
             for i, (passed, extra) in enumerate([(True, {}), (False, {}), (True, {}), (False, {"incomplete": True})])]
     runs.append(("r9", {"testCaseFile": "c", "scenarioName": "t"}, {"passed": False, "incomplete": True}))
     out = {(run, fb.key): fb.score for run, fb in per_run_pass_metrics(runs)}
@@ -310,6 +323,7 @@ async def test_resumed_run_keeps_its_experiment(fake, tmp_path: Path) -> None:
     resumed = _hooks(url, tmp_path, resume="run-1")
     await resumed.on_cases("run-1", [_case("smoke-a")])
     await resumed.on_unit(unit("smoke-a", 1, {"happy-path": False}))
+    assert resumed.experiment is not None and first.experiment is not None
     assert len(store.sessions) == 1 and resumed.experiment.id == first.experiment.id
     assert {r["session_id"] for r in store.runs.values()} == {str(first.experiment.id)} and len(store.runs) == 2
 
@@ -348,12 +362,12 @@ async def test_scripted_runs_are_tagged_and_never_a_baseline(fake, tmp_path: Pat
     assert own["name"].startswith("scripted-instance-ai-baseline-")
     assert own["extra"]["metadata"]["model_server"] == "scripted"
     assert all(r["tags"] == ["model-server:scripted"] for r in store.runs.values() if r["session_id"] == own["id"])
-    assert comparison is not None and comparison["baseline"]["experimentName"] == "instance-ai-baseline-real0001"
+    assert comparison is not None and _object(comparison["baseline"])["experimentName"] == "instance-ai-baseline-real0001"
 
     later = _hooks(url, tmp_path)
     await later.on_cases("run-2", [_case("smoke-a")])
     comparison = await later.on_finish(_results("run-2", [unit("smoke-a", 0, {"happy-path": True})]))
-    assert comparison is not None and comparison["baseline"]["experimentName"] == "instance-ai-baseline-real0001"
+    assert comparison is not None and _object(comparison["baseline"])["experimentName"] == "instance-ai-baseline-real0001"
 
 
 async def test_n8n_experiment_is_read_as_the_baseline(fake, tmp_path: Path) -> None:
@@ -378,12 +392,12 @@ async def test_n8n_experiment_is_read_as_the_baseline(fake, tmp_path: Path) -> N
     pr = [unit("smoke-a", i, {"happy-path": False}, {"greets": False}) for i in range(3)]
     comparison = await hooks.on_finish(_results("run-1", pr))
     assert comparison is not None
-    assert comparison["baseline"]["experimentName"] == "instance-ai-baseline-n8n00001"
-    units = {u["key"]: u for u in comparison["evaluationUnits"]}
+    assert _object(comparison["baseline"])["experimentName"] == "instance-ai-baseline-n8n00001"
+    units = {u["key"]: u for u in _objects(comparison["evaluationUnits"])}
     assert (units["smoke-a/happy-path"]["baselinePasses"], units["smoke-a/happy-path"]["baselineTotal"]) == (3, 3)
     assert (units["smoke-a#expectation:greets"]["baselinePasses"],
             units["smoke-a#expectation:greets"]["baselineTotal"]) == (3, 3)
-    assert {u["key"] for u in comparison["baselineOnly"]} == {"smoke-b#expectation:x"}
+    assert {u["key"] for u in _objects(comparison["baselineOnly"])} == {"smoke-b#expectation:x"}
 
 
 def _n8n_fetch_baseline_bucket(runs: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:

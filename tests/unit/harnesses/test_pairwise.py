@@ -19,14 +19,16 @@ from typing import Any
 import pytest
 from support.eval_results_factory import unit
 from support.langsmith_fake import API_KEY, FakeLangSmith, running
+from support.scripted_reply import reply_text
 
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import UserError
 from orchestrator.harnesses.pairwise import compare
 from orchestrator.harnesses.pairwise import panel as pn
 from orchestrator.harnesses.pairwise.examples import as_case, criteria, read_examples, select
 from orchestrator.harnesses.pairwise.harness import PairwiseSettings, error_class, summarize, write_folder
 from orchestrator.harnesses.pairwise.upload import upload_folder
-from orchestrator.results.model import BuildStatus, EvalResults
+from orchestrator.results.model import EvalResults
 from orchestrator.scripted import pairwise as scripted_pairwise
 
 
@@ -195,7 +197,7 @@ def test_scripted_judge_follows_the_node_types_a_criterion_names() -> None:
                              ["DO NOT add a Code node", "DO NOT use n8n-nodes-base.set"], workflow)
     request = {"system": pn.SYSTEM_PROMPT, "messages": [{"role": "user", "content": prompt}]}
     assert scripted_pairwise.is_pairwise_judge(request)
-    reply = json.loads(scripted_pairwise.pairwise_judge(request).blocks[0].text)
+    reply = json.loads(reply_text(scripted_pairwise.pairwise_judge(request)))
     assert [p["rule"] for p in reply["passes"]] == ["Use a Manual Trigger node", "Follow the prompt",
                                                    "DO NOT add a Code node"]
     assert [v["rule"] for v in reply["violations"]] == ["Use an HTTP Request node", "DO NOT use n8n-nodes-base.set"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from support.eval_results_factory import unit
+from support.scripted_reply import reply_text
 
 from orchestrator.cases import CaseLoadError, EvalCase, LoadedCase
 from orchestrator.domain import Attribution, Verdict
@@ -146,7 +147,7 @@ def test_routing_files_list_every_trial() -> None:
 def _judged(trace: str) -> dict[str, str]:
     request = {"system": rj.SYSTEM_PROMPT, "messages": [{"role": "user", "content": trace}]}
     assert scripted_routing.is_routing_judge(request)
-    return json.loads(scripted_routing.routing_judge(request).blocks[0].text)
+    return json.loads(reply_text(scripted_routing.routing_judge(request)))
 
 
 def test_scripted_judge_decides_every_route() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from support.eval_results_factory import results, unit
 
+from orchestrator.domain import Attribution, BuildStatus
 from orchestrator.results.console import summary_lines, unit_line
-from orchestrator.results.model import Attribution, BuildStatus, StructuralCheck
+from orchestrator.results.model import StructuralCheck
 
 
 def test_unit_line_names_case_iteration_lane_and_tagged_verdicts() -> None:

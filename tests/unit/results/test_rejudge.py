@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from support.eval_results_factory import unit
 
-from orchestrator.results.model import BuildStatus, EvalResults
+from orchestrator.domain import BuildStatus
+from orchestrator.results.model import EvalResults
 from orchestrator.results.writer import JUDGE_INPUTS_FILENAME, ResultsWriter
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer

@@ -12,8 +12,9 @@ from support.chromium import chromium, dark_pixels, decode_png, need_chromium, o
 from support.eval_results_factory import results, unit
 from support.polling import eventually
 
+from orchestrator.domain import BuildStatus
 from orchestrator.redact import MASK, register_secret
-from orchestrator.results.model import BuildStatus, EvalResults
+from orchestrator.results.model import EvalResults
 from orchestrator.results.report_html import (
     FILENAME,
     OUTCOME_COLOURS,

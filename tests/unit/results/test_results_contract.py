@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -12,21 +13,16 @@ from support.eval_results_factory import results, unit
 
 from orchestrator.compare import compare, comparison_dict, load_results
 from orchestrator.compare.tiers import Tier
+from orchestrator.domain import Attribution, BuildStatus
 from orchestrator.results.contract import from_document, to_document
-from orchestrator.results.model import (
-    Attribution,
-    BuildStatus,
-    EvalResults,
-    StructuralCheck,
-    UsageEntry,
-)
+from orchestrator.results.model import EvalResults, StructuralCheck, UsageEntry
 from orchestrator.results.schema import SCHEMA_VERSION, json_schema, published_schema
 from orchestrator.results.writer import ResultsWriter
 
 REFERENCE = Path(__file__).resolve().parents[2] / "fixtures" / "reference" / "eval-results.json"
 
 
-def validate(doc: dict) -> None:
+def validate(doc: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator(published_schema()).validate(doc)
 
 

@@ -13,10 +13,11 @@ import pytest
 from support.eval_results_factory import results, unit
 
 from orchestrator.allocator.durations import expected_seconds
+from orchestrator.domain import BuildStatus
 from orchestrator.results import writer as writer_module
 from orchestrator.results.contract import from_document
 from orchestrator.results.history import default_durations_source, load_durations
-from orchestrator.results.model import BuildStatus, EvalResults
+from orchestrator.results.model import EvalResults
 from orchestrator.results.writer import ResultsWriteError, ResultsWriter, read_units
 from orchestrator.run.plan import expected_for_run
 

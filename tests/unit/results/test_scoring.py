@@ -7,7 +7,7 @@ import math
 import pytest
 from support.eval_results_factory import unit
 
-from orchestrator.results.model import Attribution, BuildStatus
+from orchestrator.domain import Attribution, BuildStatus
 from orchestrator.results.scoring import (
     BUILD_FAILED_CATEGORY,
     pass_at_k,

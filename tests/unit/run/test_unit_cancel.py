@@ -17,9 +17,10 @@ from orchestrator.builders.builder import Builder, BuilderSettings, BuildRequest
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import load_disk
+from orchestrator.domain import BuildStatus
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.n8n.rest import N8nClient, N8nSession
-from orchestrator.results.model import BuildStatus, UnitResult
+from orchestrator.results.model import UnitResult
 from orchestrator.run.unit import UnitRunner, UnitSettings, run_to_end
 from orchestrator.verify.judge import Judge, JudgeConfig
 

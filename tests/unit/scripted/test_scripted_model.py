@@ -9,6 +9,7 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
+from support.scripted_reply import reply_of, reply_text, reply_tool, tool_of
 
 from orchestrator.outage import classify_exception, retry_provider_outage
 from orchestrator.scripted import scripts as ms
@@ -152,7 +153,8 @@ def test_sequence_repeats_last_action():
 
 
 def test_judge_script_speaks_the_judge_format():
-    from orchestrator.verify.judge import EXPECTATION_SYSTEM, Verdict, expectation_prompt, parse_verdicts
+    from orchestrator.domain import Verdict
+    from orchestrator.verify.judge import EXPECTATION_SYSTEM, expectation_prompt, parse_verdicts
 
     prompt = expectation_prompt({"nodes": []}, ["has a trigger", "sends a mail", "logs"])
     script = ms.judge(ms.verdict_list([True, False, True], reason="scripted"), {"verdicts": []})
@@ -187,7 +189,7 @@ async def test_retry_provider_outage_retries_sdk_outages_with_the_waits():
             lambda: c.messages.create(model=MODEL, max_tokens=10, messages=MSG), waits=(30, 90), sleep=fake_sleep
         )
         await c.close()
-    assert msg.content[0].text == "recovered"
+    assert text_of(msg.content[0]) == "recovered"
     assert naps == [30, 90]
 
 
@@ -224,13 +226,13 @@ async def test_retry_provider_outage_does_not_retry_other_errors():
 CREATE = "mcp__n8n-local__create_workflow_from_code"
 
 
-def _tool(name: str) -> dict:
+def _tool(name: str) -> dict[str, Any]:
     return {"name": name, "input_schema": {"type": "object"}}
 
 
-def _turns(*results: tuple[str, bool]) -> list[dict]:
+def _turns(*results: tuple[str, bool]) -> list[dict[str, Any]]:
     """A conversation with one create call per ``(result text, is_error)``."""
-    messages: list[dict] = [{"role": "user", "content": "build it"}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "build it"}]
     for i, (text, is_error) in enumerate(results):
         messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": f"t{i}", "name": CREATE, "input": {"code": "..."}}]})
@@ -243,30 +245,31 @@ def test_mcp_builder_decisions():
     script = ms.mcp_builder()
     tools = [_tool("ToolSearch"), _tool(CREATE)]
     # side requests without tools get harmless text
-    assert script({"messages": [{"role": "user", "content": "title?"}]}).blocks[0].text == "OK"
+    assert reply_text(script({"messages": [{"role": "user", "content": "title?"}]})) == "OK"
     # deferred tool: load it through ToolSearch first
     deferred = {"tools": [_tool("ToolSearch")],
                 "messages": [{"role": "user", "content": f"deferred tools:\n{CREATE}\n"}, {"role": "user", "content": "go"}]}
-    (search,) = script(deferred).blocks
+    (only,) = reply_of(script(deferred)).blocks
+    search = tool_of(only)
     assert search.name == "ToolSearch" and search.input["query"] == f"select:{CREATE}"
     # tool offered, nothing called yet → create with the hello workflow
     first = script({"tools": tools, "messages": _turns()})
-    call = first.blocks[-1]
-    assert first.resolved_stop_reason() == "tool_use"
+    call = reply_tool(first)
+    assert reply_of(first).resolved_stop_reason() == "tool_use"
     assert call.name == CREATE and call.input["code"] == ms.HELLO_WORKFLOW_CODE
     # success → trailer
     ok = script({"tools": tools, "messages": _turns(('{"workflowId": "wf_1-A", "name": "x"}', False))})
-    assert ok.blocks[0].text.splitlines()[-1] == "WORKFLOW_ID=wf_1-A"
+    assert reply_text(ok).splitlines()[-1] == "WORKFLOW_ID=wf_1-A"
     # an error → retry once with the minimal workflow
     err = '{"error": "Failed to parse", "errorCode": "UNKNOWN_ERROR"}'
     retry = script({"tools": tools, "messages": _turns((err, True))})
-    assert retry.blocks[-1].input["code"] == ms.MINIMAL_WORKFLOW_CODE
+    assert reply_tool(retry).input["code"] == ms.MINIMAL_WORKFLOW_CODE
     # two errors → give up without a trailer
     done = script({"tools": tools, "messages": _turns((err, True), (err, False))})
-    assert "WORKFLOW_ID=" not in done.blocks[0].text and done.resolved_stop_reason() == "end_turn"
+    assert "WORKFLOW_ID=" not in reply_text(done) and reply_of(done).resolved_stop_reason() == "end_turn"
     # tools offered but not ours, and no ToolSearch → say so, no trailer
     other = script({"tools": [_tool("Bash")], "messages": _turns()})
-    assert "not available" in other.blocks[0].text
+    assert "not available" in reply_text(other)
 
 
 def test_tool_result_with_list_content():
@@ -281,17 +284,17 @@ def test_demo_script_routes_judge_builder_and_lane_mock():
     script = ms.demo_script()
     judged = script({"system": EXPECTATION_SYSTEM,
                      "messages": [{"role": "user", "content": "## Expectations\n0. a\n1. b\n"}]})
-    assert json.loads(judged.blocks[0].text) == {"verdicts": [
+    assert json.loads(reply_text(judged)) == {"verdicts": [
         {"index": 0, "pass": True, "reason": "scripted judge"}, {"index": 1, "pass": True, "reason": "scripted judge"}]}
     built = script({"tools": [_tool(CREATE)], "messages": [{"role": "user", "content": "build"}]})
-    assert built.blocks[-1].name == CREATE
+    assert reply_tool(built).name == CREATE
     # the lane's eval mock: hint planning (no tools, not our judge) gets a JSON plan …
-    plan = json.loads(script({"system": "plan mock data", "messages": [{"role": "user", "content": "x"}]}).blocks[0].text)
+    plan = json.loads(reply_text(script({"system": "plan mock data", "messages": [{"role": "user", "content": "x"}]})))
     assert set(plan) == {"globalContext", "nodeHints", "triggerContent"}
     # … and an intercepted request gets one submit_response call
     mocked = script({"tools": [_tool("get_endpoint_quirks"), _tool("submit_response")],
                      "messages": [{"role": "user", "content": "GET /users"}]})
-    assert mocked.blocks[-1].name == "submit_response"
+    assert reply_tool(mocked).name == "submit_response"
 
 
 def test_module_main_serves_until_interrupted():
@@ -328,14 +331,14 @@ def _agent_step(srv: ScriptedModelServer, messages: list[Any], tools: list[Any] 
         return stream.get_final_message()
 
 
-def _tool_use(msg) -> tuple[str, str, dict]:
+def _tool_use(msg) -> tuple[str, str, dict[str, Any]]:
     (block,) = [b for b in msg.content if b.type == "tool_use"]
     return block.id, block.name, block.input
 
 
 def test_instance_ai_agent_loads_the_skill_writes_the_file_builds_and_finishes():
     with ScriptedModelServer(ms.demo_script()) as srv:
-        messages: list[dict] = [{"role": "user", "content": SMOKE_PROMPT}]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": SMOKE_PROMPT}]
         names = []
         results = {
             "load_skill": {"success": True, "skillId": "workflow-builder"},
@@ -376,7 +379,7 @@ def test_instance_ai_agent_without_a_workspace_builds_inline_and_is_deterministi
 
 def test_instance_ai_agent_gives_up_with_text_after_two_failed_builds():
     failed = json.dumps({"success": False, "errors": ["Runtime workspace is required for workflow source files."]})
-    history: list[dict] = [{"role": "user", "content": SMOKE_PROMPT}]
+    history: list[dict[str, Any]] = [{"role": "user", "content": SMOKE_PROMPT}]
     for n in range(2):
         history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"b{n}", "name": "build-workflow",
                                                        "input": {"filePath": "x.json"}}]},
@@ -389,7 +392,7 @@ def test_instance_ai_agent_gives_up_with_text_after_two_failed_builds():
 
 def test_a_second_user_turn_rebuilds_the_same_file():
     done = json.dumps({"success": True, "workflowId": "WF1"})
-    history: list[dict] = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": SMOKE_PROMPT},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "b0", "name": "build-workflow",
                                            "input": {"filePath": "src/workflows/a.workflow.json"}}]},
@@ -418,7 +421,7 @@ def test_title_generator_and_mock_planners_get_non_streamed_answers():
         assert set(json.loads(text_of(agent_plan.content[0]))) == {"globalContext", "openingMessage", "toolHints"}
 
 
-def _openai_tools() -> list[dict]:
+def _openai_tools() -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": t["name"], "description": "", "parameters": {"type": "object"}}}
             for t in IA_TOOLS if t["name"] in ("build-workflow",)]
 

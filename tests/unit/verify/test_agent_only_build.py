@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.cases import EvalCase
-from orchestrator.results.model import Verdict
+from orchestrator.domain import Verdict
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import Transcript

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.cases import EvalCase
+from orchestrator.domain import Verdict
 from orchestrator.n8n.mock_execution import MockExecutionResult
 from orchestrator.n8n.rest import N8nClient, N8nSession, RetryPolicy
-from orchestrator.results.model import Verdict
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import Transcript

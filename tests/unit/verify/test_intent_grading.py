@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.cases import EvalCase
 from orchestrator.cases.intent import INTENT_PREAMBLE
-from orchestrator.results.model import Verdict
+from orchestrator.domain import Verdict
 from orchestrator.scripted.instance_ai import instance_ai_agent
 from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock
 from orchestrator.scripted.scripts import judge, verdict_list

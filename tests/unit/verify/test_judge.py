@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.results.model import Attribution, Verdict
+from orchestrator.domain import Attribution, Verdict
 from orchestrator.scripted.scripts import hang, judge, status_storm, text_only, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.verify.judge import EXPECTATION_SYSTEM, Judge, JudgeConfig, expectation_prompt, parse_verdicts

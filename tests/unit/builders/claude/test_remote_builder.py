@@ -33,11 +33,11 @@ from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildRe
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.remote_builder import ENDPOINT, RemoteBuilder
 from orchestrator.cases import load_disk
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nTransportError
-from orchestrator.results.model import BuildStatus
 from orchestrator.run.config import RunConfig
 from orchestrator.run.resolve import resolve
 from orchestrator.scripted import scripts as ms

@@ -20,9 +20,9 @@ from orchestrator.builders.compaction import (
     premise,
 )
 from orchestrator.cases import load_disk
+from orchestrator.domain import Verdict
 from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.n8n.rest import N8nClient, N8nSession
-from orchestrator.results.model import Verdict
 from orchestrator.verify.judge import Judge, JudgeConfig, expectation_prompt, process_prompt
 from orchestrator.verify.verifier import verify_workflow
 

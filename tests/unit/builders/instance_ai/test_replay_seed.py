@@ -25,11 +25,11 @@ from orchestrator.builders.replay_seed import (
 from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import EvalCase
 from orchestrator.cases.seed import InlineSeed, ReplaySeed
+from orchestrator.domain import BuildStatus
 from orchestrator.lanes.model import Lane
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.redact import MASK, redact
-from orchestrator.results.model import BuildStatus
 from orchestrator.scripted.scripts import HELLO_WORKFLOW_CODE
 from orchestrator.toolchain import Toolchain, default_cache_dir
 

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from orchestrator.builders import scenario_tables, seeds
 from orchestrator.cases import EvalCase
 
 
-def _table(name: str, rows: list[dict] | None = None, column: str = "application_id") -> dict:
-    table: dict = {"id": f"tbl-{name.lower().replace(' ', '-')}-0000", "name": name,
+def _table(name: str, rows: list[dict[str, Any]] | None = None, column: str = "application_id") -> dict[str, Any]:
+    table: dict[str, Any] = {"id": f"tbl-{name.lower().replace(' ', '-')}-0000", "name": name,
                    "columns": [{"name": column, "type": "string"}]}
     if rows is not None:
         table["rows"] = rows
     return table
 
 
-def _case(*scenario_tables: list[dict]) -> EvalCase:
+def _case(*scenario_tables: list[dict[str, Any]]) -> EvalCase:
     return EvalCase.model_validate({
         "conversation": [{"role": "user", "text": "do the thing"}], "complexity": "simple", "tags": [],
         "executionScenarios": [{"name": f"s{i}", "description": "", "dataSetup": "", "successCriteria": "ok",

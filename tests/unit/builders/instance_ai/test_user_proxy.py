@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.scripted_reply import reply_of, reply_text, text_of, tool_of
 
 from orchestrator.builders import user_proxy as bp
 from orchestrator.builders.instance_ai import answer_confirmation
@@ -400,11 +401,11 @@ def _agent_request(*user_texts: str) -> dict[str, Any]:
 def test_the_scripted_agent_replies_with_text_instead_of_a_build_for_both_archetypes() -> None:
     agent = ia.instance_ai_agent(load_skill=False)
     asks = agent(_agent_request(corpus("behaviour-asks-before-picking-chat-tool").opening_prompt()))
-    assert [b.text for b in asks.blocks] == [ia.CLARIFYING_QUESTION]
+    assert [text_of(b) for b in reply_of(asks).blocks] == [ia.CLARIFYING_QUESTION]
     answers = agent(_agent_request("Unrelated question: when would I pick a cron expression?"))
-    assert "did not build" in answers.blocks[0].text
+    assert "did not build" in reply_text(answers)
     builds = agent(_agent_request(corpus("behaviour-asks-before-picking-chat-tool").opening_prompt(), "Microsoft Teams"))
-    assert [b.name for b in builds.blocks] == ["build-workflow"]
+    assert [tool_of(b).name for b in reply_of(builds).blocks] == ["build-workflow"]
 
 
 def test_the_instance_ai_builder_checks_the_proxy_effort_before_the_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,7 +31,7 @@ def server() -> Iterator[FakeApiServer]:
         yield srv
 
 
-def pod(name: str) -> dict:
+def pod(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 

@@ -25,12 +25,12 @@ IN_CLUSTER_ENV = {"POD_NAME": "orch-abc12", "POD_NAMESPACE": "evals", "POD_UID":
                   "JOB_NAME": "nightly-1", "JOB_UID": "9a8b7c6d-0000-4000-8000-000000000001"}
 
 
-def validate(obj: dict) -> None:
+def validate(obj: dict[str, Any]) -> None:
     kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
-def spec(**kw) -> LaneSpec:
-    base = dict(
+def spec(**kw: Any) -> LaneSpec:
+    base: dict[str, Any] = dict(
         n8n_version="2.41.1",
         env={"E2E_TESTS": "true", "N8N_ENABLED_MODULES": "instance-ai,agents", "N8N_AI_ASSISTANT_BASE_URL": "",
              "N8N_PORT": "9999", "ANTHROPIC_API_KEY": "should-be-dropped"},
@@ -42,7 +42,7 @@ def spec(**kw) -> LaneSpec:
     return LaneSpec(**base)
 
 
-def all_objects(owner: k8s.OwnerRef | None = None, run_id: str = "20261202-nightly") -> list[dict]:
+def all_objects(owner: k8s.OwnerRef | None = None, run_id: str = "20261202-nightly") -> list[dict[str, Any]]:
     s = spec()
     return [
         k8s.secret_object(run_id, "evals", s.secret_env, owner),
@@ -231,7 +231,7 @@ def test_run_labels_of_distinct_ids_differ() -> None:
 
 
 def test_lane_url_templates() -> None:
-    kw = dict(pod="n8n-lane-r-0-0", service="n8n-lanes-r", namespace="evals", index=2, base_port=5700)
+    kw: dict[str, Any] = dict(pod="n8n-lane-r-0-0", service="n8n-lanes-r", namespace="evals", index=2, base_port=5700)
     assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, **kw) == (
         "http://n8n-lane-r-0-0.n8n-lanes-r.evals.svc.cluster.local.:5678")  # the pod's name under the run's Service
     assert k8s.lane_url(k8s.DEFAULT_URL_TEMPLATE, cluster_domain="corp.k8s", **kw) == (
@@ -278,7 +278,7 @@ def test_egress_is_configurable_and_excepts_stay_inside_their_block() -> None:
     assert k8s.egress_allows(rules, "10.96.0.1", 8443)  # outside the declared cluster range now
     assert not k8s.egress_allows(rules, "10.100.3.4", 443)
     assert not k8s.egress_allows(rules, "fd00:ec2::254", 443)
-    off = k8s.network_policy_object("run-a", "evals", egress=k8s.LaneEgress(enabled=False))
+    off = k8s.network_policy_object("run-a", "evals", egress=k8s.LaneEgress.model_validate({"enabled": False}))
     assert off["spec"]["policyTypes"] == ["Ingress"] and "egress" not in off["spec"]
     with pytest.raises(ValueError, match="10.0.0.1/8"):
         k8s.LaneEgress.model_validate({"allowCidrs": ["10.0.0.1/8"]})
@@ -328,7 +328,7 @@ def test_lane_pod_memory_request_must_equal_limit() -> None:
         k8s.LanePod.model_validate({"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}}})
     with pytest.raises(ValueError):
         k8s.LanePod.model_validate({"nodeSelectr": {}})  # a typo is refused, not ignored
-    assert k8s.LanePod().ready_timeout_seconds >= 600
+    assert k8s.LanePod.model_validate({}).ready_timeout_seconds >= 600
 
 
 # ---- build runner and sandbox next to n8n -----------------------------------------------------------

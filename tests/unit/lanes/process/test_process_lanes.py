@@ -23,9 +23,10 @@ from support.workflow_samples import main, node
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import LaneState
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend, group_members
+from orchestrator.lanes.process import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
+from orchestrator.procs import group_members
 
 pytestmark = pytest.mark.n8n
 ORCH = [sys.executable, "-m", "orchestrator"]  # the CLI of whatever venv runs the tests

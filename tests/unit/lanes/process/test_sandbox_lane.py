@@ -17,8 +17,9 @@ from support.tools import need, require
 
 from orchestrator.lanes.bringup import wait_ready
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend, labelled_processes, pid_alive
+from orchestrator.lanes.process import ProcessBackend, labelled_processes
 from orchestrator.ledger import Ledger
+from orchestrator.procs import pid_alive
 from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock
 from orchestrator.scripted.scripts import tool_calls, tool_names, tool_result_text
 from orchestrator.scripted.server import ScriptedModelServer
