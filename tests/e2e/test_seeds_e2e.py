@@ -17,9 +17,11 @@ from support.static_lane import LaneTurn, StaticLane, lane_turn
 from orchestrator.builders import seeds
 from orchestrator.builders.builder import BuilderSettings, BuildEvents, BuildRequest, get_builder
 from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import EvalCase
 from orchestrator.domain import BuildStatus
 from orchestrator.n8n.instance_ai import InstanceAiChat
+from orchestrator.n8n.rest import N8nSession
 from orchestrator.scripted import instance_ai as ia
 from orchestrator.scripted.replies import Action, HttpError
 from orchestrator.scripted.scripts import demo_script
@@ -308,6 +310,22 @@ def test_a_session_boundary_seed_is_an_earlier_thread_and_the_live_turn_opens_a_
     assert seen["failures"] == [] and seen["open"] == []
 
 
+class _OwnerReleasingAMember(N8nSession):
+    """The owner's session (same client and cookie) that releases ``member`` from the pool right
+    after the first listing of the lane's projects."""
+
+    def __init__(self, owner: N8nSession, users: BuildUserPool, member: BuildUser) -> None:
+        super().__init__(owner.client, owner.cookie, owner.user)
+        self.users, self.member = users, member
+        self.released: list[bool] = []
+
+    async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        answer = await super().get(path, params)
+        if path == "/rest/projects" and not self.released:
+            self.released.append(await self.users.release(self.member) == [])
+        return answer
+
+
 def test_the_leftover_eviction_survives_another_build_s_member_going_meanwhile(seed_lane, tmp_path: Path) -> None:
     """Issue 34 item 11, the race behind "seed restore failed: HTTP 404: Project not found": a
     seed's leftover eviction lists every project on the lane (a crashed run's folder sits in another
@@ -326,21 +344,11 @@ def test_the_leftover_eviction_survives_another_build_s_member_going_meanwhile(s
         ctx = await BuildLane.open(lane, ledger)
         mine = await ctx.users.acquire([], mcp_key=False)
         other = await ctx.users.acquire([], mcp_key=False)
-        real_get = ctx.owner.get
-        released: list[bool] = []
-
-        async def get_then_release_the_other_member(path: str, **kwargs: Any) -> Any:
-            answer = await real_get(path, **kwargs)
-            if path == "/rest/projects" and not released:
-                released.append(await ctx.users.release(other) == [])
-            return answer
-
-        ctx.owner.get = get_then_release_the_other_member
+        owner = _OwnerReleasingAMember(ctx.owner, ctx.users, other)
         try:
-            return await seeds.evict_leftovers(ctx.owner, mine.project_id, plan, ledger, lane.lane_id)
+            return await seeds.evict_leftovers(owner, mine.project_id, plan, ledger, lane.lane_id)
         finally:
-            ctx.owner.get = real_get
-            assert released == [True]
+            assert owner.released == [True]
             assert await ctx.users.release(mine) == []
             await ctx.close()
 

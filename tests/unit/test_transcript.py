@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import stat
 from pathlib import Path
+from typing import Any
+
+from support.stand_ins import unused_session
 
 from orchestrator.cases import EvalCase
 from orchestrator.domain import Verdict
@@ -74,7 +77,7 @@ def test_claude_stream_json_becomes_transcript_entries() -> None:
 
 
 def test_render_for_judge_reads_like_a_conversation() -> None:
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"kind": "meta"}, {"kind": "user", "text": "Post to Slack", "turn": 0},
         {"kind": "confirmation", "tool": "ask-user", "input_type": "questions", "message": None,
          "questions": [{"id": "q", "question": "Which channel?"}]},
@@ -145,7 +148,7 @@ async def test_a_build_only_case_without_a_workflow_is_still_graded(tmp_path: Pa
         t.add("assistant", text="Which Slack channel should I use?")
     with ScriptedModelServer(judge(verdict_list(False))) as srv:
         j = _judge(srv)
-        v = await verify_workflow(case, None, None, j, timeout_ms=60_000, transcript_path=path)
+        v = await verify_workflow(case, None, unused_session(), j, timeout_ms=60_000, transcript_path=path)
         await j.aclose()
         prompts = [r.body["messages"][0]["content"] for r in srv.message_requests]
     assert v.workflow is None and v.structural == [] and v.scenarios == []

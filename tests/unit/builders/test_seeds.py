@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from support.scripted_reply import reply_of, reply_text
-from support.sessions import unused_session
+from support.stand_ins import unused_session
 
 from orchestrator.builders import seeds
 from orchestrator.cases import EvalCase

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support.eval_results_factory import unit
 from support.polling import settle
 
+from orchestrator.allocator import Allocator
 from orchestrator.domain import BuildStatus
 from orchestrator.experiments.ab import Lockstep, SequentialController
 from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState, design_theta
+from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import resolve
 
 
 def _fixed(effect: float = 0.45, discordance: float = 0.5, **kw) -> SequentialDesign:
@@ -100,23 +105,29 @@ def test_design_validation() -> None:
 # --------------------------------------------------------------------------- controller
 
 
-class _Allocator:
+class _Allocator(Allocator):
+    """An arm's allocator (no unit queued) that records why it was told to start nothing more."""
+
     def __init__(self) -> None:
+        super().__init__(["lane-0"])
         self.stopped: list[str] = []
 
     def stop_new(self, reason: str) -> None:
         self.stopped.append(reason)
+        super().stop_new(reason)
 
 
-class _Run:
-    def __init__(self) -> None:
-        self.stop_reason: str | None = None
-        self.allocator = _Allocator()
+def _arm(allocator: Allocator, tmp_path: Path) -> Run:
+    """An arm's run, not started, whose allocator is ``allocator``."""
+    run = Run(resolve(RunConfig(state_dir=tmp_path)))
+    run.allocator = allocator
+    return run
 
 
-async def test_controller_pairs_builds_by_case_and_iteration_and_stops_both_arms() -> None:
+async def test_controller_pairs_builds_by_case_and_iteration_and_stops_both_arms(tmp_path: Path) -> None:
     controller = SequentialController(_fixed(), "control", "variant")
-    runs = {"control": _Run(), "variant": _Run()}
+    allocators = {"control": _Allocator(), "variant": _Allocator()}
+    runs = {arm: _arm(allocator, tmp_path) for arm, allocator in allocators.items()}
     controller.runs = runs
     # iteration 0 of case a finished in one arm only: no pair yet
     controller.add("control", unit("a", 0, {"s": True}))
@@ -132,9 +143,9 @@ async def test_controller_pairs_builds_by_case_and_iteration_and_stops_both_arms
         controller.add("variant", unit("a", i, status=BuildStatus.failed))
         controller.add("control", unit("a", i, {"s": True, "t": False}))
     assert controller.state.decision is Decision.control_better and controller.state.pairs == 6
-    for run in runs.values():
+    for arm, run in runs.items():
         assert run.stop_reason is not None and run.stop_reason.startswith("sequential A/B: control better after 6")
-        assert run.allocator.stopped == [run.stop_reason]
+        assert allocators[arm].stopped == [run.stop_reason]
     await asyncio.sleep(0)  # the gate-opening task (no gate here) and nothing else
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from support.eval_results_factory import unit
+from support.stand_ins import UNUSED_URL, build_lane, build_user, unused_judge
 
 from orchestrator.builders.builder import BuildResult
 from orchestrator.cases import load_disk
@@ -27,6 +27,7 @@ from orchestrator.domain import BuildStatus, Verdict
 from orchestrator.errors import ConfigError
 from orchestrator.harnesses.build_check.harness import CHECKS_EXPECTATION, load_fixtures, verify_checks
 from orchestrator.harnesses.mcp_manifest.harness import ManifestSettings, write_files
+from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.results.model import EvalResults
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
@@ -61,8 +62,11 @@ def test_build_check_reads_n8ns_fixtures_and_full_cases(tmp_path: Path) -> None:
     assert bundled_issues == [] and len(bundled) == 5
 
 
-class _Owner:
+class _Owner(N8nSession):
+    """The owner's session, answering the one read a build check makes with ``workflow``."""
+
     def __init__(self, workflow: dict[str, Any]) -> None:
+        super().__init__(N8nClient(UNUSED_URL), "", {})
         self.workflow = workflow
 
     async def get_workflow(self, workflow_id: str) -> dict[str, Any]:
@@ -72,8 +76,8 @@ class _Owner:
 def _check(workflow: dict[str, Any] | None) -> UnitCheck:
     case = load_fixtures([ROOT / "cases" / "build-check" / "bc-greet-the-team.json"])[0][0].case
     build = BuildResult(BuildStatus.ok, workflow_id="wf1" if workflow is not None else None)
-    return UnitCheck(case, "bc-greet-the-team", 0, build, SimpleNamespace(owner=_Owner(workflow or {})),
-                     None, None, 60_000)
+    return UnitCheck(case, "bc-greet-the-team", 0, build, build_lane(_Owner(workflow or {})), build_user(),
+                     unused_judge(), 60_000)
 
 
 async def test_a_build_fails_on_a_failed_check_and_passes_on_none() -> None:

@@ -28,8 +28,9 @@ from orchestrator.harnesses.pairwise import panel as pn
 from orchestrator.harnesses.pairwise.examples import as_case, criteria, read_examples, select
 from orchestrator.harnesses.pairwise.harness import PairwiseSettings, error_class, summarize, write_folder
 from orchestrator.harnesses.pairwise.upload import upload_folder
-from orchestrator.results.model import EvalResults
+from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.scripted import pairwise as scripted_pairwise
+from orchestrator.verify.judge import Judge, JudgeConfig
 
 
 def _judge(passes: int, violations: int) -> pn.JudgeResult:
@@ -58,8 +59,11 @@ def test_judge_reply_must_be_the_json_asked_for() -> None:
     assert pn.parse_judge_reply("no json here") is None
 
 
-class _FlakyJudge:
+class _FlakyJudge(Judge):
+    """A judge whose model answers ``replies`` in turn."""
+
     def __init__(self, replies: list[str]) -> None:
+        super().__init__(JudgeConfig(api_key=None))
         self.replies = replies
 
     async def ask(self, system: str, prompt: str, timeout_s: float | None = None) -> str:
@@ -94,7 +98,7 @@ def test_examples_from_langsmith_shape_and_results_jsonl(tmp_path: Path) -> None
     assert [e.id for e in select(examples, None, 1)] == ["e1"]
 
 
-def _results(units: list) -> EvalResults:
+def _results(units: list[UnitResult]) -> EvalResults:
     return EvalResults(run_id="r", started_at=1000.0, finished_at=1100.0, units=units)
 
 

@@ -190,8 +190,17 @@ async def test_teardown_failures_are_counted_under_their_resource_kind(tmp_path)
     from orchestrator.run.observers import MetricsObserver
 
     class Refusing:  # an n8n session whose deletes answer 500 (the shape N8nClient raises)
+        async def delete_workflow(self, workflow_id: str) -> bool:
+            raise http_error("DELETE", f"/rest/workflows/{workflow_id}", 500, "database is locked")
+
         async def delete_credential(self, credential_id: str) -> bool:
             raise http_error("DELETE", f"/rest/credentials/{credential_id}", 500, "database is locked")
+
+        async def delete_user(self, user_id: str, transfer_to_project_id: str | None = None) -> bool:
+            raise http_error("DELETE", f"/rest/users/{user_id}", 500, "database is locked")
+
+        async def delete_thread(self, thread_id: str) -> bool:
+            raise http_error("DELETE", f"/rest/instance-ai/threads/{thread_id}", 500, "database is locked")
 
     ledger = Ledger.for_run("metrics-kinds", tmp_path)
     ledger.created("lane", "p0", lane="p0")

@@ -22,10 +22,10 @@ n8n-io/n8n; the commit each rule follows is in ``docs/fidelity.md``):
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from support.stand_ins import build_lane, build_user, unused_judge
 
 from orchestrator.allocator import WorkUnit
 from orchestrator.allocator.model import ResultStatus, WorkResult
@@ -49,34 +49,6 @@ CASE = EvalCase.model_validate({
 CASE_E = CASE.model_copy(update={"outcome_expectations": ["It totals the order"]})
 
 BREACH = {"kind": "turn", "turn": 1, "elapsedMs": 900_100}
-
-
-@dataclass
-class _Lane:
-    lane_id: str = "lane-0"
-    base_url: str = "http://127.0.0.1:1"
-    state: Any = None
-
-
-@dataclass
-class _Ledger:
-    created_ids: list[tuple[str, str]] = field(default_factory=list)
-
-    def created(self, kind: str, rid: str, **_: Any) -> None:
-        self.created_ids.append((kind, rid))
-
-
-@dataclass
-class _BuildLane:
-    lane: _Lane = field(default_factory=_Lane)
-    ledger: _Ledger = field(default_factory=_Ledger)
-    owner: Any = None
-
-
-@dataclass
-class _User:
-    user_id: str = "u1"
-    project_id: str = "p1"
 
 
 class _ScriptedBuilder(Builder):
@@ -118,7 +90,7 @@ def _records(monkeypatch: pytest.MonkeyPatch, builds: dict[int, BuildResult],
 
     async def one(iteration: int) -> UnitResult:
         unit = WorkUnit(case="c", iteration=iteration)
-        outcome, record = await runner._build_and_verify(_BuildLane(), unit, case, _User(), Attempts(), 0)
+        outcome, record = await runner._build_and_verify(build_lane(), unit, case, build_user(), Attempts(), 0)
         assert isinstance(record, UnitResult), record
         return record
 
@@ -127,7 +99,7 @@ def _records(monkeypatch: pytest.MonkeyPatch, builds: dict[int, BuildResult],
 
 def _runner(builder: Builder, case: EvalCase = CASE) -> UnitRunner:
     return UnitRunner({"c": LoadedCase(slug="c", source="c.json", case=case)}, {}, builder,
-                      judge=None,
+                      judge=unused_judge(),
                       settings=UnitSettings(max_attempts=1, timeout_ms=1000, build_timeout_ms=1000,
                                             keep_workflows=False))
 

@@ -9,10 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.users import BuildUserPool
+from orchestrator.domain import CleanupFailure
 from orchestrator.lanes.backend import LaneBackend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import http_error
+from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.run.teardown import teardown
 
 
@@ -21,39 +25,54 @@ class Calls:
     seen: list[str] = field(default_factory=list)
 
 
-class Session:
-    def __init__(self, calls: Calls, lane: str, fail: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-        self.calls, self.lane, self.fail = calls, lane, fail
+#: nothing answers on the discard port: a call this test did not expect fails instead of passing
+UNUSED = "http://127.0.0.1:9"
+
+
+class Client(N8nClient):
+    def __init__(self, calls: Calls, name: str) -> None:
+        super().__init__(UNUSED)
+        self.calls, self.name = calls, name
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self.calls.seen.append(f"{self.name}: session closed")
+
+
+class Session(N8nSession):
+    def __init__(self, calls: Calls, name: str, fail: frozenset[str] = frozenset()) -> None:
+        super().__init__(N8nClient(UNUSED), "", {})
+        self.calls, self.name, self.fail = calls, name, fail
 
     async def delete_workflow(self, workflow_id: str) -> bool:
-        self.calls.seen.append(f"{self.lane}: delete workflow {workflow_id}")
+        self.calls.seen.append(f"{self.name}: delete workflow {workflow_id}")
         if workflow_id in self.fail:
             raise http_error("DELETE", f"/rest/workflows/{workflow_id}", 500, "boom")
         return True
 
     async def delete_user(self, user_id: str, transfer_to_project_id: str | None = None) -> bool:
-        self.calls.seen.append(f"{self.lane}: delete user {user_id}")
+        self.calls.seen.append(f"{self.name}: delete user {user_id}")
         return True
 
     async def aclose(self) -> None:
-        self.calls.seen.append(f"{self.lane}: session closed")
+        await self.client.aclose()
+        self.calls.seen.append(f"{self.name}: session closed")
 
 
-class Users:
-    def __init__(self, calls: Calls, lane: str) -> None:
-        self.calls, self.lane = calls, lane
+class Users(BuildUserPool):
+    def __init__(self, calls: Calls, lane: Lane, owner: Session, client: Client, ledger: Ledger) -> None:
+        super().__init__(lane, owner, client, ledger)
+        self.calls = calls
 
-    async def close(self) -> list[object]:
-        self.calls.seen.append(f"{self.lane}: unused members deleted")
+    async def close(self) -> list[CleanupFailure]:
+        self.calls.seen.append(f"{self.lane.lane_id}: unused members deleted")
         return []
 
 
-@dataclass
-class Ctx:
-    lane: Lane
-    owner: Session
-    client: Session
-    users: Users
+def context(calls: Calls, lane: Lane, ledger: Ledger, fail: frozenset[str] = frozenset()) -> BuildLane:
+    """A lane's build context whose owner session, client and user pool record what teardown asks."""
+    owner, client = Session(calls, lane.lane_id, fail), Client(calls, f"{lane.lane_id} client")
+    return BuildLane(lane, client, owner, Users(calls, lane, owner, client, ledger))
 
 
 class Backend(LaneBackend):
@@ -92,8 +111,7 @@ async def test_members_then_open_deletes_then_sessions_then_lanes_then_ledger(tm
     ledger.created("workflow", "wf-left", lane="p0")
     ledger.created("workflow", "wf-stuck", lane="p0")
     ledger.created("workflow", "wf-dead", lane="p1")
-    contexts = {i: Ctx(lane, Session(calls, i, {"wf-stuck"}), Session(calls, f"{i} client"), Users(calls, i))
-                for i, lane in lanes.items()}
+    contexts = {i: context(calls, lane, ledger, frozenset({"wf-stuck"})) for i, lane in lanes.items()}
 
     failures = await teardown(Backend(calls, ledger, tmp_path), ledger, lanes, contexts, keep_workflows=False)
 
@@ -119,7 +137,7 @@ async def test_what_stays_open_is_named_by_kind_and_id(tmp_path: Path) -> None:
     class NotOwned(Backend):
         owns_lanes = False
 
-    contexts = {"s0": Ctx(lane, Session(calls, "s0", {"wf-stuck"}), Session(calls, "s0 client"), Users(calls, "s0"))}
+    contexts = {"s0": context(calls, lane, ledger, frozenset({"wf-stuck"}))}
     failures = await teardown(NotOwned(calls, ledger, tmp_path), ledger, {"s0": lane}, contexts, keep_workflows=False)
     assert [(f.kind.value, f.id, f.lane) for f in failures] == [("workflow", "wf-stuck", "s0")]
     assert "wf-stuck was not deleted" in str(failures[0]) and "500" in str(failures[0])

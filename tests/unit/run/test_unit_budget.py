@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from support.stand_ins import UnusedBuilder, unused_judge
 from typer.testing import CliRunner
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, available_builders, get_builder
@@ -73,7 +74,7 @@ def test_the_build_budget_defaults_per_builder_and_is_never_the_verification_bud
 def test_a_unit_gets_the_build_budget_for_its_build_and_the_verification_budget_for_verifying() -> None:
     """n8n ``harness/cleanup.ts`` ``effectiveTimeoutMs``: ``complex`` cases get 1.5× the base
     budget (build turn and scenario execution alike), simple and medium cases the base."""
-    runner: Any = UnitRunner({}, {}, None, None,
+    runner: Any = UnitRunner({}, {}, UnusedBuilder(), unused_judge(),
                              UnitSettings(max_attempts=1, timeout_ms=100_000, keep_workflows=False,
                                           build_timeout_ms=400_000))
 
@@ -228,7 +229,7 @@ async def test_a_complex_cases_claude_attempt_runs_under_one_and_a_half_budgets(
     base_ms = 1_000
     budget = resolve(RunConfig(build_timeout_ms=base_ms, builder=McpBuilder.name)).build_timeout_ms
     settings = UnitSettings(max_attempts=1, timeout_ms=100_000, build_timeout_ms=budget, keep_workflows=False)
-    unit: Any = UnitRunner({}, {}, None, None, settings)
+    unit: Any = UnitRunner({}, {}, UnusedBuilder(), unused_judge(), settings)
     case = _case("complex")
     seen: list[int] = []
 
@@ -269,7 +270,7 @@ async def test_the_remote_builder_sends_the_requests_scaled_budget_to_its_runner
     builder = Remote(BuilderSettings(run_id="budget-38", run_dir=tmp_path, model="scripted", outage_waits_s=()))
     lane: Any = SimpleNamespace(lane=SimpleNamespace(base_url="http://127.0.0.1:9"))
     user: Any = SimpleNamespace(mcp_key="mcp-key-budget-38-0002", session=None)
-    unit: Any = UnitRunner({}, {}, None, None, UnitSettings(max_attempts=1, timeout_ms=1, keep_workflows=False,
+    unit: Any = UnitRunner({}, {}, UnusedBuilder(), unused_judge(), UnitSettings(max_attempts=1, timeout_ms=1, keep_workflows=False,
                                                             build_timeout_ms=200_000))
     for complexity, expected in (("complex", 300_000), ("medium", 200_000)):
         sent.clear()

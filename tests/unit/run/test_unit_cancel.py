@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.polling import eventually_async, settle
@@ -15,10 +14,12 @@ from support.polling import eventually_async, settle
 from orchestrator.allocator import Outcome, WorkUnit
 from orchestrator.builders.builder import Builder, BuilderSettings, BuildRequest, BuildResult
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.users import BuildUser
+from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import load_disk
-from orchestrator.domain import BuildStatus
+from orchestrator.cases.credentials import CredentialSpec
+from orchestrator.domain import BuildStatus, CleanupFailure
 from orchestrator.lanes.model import Lane, LaneState
+from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.results.model import UnitResult
 from orchestrator.run.unit import UnitRunner, UnitSettings, run_to_end
@@ -43,17 +44,18 @@ class _GatedBuilder(Builder):
         return BuildResult(BuildStatus.timeout, error="build timed out")
 
 
-class _Users:
+class _Users(BuildUserPool):
     """The lane's build-user pool, without n8n: hands out one user and counts releases."""
 
-    def __init__(self, user: BuildUser) -> None:
+    def __init__(self, lane: Lane, client: N8nClient, ledger: Ledger, user: BuildUser) -> None:
+        super().__init__(lane, user.session, client, ledger)
         self.user = user
         self.released = 0
 
-    async def acquire(self, credentials: Any, *, mcp_key: bool = False) -> BuildUser:
+    async def acquire(self, credentials: list[CredentialSpec], *, mcp_key: bool = False) -> BuildUser:
         return self.user
 
-    async def release(self, user: BuildUser, *, keep: bool = False) -> list[Any]:
+    async def release(self, user: BuildUser, *, keep: bool = False) -> list[CleanupFailure]:
         await asyncio.sleep(0)
         self.released += 1
         return []
@@ -82,7 +84,8 @@ class _Setup:
         self.lane = _WatchedLane("cancel-0", 0, "http://127.0.0.1:9", "process", "cancel-test")
         self.client = N8nClient(self.lane.base_url)
         owner = N8nSession(self.client, "cookie", {"id": "owner"})
-        self.users = _Users(BuildUser("member", "m@x.invalid", owner, None, "project"))
+        self.users = _Users(self.lane, self.client, Ledger(tmp_path),
+                            BuildUser("member", "m@x.invalid", owner, None, "project"))
         ctx = BuildLane(self.lane, self.client, owner, self.users)
         self.builder = _GatedBuilder(BuilderSettings(run_id="cancel-test", run_dir=tmp_path, model="scripted"))
         self.runner = UnitRunner({self.case.slug: self.case}, {self.lane.lane_id: ctx}, self.builder,
@@ -100,7 +103,7 @@ class _Setup:
 
         self.runner.persist = persist
 
-    def start(self) -> asyncio.Task[Any]:
+    def start(self) -> asyncio.Task[tuple[Outcome, UnitResult | str]]:
         return asyncio.create_task(self.runner(self.lane.lane_id, WorkUnit(self.case.slug, 0), 0))
 
 
@@ -114,7 +117,7 @@ async def test_a_unit_cancelled_while_its_record_is_written_finishes_once(tmp_pa
     assert not task.done()  # the record is still being written: the unit waits for it
     s.write_done.set()
     outcome, record = await asyncio.wait_for(task, 10)
-    assert not task.cancelled() and outcome is Outcome.done
+    assert not task.cancelled() and outcome is Outcome.done and isinstance(record, UnitResult)
     assert s.written == [record] and record.build.status == BuildStatus.timeout
     await asyncio.wait_for(s.runner.settle(), 10)  # the user's clean-up runs after the unit is done
     assert s.users.released == 1
@@ -151,13 +154,13 @@ async def test_run_to_end_raises_only_its_own_cancellation() -> None:
     assert await task == "done" and task.cancelling() == 0
 
 
-async def _done_with_a_hung_clean_up(s: _Setup) -> tuple[Outcome, Any]:
+async def _done_with_a_hung_clean_up(s: _Setup) -> tuple[Outcome, UnitResult | str]:
     """Run the unit to its end on a lane whose clean-up never ends (it stopped answering); return
     the unit's answer once its clean-up has begun."""
     s.write_done.set()
     cleaning, never = asyncio.Event(), asyncio.Event()
 
-    async def hung_release(user: BuildUser, *, keep: bool = False) -> list[Any]:
+    async def hung_release(user: BuildUser, *, keep: bool = False) -> list[CleanupFailure]:
         cleaning.set()
         await never.wait()
         return []

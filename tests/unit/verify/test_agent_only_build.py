@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.stand_ins import unused_session
+
 from orchestrator.cases import EvalCase
 from orchestrator.domain import Verdict
 from orchestrator.scripted.scripts import judge, verdict_list
@@ -44,7 +46,7 @@ async def test_an_agent_build_without_a_transcript_is_graded_on_its_expectations
         t.add("run", status="completed")
     with ScriptedModelServer(judge(verdict_list([True]))) as srv:
         j = Judge(JudgeConfig(api_key="sk-ant-judge-test-000000", base_url=srv.base_url, effort="low", backoff_s=0))
-        v = await verify_workflow(CASE, None, None, j, timeout_ms=1000, transcript_path=path,
+        v = await verify_workflow(CASE, None, unused_session(), j, timeout_ms=1000, transcript_path=path,
                                   artifact_refs=[ArtifactRef("agent", "AgEnT0000000001")],
                                   scope=JudgeScope(process_gradable=False))
         await j.aclose()

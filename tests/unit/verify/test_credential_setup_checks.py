@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from support.stand_ins import build_lane, build_user
 
 from orchestrator.allocator import WorkUnit
 from orchestrator.builders.builder import BuildResult
@@ -35,7 +36,7 @@ from orchestrator.verify.credential_setup import (
     evaluate,
 )
 from orchestrator.verify.verifier import Verification, charged_to_framework, stamp_timeout
-from unit.run.test_fidelity_counts import CASE_E, _BuildLane, _runner, _ScriptedBuilder, _User
+from unit.run.test_fidelity_counts import CASE_E, _runner, _ScriptedBuilder
 
 MINE = CredentialRecord("c9", "Anthropic", "anthropicApi")
 #: a good run: a key was issued, saved, accepted by the stand-in, and never seen in the run
@@ -169,7 +170,7 @@ def _record(monkeypatch: pytest.MonkeyPatch, result: BuildResult) -> UnitResult:
     monkeypatch.setattr(unit_module, "verify_workflow", verify)
     monkeypatch.setattr(unit_module, "judge_failed_build", judge_failed)
     runner = _runner(_ScriptedBuilder({0: result}), CASE_E)
-    _, record = asyncio.run(runner._build_and_verify(_BuildLane(), WorkUnit(case="c", iteration=0), CASE_E, _User(),
+    _, record = asyncio.run(runner._build_and_verify(build_lane(), WorkUnit(case="c", iteration=0), CASE_E, build_user(),
                                                      Attempts(), 0))
     assert isinstance(record, UnitResult)
     return record

@@ -10,16 +10,19 @@ from orchestrator.builders.external_edits import NOTHING_SAVED, external_edits, 
 from orchestrator.builders.proxy_decision import ProxyDecision
 from orchestrator.domain import Attribution, Verdict
 from orchestrator.n8n.errors import N8nNotFound
+from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.scripted import user_proxy as sp
 from orchestrator.transcript import Transcript
 from orchestrator.verify.expectations import conversation_metrics
 from orchestrator.verify.external_edits import external_edit_rows, label
 
 
-class _Owner:
-    """The two calls an external edit makes, on a dict of workflow names."""
+class _Owner(N8nSession):
+    """The owner's session, answering the two calls an external edit makes from a dict of workflow
+    names (its client points at the discard port: any other call fails)."""
 
     def __init__(self, names: dict[str, str]) -> None:
+        super().__init__(N8nClient("http://127.0.0.1:9"), "", {})
         self.names = names
         self.patches: list[tuple[str, Any]] = []
 
@@ -28,9 +31,9 @@ class _Owner:
             raise N8nNotFound("GET", f"/rest/workflows/{workflow_id}", 404, "Not Found")
         return {"id": workflow_id, "name": self.names[workflow_id]}
 
-    async def _send(self, method: str, path: str, body: Any = None) -> Any:
-        self.patches.append((path, body))
-        self.names[path.rsplit("/", 1)[1]] = body["name"]
+    async def _send(self, method: str, path: str, json: Any = None, **kwargs: Any) -> Any:
+        self.patches.append((path, json))
+        self.names[path.rsplit("/", 1)[1]] = json["name"]
         return {}
 
 
