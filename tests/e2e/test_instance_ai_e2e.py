@@ -28,12 +28,13 @@ from orchestrator.builders.builder import (
     BuilderSettings,
     BuildEvents,
     BuildRequest,
+    BuildResult,
     get_builder,
 )
 from orchestrator.builders.compaction import NO_CURSOR
 from orchestrator.builders.lane import BuildLane
-from orchestrator.cases import EvalCase, load_disk
-from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, Verdict
+from orchestrator.cases import EvalCase, LoadedCase, load_disk
+from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, CleanupFailure, Verdict
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.run.config import RunConfig
@@ -81,7 +82,7 @@ def sandbox_lane(shared_turn: LaneTurn):
     return shared_turn.lane, shared_turn.ledger, shared_turn
 
 
-def _case(slug: str):
+def _case(slug: str) -> LoadedCase:
     loaded, problems = load_disk([CASES])
     assert not problems
     return next(c for c in loaded if c.slug == slug)
@@ -120,7 +121,7 @@ class Built:
     result: Any
     workflow: dict[str, Any] | None
     threads: Any
-    failures: list[str]
+    failures: list[CleanupFailure]
     transcript: Path
     verification: Any
 
@@ -306,7 +307,7 @@ def test_reading_a_workflow_the_build_did_not_create_or_seed_is_a_leak(
         "conversation": [{"role": "user", "text": "What workflows are there? Open each one."}],
         "complexity": "simple", "tags": ["leak"], "outcomeExpectations": ["It opened the workflows."]})
 
-    async def go() -> tuple[Any, str, list]:
+    async def go() -> tuple[BuildResult, str, list[CleanupFailure]]:
         ctx = await BuildLane.open(lane, ledger)
         settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,))
         builder = get_builder("instance-ai")(settings)
@@ -372,7 +373,7 @@ def test_the_case_timeout_cancels_the_run_and_is_a_timeout(sandbox_lane, model, 
     assert not (built.threads if isinstance(built.threads, list) else [])
 
 
-async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list, Any]:
+async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]], Any]:
     async with N8nClient(base_url) as client:
         owner = await client.login(email, password)
         users = {u["email"] for u in await owner.list_users()}

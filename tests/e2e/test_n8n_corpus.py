@@ -150,7 +150,7 @@ async def test_a_sample_of_the_accepted_corpus_runs_offline_and_is_scored(tmp_pa
     print(f"{len(units)} units in {elapsed:.0f} s ({len(units) / elapsed * 60:.1f} units/min): "
           + ", ".join(f"{c}={o.value}" for c, o in sorted(outcomes.items())))
     assert sorted(outcomes) == sorted(p.stem for p in cases)
-    unscored = {u.case: [r.reason for r in [*u.scenarios, *u.expectations]][:2] for u in units
+    unscored = {u.case: ([s.reason for s in u.scenarios] + [e.reason for e in u.expectations])[:2] for u in units
                 if outcomes[u.case] not in scored}
     not_run = {u.case: (u.build.error or "")[:160] for u in units if outcomes[u.case] == UnitOutcome.build_failed}
     print(f"outcomes: {dict(Counter(o.value for o in outcomes.values()))}; unscored: {unscored}; "

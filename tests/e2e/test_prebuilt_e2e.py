@@ -15,6 +15,7 @@ import pytest
 from support.model_switch import SharedModel
 from support.static_lane import LaneTurn, StaticLane, lane_turn
 
+from orchestrator.builders.prebuilt_builder import PrebuiltBuilder
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.schema import published_schema
 from orchestrator.run.config import RunConfig
@@ -106,6 +107,7 @@ async def test_prebuilt_workflows_are_scored_then_deleted(static_lane, model, tm
     checks = {c.name: c.status for c in units[0].structural}
     assert checks["has_trigger"] == "pass" and checks["no_unnecessary_code_nodes"] == "pass"
     # the builder rotated through the manifest: i % len(ids)
+    assert isinstance(runner.builder, PrebuiltBuilder)
     assert set(runner.builder.used) == set(ids)
     assert sorted(runner.builder.deleted) == sorted(ids)
 

@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -50,7 +51,7 @@ def static_lane(shared_turn: LaneTurn):
     return shared_turn.shared.lane, shared_turn.shared.owner
 
 
-async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list, list]:
+async def _inventory(base_url: str, email: str, password: str) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]]]:
     async with N8nClient(base_url) as client:
         owner = await client.login(email, password)
         users = {u["email"] for u in await owner.list_users()}
@@ -152,8 +153,10 @@ async def test_spend_cap_stops_new_builds_then_resume_finishes_only_the_rest(
         gateway.close()
     statuses = sorted(u.build.status.value for u in first.results.units)
     assert statuses == ["ok", "skipped", "skipped"]
-    assert "spend cap reached" in (first.results.summary.stopped_reason or "")
-    assert first.results.summary.units_finished == 1
+    summary = first.results.summary
+    assert summary is not None
+    assert "spend cap reached" in (summary.stopped_reason or "")
+    assert summary.units_finished == 1
     pushed = b"".join(body for _, _, body in gateway.bodies)
     assert b"n8n_eval_units_done_total" in pushed and b"n8n_eval_build_cost_usd" in pushed
     built_first = {u.build.workflow_id for u in first.results.units if u.build.workflow_id}

@@ -26,6 +26,7 @@ from orchestrator.scripted.scripts import demo_script
 from orchestrator.transcript import read_transcript
 from orchestrator.verify import verifier
 from orchestrator.verify.judge import Judge, JudgeConfig
+from orchestrator.verify.scenarios import execute_scenario
 
 pytestmark = [pytest.mark.n8n]
 KEY = "scripted-tables-key-0000"
@@ -88,7 +89,7 @@ def test_each_scenario_runs_on_its_own_rows_and_the_tables_go_with_the_member(
         builder = get_builder("instance-ai")(settings)
         user = await ctx.users.acquire(case.credentials, mcp_key=False)
         project = user.project_id
-        real_execute = verifier.execute_scenario
+        real_execute = execute_scenario
 
         async def observed(owner, workflow_id, data_setup, timeout_ms):  # what the table holds as it runs
             table_id = seen["result"].scenario_tables.ids_by_name["Orders"]

@@ -143,6 +143,7 @@ async def test_no_secret_reaches_any_artifact(tmp_path: Path, monkeypatch: pytes
     assert outcome.ok and outcome.cleanup_failures == []
     assert not list((run_dir / "builds").iterdir())  # every staged dir went with its build
 
+    assert lane.owner is not None and cfg.output_dir is not None
     secrets = (known_secrets() - before) | {FAKE_API_KEY, lane.owner.password}
     assert lane.owner.password in known_secrets() and len(secrets) >= 12  # passwords, tokens, keys, cookies
     captured = capfd.readouterr()

@@ -99,8 +99,8 @@ def test_a_multi_turn_case_runs_through_the_proxy_on_a_real_lane(lane_and_model,
     case = _case("behaviour-applies-changes-in-order", message_budget=2)
     result, entries = asyncio.run(_build(lane, ledger, model, lane_env, tmp_path, case, "budget"))
     assert result.status == BuildStatus.ok, result.error
-    users = [e["text"] for e in entries if e["kind"] == "user"]
-    assert users == [case.opening_prompt(), "Keep only issues that carry the label 'bug'.",
+    said = [e["text"] for e in entries if e["kind"] == "user"]
+    assert said == [case.opening_prompt(), "Keep only issues that carry the label 'bug'.",
                      "Post the number of remaining issues to Slack #eng-triage."]
     runs = [e for e in entries if e["kind"] == "run"]
     assert len(runs) == 3 and all(r["status"] == "completed" for r in runs)

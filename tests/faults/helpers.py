@@ -217,8 +217,11 @@ async def wait_until(check: Callable[[], bool | Awaitable[bool]], timeout_s: flo
         await asyncio.sleep(interval_s)
 
 
-def units_of(output_dir: Path) -> list[dict[str, Any]]:
-    return json.loads((output_dir / "eval-results.json").read_text())["orchestrator"]["units"]
+def units_of(output_dir: Path | None) -> list[dict[str, Any]]:
+    """The unit records of the run's ``eval-results.json`` (the run was given its output folder)."""
+    assert output_dir is not None
+    units: list[dict[str, Any]] = json.loads((output_dir / "eval-results.json").read_text())["orchestrator"]["units"]
+    return units
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:

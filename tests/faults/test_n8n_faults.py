@@ -70,7 +70,8 @@ async def test_5xx_on_workflow_fetch_is_retried_then_attributed(model, shared_la
         verdicts = scenarios + expectations
         assert all(v["attribution"] == "framework_issue" for v in verdicts)
         assert all("could not fetch workflow" in v["reason"] and "500" in v["reason"] for v in verdicts)
-        assert outcome.results.summary.trials == len(scenarios) and outcome.results.summary.passed_trials == 0
+        summary = outcome.results.summary
+        assert summary is not None and summary.trials == len(scenarios) and summary.passed_trials == 0
     assert await lane_inventory(shared_lane.base_url, shared_lane.owner) == before
     assert_nothing_left(run_id, cfg.state_dir)
 

@@ -124,6 +124,7 @@ def pod_specs(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def container(template: dict[str, Any]) -> dict[str, Any]:
+    c: dict[str, Any]
     (c,) = template["spec"]["containers"]
     return c
 
@@ -660,7 +661,7 @@ def _ab_values(tmp_path: Path, design: str = "sequential,plan=/results/base/eval
     subprocess.run(["bash", "-e", "-c", script], env=env, check=True, timeout=60)
     outputs = dict(line.partition("=")[::2] for line in out.read_text().strip().splitlines())
     assert set(outputs) == {"values", "design_args"}
-    values = json.loads(outputs["values"])
+    values: dict[str, Any] = json.loads(outputs["values"])
     values["design_args"] = json.loads(outputs["design_args"])
     return values
 
@@ -904,7 +905,8 @@ def test_the_ab_job_carries_one_builder_and_respects_ab_builder() -> None:
     """#26: the A/B Job passed `--builder mcp` then the run's `--builder remote` (the last won)."""
     def ab_args(ab: dict[str, Any]) -> list[str]:
         docs = render({**AB_VALUES, "ab": {**AB_VALUES["ab"], **ab}})
-        return container(one(docs, "Job")["spec"]["template"])["args"]
+        args: list[str] = container(one(docs, "Job")["spec"]["template"])["args"]
+        return args
 
     for builder in ("mcp", "instance-ai"):  # what values.schema.json allows for ab.builder
         args = ab_args({"builder": builder})

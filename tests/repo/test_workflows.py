@@ -60,7 +60,7 @@ def workflow_files() -> list[Path]:
 
 
 def load(path: Path) -> dict[str, Any]:
-    doc = yaml.safe_load(path.read_text())
+    doc: dict[Any, Any] = yaml.safe_load(path.read_text())
     if True in doc:  # YAML 1.1 reads the key `on` as a boolean
         doc["on"] = doc.pop(True)
     return doc

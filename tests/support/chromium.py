@@ -102,7 +102,8 @@ class Page:
             msg = json.loads(self.ws.recv())
             if msg.get("id") == self._id:
                 assert "error" not in msg, msg
-                return msg.get("result", {})
+                result: dict[str, Any] = msg.get("result", {})
+                return result
 
     def js(self, expression: str) -> object:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
@@ -125,7 +126,8 @@ class Page:
 
     def box(self, selector_js: str) -> dict[str, float]:
         """The viewport rectangle of the element ``selector_js`` evaluates to."""
-        return json.loads(str(self.js(f"JSON.stringify(({selector_js}).getBoundingClientRect())")))
+        rect: dict[str, float] = json.loads(str(self.js(f"JSON.stringify(({selector_js}).getBoundingClientRect())")))
+        return rect
 
     def screenshot(self) -> bytes:
         return base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])

@@ -115,7 +115,7 @@ def lane_image(docker_host: str, docker_client: docker.DockerClient, base_image:
 
 def leftovers(client: docker.DockerClient, run_id: str) -> list[str]:
     """Every container and volume still carrying our labels for ``run_id``."""
-    filters = {"label": label_filter(run_id)}
+    filters: dict[str, str | list[str] | bool] = {"label": label_filter(run_id)}
     found = [f"container {c.name}" for c in client.containers.list(all=True, filters=filters)]
     found += [f"volume {v.name}" for v in client.volumes.list(filters=filters)]
     return found
@@ -123,7 +123,7 @@ def leftovers(client: docker.DockerClient, run_id: str) -> list[str]:
 
 def remove_leftovers(client: docker.DockerClient, run_id: str) -> None:
     """Last-resort cleanup for a failed test (the tests assert nothing was left before this runs)."""
-    filters = {"label": label_filter(run_id)}
+    filters: dict[str, str | list[str] | bool] = {"label": label_filter(run_id)}
     for c in client.containers.list(all=True, filters=filters):
         c.remove(force=True, v=True)
     for v in client.volumes.list(filters=filters):

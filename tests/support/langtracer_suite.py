@@ -75,7 +75,8 @@ def langtracer_suite() -> Iterator[SuiteStore]:
 
         def _json(self) -> dict[str, Any]:
             length = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(length) or b"{}")
+            body: dict[str, Any] = json.loads(self.rfile.read(length) or b"{}")
+            return body
 
         def do_POST(self) -> None:
             self._record()

@@ -83,7 +83,7 @@ def started_static_lane(run_id: str, state: Path, model_url: str, *, sandbox: bo
         finally:
             await b.close()
 
-    async def down(lane: Lane) -> list:
+    async def down(lane: Lane) -> list[str]:
         b = backend()
         try:
             return await teardown_pool(b, [lane])

@@ -208,18 +208,18 @@ def test_an_idle_co_located_lane_gets_the_next_slot_however_slow_it_was_measured
     for _ in range(6):  # a: 30 s a unit; b: 10 s a unit -- each alone on its lane
         for lane_id, took in (("a", 30.0), ("b", 10.0)):
             lane = lanes[lane_id]
-            entry = sched._take_from(lane.queue, lane, from_tail=False)
-            assert entry is not None
-            sched.start(lane, entry, clock, stolen_from=None)
-            sched.release(lane, entry, clock + took)
-            sched.learn(lane, entry, clock + took)
+            taken = sched._take_from(lane.queue, lane, from_tail=False)
+            assert taken is not None
+            sched.start(lane, taken, clock, stolen_from=None)
+            sched.release(lane, taken, clock + took)
+            sched.learn(lane, taken, clock + took)
         clock += 30.0
     sched.speeds.refresh(sched._lane_views, clock, sched.global_cap)
     assert sched.speeds.rank("a") < 0.9 * sched.speeds.low("b")  # a looks confidently slower
     b = lanes["b"]
     for _ in range(3):  # b runs three, a none: one slot of the global cap is free
-        entry = sched._take_from(b.queue, b, from_tail=False)
-        assert entry is not None
-        sched.start(b, entry, clock, stolen_from=None)
+        taken = sched._take_from(b.queue, b, from_tail=False)
+        assert taken is not None
+        sched.start(b, taken, clock, stolen_from=None)
     started = sched.pick(clock + 1.0)
     assert [s.lane.lane_id for s in started] == (["a"] if co_located else ["b"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.lanes import StartedLane
@@ -83,7 +84,7 @@ async def test_declared_credentials_and_the_compaction_probe_on_a_real_lane(shar
                 spec(type="slackApi", valid=False), spec(type="githubApi", name="Work GitHub")]
     started = shared_plain_lane  # reset below: the lane is the session's
     async with N8nClient(started.base_url) as client:
-        await client.e2e_reset(owner, **others)
+        await client.e2e_reset(owner, admin=others["admin"], chat=others["chat"])
         admin = await client.login(owner.email, owner.password)
         lane = Lane("plan-0", 0, started.base_url, "process", "plan-test")
         pool = BuildUserPool(lane, admin, client, Ledger(tmp_path))
@@ -126,7 +127,7 @@ async def test_every_credential_type_the_lane_defines_is_created_from_its_derive
     others = {"admin": OwnerCredentials("admin@types-test.invalid", "Adm1n-" + secrets.token_urlsafe(12)),
               "chat": OwnerCredentials("chat@types-test.invalid", "Ch4t-" + secrets.token_urlsafe(12))}
     async with N8nClient(shared_plain_lane.base_url) as client:
-        await client.e2e_reset(owner, **others)
+        await client.e2e_reset(owner, admin=others["admin"], chat=others["chat"])
         session = await client.login(owner.email, owner.password)
         assert await session.seed_mcp_registry() == 2
         definitions = (await session.call("GET", "/types/credentials.json")).json()
@@ -150,7 +151,7 @@ async def test_every_credential_type_the_lane_defines_is_created_from_its_derive
 
 # ----------------------------------------------------------------- types the lane defines
 
-LANE_TYPES = [
+LANE_TYPES: list[dict[str, Any]] = [
     {"name": "oAuth2Api", "properties": [{"name": "clientId", "type": "string", "required": True},
                                          {"name": "grantType", "type": "hidden", "default": "authorizationCode"}]},
     {"name": "googleOAuth2Api", "extends": ["oAuth2Api"],

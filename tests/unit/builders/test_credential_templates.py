@@ -86,7 +86,7 @@ async def test_every_template_is_accepted_by_real_n8n(shared_plain_lane: Started
     }
     lane = shared_plain_lane  # reset below: the lane is the session's
     async with N8nClient(lane.base_url) as client:
-        await client.e2e_reset(owner, **others)
+        await client.e2e_reset(owner, admin=others["admin"], chat=others["chat"])
         admin = await client.login(owner.email, owner.password)
         [invite] = await admin.invite(["builder@cred-test.invalid"])
         member = await client.accept_invitation(invite.token, "Eval", "Builder", "B1lder-" + secrets.token_urlsafe(9))

@@ -13,11 +13,12 @@ from orchestrator.cli.run_cmd import GATE_RED_EXIT, gate_exit_code
 from orchestrator.compare.gate import run_gate
 from orchestrator.compare.pr_comment import render_pr_comment
 from orchestrator.results.gate import is_gated_tier
+from orchestrator.results.model import EvalResults, UnitResult
 
 CASES = Path(__file__).resolve().parents[3] / "cases"
 
 
-def _tiered(units: list, tier: str | None):
+def _tiered(units: list[UnitResult], tier: str | None) -> EvalResults:
     res = results("agents-run", units)
     res.config = {**res.config, "tier": tier}
     return res

@@ -10,10 +10,10 @@ from support.eval_results_factory import results, trials_units, unit
 from support.n8n_reader import N8nParseError, bucket_from_results_json
 
 from orchestrator.compare.comparison import KNOWN_FAILURE_CATEGORIES, compare, comparison_dict, locale_key
-from orchestrator.compare.gate import evaluate_gate
 from orchestrator.compare.load import load_results
 from orchestrator.domain import BuildStatus
 from orchestrator.results.contract import from_document, to_document
+from orchestrator.results.gate import evaluate_gate
 from orchestrator.results.scoring import scoring_units, wilson_band
 
 

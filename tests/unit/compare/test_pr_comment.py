@@ -7,9 +7,10 @@ from pathlib import Path
 
 from support.eval_results_factory import results, trials_units, unit
 
-from orchestrator.compare.comparison import compare
+from orchestrator.compare.comparison import Comparison, compare
 from orchestrator.compare.pr_comment import FILENAME, MAX_FAILURES, render_pr_comment, write_pr_comment
 from orchestrator.redact import MASK, register_secret
+from orchestrator.results.model import EvalResults, UnitResult
 
 
 def _tables(text: str) -> list[list[str]]:
@@ -28,7 +29,7 @@ def _columns(row: str) -> int:
     return len(re.findall(r"(?<!\\)\|", row)) - 1
 
 
-def _pair(pr_units: list, base_units: list) -> tuple:
+def _pair(pr_units: list[UnitResult], base_units: list[UnitResult]) -> tuple[EvalResults, EvalResults, Comparison]:
     pr, base = results("pr-run", pr_units, experiment="nightly"), results("base-run", base_units)
     return pr, base, compare(pr, base)
 

@@ -19,11 +19,11 @@ from orchestrator.cli.main import app
 from orchestrator.errors import UserError
 from orchestrator.harnesses.merge.merge import merge, shard_paths
 from orchestrator.results.contract import to_document
-from orchestrator.results.model import EvalResults
+from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.scoring import summarize
 
 
-def _run(run_id: str, units: list, iterations: int = 2) -> EvalResults:
+def _run(run_id: str, units: list[UnitResult], iterations: int = 2) -> EvalResults:
     summary, cases = summarize(units, iterations, len(units))
     return EvalResults(run_id=run_id, started_at=time.time() - 60, finished_at=time.time(), units=units,
                        summary=summary, cases=cases, config={"iterations": iterations, "model_server": "scripted"})
@@ -54,7 +54,8 @@ def test_two_shards_merge_to_what_one_run_of_the_same_units_says(tmp_path: Path)
         assert getattr(merged.summary, field) == getattr(single.summary, field), field
     assert merged.summary.pass_rate == single.summary.pass_rate
     assert [c.model_dump() for c in merged.cases] == [c.model_dump() for c in single.cases]
-    assert merged.config["merged"]["runs"] == ["a", "b"] and shard_paths([a, a], None) == [a]
+    provenance = merged.config["merged"]
+    assert isinstance(provenance, dict) and provenance["runs"] == ["a", "b"] and shard_paths([a, a], None) == [a]
 
 
 def test_a_dead_shard_is_skipped_and_overlapping_cases_refused(tmp_path: Path) -> None:

@@ -147,7 +147,8 @@ def test_routing_files_list_every_trial() -> None:
 def _judged(trace: str) -> dict[str, str]:
     request = {"system": rj.SYSTEM_PROMPT, "messages": [{"role": "user", "content": trace}]}
     assert scripted_routing.is_routing_judge(request)
-    return json.loads(reply_text(scripted_routing.routing_judge(request)))
+    verdict: dict[str, str] = json.loads(reply_text(scripted_routing.routing_judge(request)))
+    return verdict
 
 
 def test_scripted_judge_decides_every_route() -> None:

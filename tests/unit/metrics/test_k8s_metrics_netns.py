@@ -72,10 +72,10 @@ def netns() -> Iterator[tuple[str, str]]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
 
-def _in_ns(ns: str, code: str, *args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
+def _in_ns(ns: str, code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", code, *args], text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
-                            env={**os.environ, **(env or {})}, **kw)  # type: ignore[call-overload]
+                            env={**os.environ, **(env or {})})
 
 
 def _scrape(prom: str, url: str) -> str:

@@ -88,7 +88,7 @@ async def test_invitations_are_rate_limited_in_production_mode() -> None:
     }
     with process_lane({"NODE_ENV": "production"}) as lane:
         async with N8nClient(lane.base_url) as client:
-            await client.e2e_reset(owner, **others)
+            await client.e2e_reset(owner, admin=others["admin"], chat=others["chat"])
             session = await client.login(owner.email, owner.password)
             for i in range(INVITE_RATE_LIMIT):
                 await session.invite([f"limit-{i}@limit-test.invalid"], rate_limit_waits=0)

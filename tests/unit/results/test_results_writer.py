@@ -14,7 +14,6 @@ from support.eval_results_factory import results, unit
 
 from orchestrator.allocator.durations import expected_seconds
 from orchestrator.domain import BuildStatus
-from orchestrator.results import writer as writer_module
 from orchestrator.results.contract import from_document
 from orchestrator.results.history import default_durations_source, load_durations
 from orchestrator.results.model import EvalResults
@@ -35,7 +34,7 @@ def test_async_adds_fsync_in_worker_threads_and_keep_every_unit(tmp_path: Path, 
         fsync_threads.append(threading.current_thread())
         real_fsync(fd)
 
-    monkeypatch.setattr(writer_module.os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "fsync", recording_fsync)  # the module the writer calls it from
     writer = new_writer(tmp_path)
 
     async def main() -> threading.Thread:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -33,10 +34,11 @@ def test_a_run_config_is_frozen_and_a_changed_copy_is_checked_as_the_flags_are()
 
 def test_a_resolved_run_is_frozen(tmp_path: Path) -> None:
     run = resolve(RunConfig(state_dir=tmp_path, env=["N8N_LOG_LEVEL=debug"]))
+    untyped: Any = run  # the writes its types forbid, tried as a caller that ignores them would
     with pytest.raises(dataclasses.FrozenInstanceError):
-        run.build_timeout_ms = 1
+        untyped.build_timeout_ms = 1
     with pytest.raises(TypeError):
-        run.lane_env["N8N_LOG_LEVEL"] = "info"
+        untyped.lane_env["N8N_LOG_LEVEL"] = "info"
     spec = run.lane_spec()
     spec.env["N8N_LOG_LEVEL"] = "info"  # a lane's spec is its own copy
     assert run.lane_env["N8N_LOG_LEVEL"] == "debug" and run.explicit_env == {"N8N_LOG_LEVEL"}

@@ -286,7 +286,7 @@ async def test_cpu_and_memory_limits(tmp_path: Path, template: SandboxTemplate) 
 async def _start_running(svc: SandboxService, marker: str) -> str:
     headers = {"X-Api-Key": svc.api_key}
     async with httpx.AsyncClient(base_url=svc.url, timeout=30, headers=headers) as http:
-        sid = (await http.post("/sandboxes", json={})).json()["id"]
+        sid: str = (await http.post("/sandboxes", json={})).json()["id"]
         body = {"command": f"sleep {marker} & sleep {marker}1 & echo up; wait", "timeout_ms": 600_000}
         async with http.stream("POST", f"/sandboxes/{sid}/executions", json=body) as resp:
             async for line in resp.aiter_lines():
@@ -406,7 +406,9 @@ def test_template_matches_what_n8n_writes(template: SandboxTemplate) -> None:
 
     written = workspace_package_json(TC)  # evaluated from the installed n8n's own dist
     assert written == template.package_json()
-    deps: dict[str, str] = {**written["dependencies"], **written["devDependencies"]}
+    dependencies, dev_dependencies = written["dependencies"], written["devDependencies"]
+    assert isinstance(dependencies, dict) and isinstance(dev_dependencies, dict)
+    deps: dict[str, str] = {**dependencies, **dev_dependencies}
     assert {"tsx", "typescript", "@n8n/workflow-sdk", "@types/node"} <= set(deps)
     for name in deps:
         assert (template.node_modules / name / "package.json").exists()
@@ -504,6 +506,7 @@ async def test_sweep_after_a_crash_removes_service_jails_cgroups_and_folders(tmp
     await _start_running(svc, marker)
     assert svc.pid in labelled_processes(run_id)
     os.kill(svc.pid, signal.SIGKILL)
+    assert svc.proc is not None
     svc.proc.wait()
     assert await wait_no_procs(marker) == []  # the jails died with it (--die-with-parent)
     cgroups = list(Path("/sys/fs/cgroup/memory").rglob(f"{svc.cgroup_prefix}*"))

@@ -12,6 +12,7 @@ from orchestrator.cases import EvalCase
 from orchestrator.domain import Verdict
 from orchestrator.n8n.mock_execution import MockExecutionResult
 from orchestrator.n8n.rest import N8nClient, N8nSession, RetryPolicy
+from orchestrator.results.model import ExpectationResult
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import Transcript
@@ -59,7 +60,7 @@ def _transcript(tmp_path: Path, *, output: bool = True) -> Path:
 
 
 async def _judged(tmp_path: Path, *verdicts: Any, output: bool = True, succeeded: bool = True,
-                  scope: JudgeScope = JudgeScope(), artifacts: str | None = None) -> tuple[list, list[str]]:
+                  scope: JudgeScope = JudgeScope(), artifacts: str | None = None) -> tuple[list[ExpectationResult], list[str]]:
     with ScriptedModelServer(judge(*verdicts)) as srv:
         j = _judge(srv)
         rows = await judge_build_expectations(CASE, j, transcript_path=_transcript(tmp_path, output=output),

@@ -80,7 +80,9 @@ def test_a_malformed_block_fails_every_unit_naming_the_fault(body: str, message:
     ``gradeIntentExpectation``: a malformed block fails each unit (not incomplete) with the error."""
     with pytest.raises(IntentBlockError, match=message.replace("[", r"\[")):
         parse_intent_block(_block(body))
-    rows = grade_intent(_case(PARTS).intent_expectation, _block(body))
+    intent = _case(PARTS).intent_expectation
+    assert intent is not None
+    rows = grade_intent(intent, _block(body))
     assert [(r.verdict, r.reason) for r in rows] == [(Verdict.failed, message)] * 2
 
 

@@ -324,7 +324,8 @@ async def test_mcp_builder_falls_back_after_a_tool_error(claude_bin, lane, tmp_p
         last_request = srv.message_requests[-1].body
     assert result.workflow_id
     calls = ms.tool_calls(last_request, CREATE_TOOL)
-    assert len(calls) == 2 and ms.created_workflow_id(calls[0][1]) is None
+    first_result = calls[0][1]
+    assert len(calls) == 2 and first_result is not None and ms.created_workflow_id(first_result) is None
     with lane.owner_client() as owner:
         assert owner.get(f"/rest/workflows/{result.workflow_id}").json()["data"]["name"] == "Scripted minimal"
 

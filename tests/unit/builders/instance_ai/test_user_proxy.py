@@ -17,6 +17,7 @@ from support.scripted_reply import reply_of, reply_text, text_of, tool_of
 
 from orchestrator.builders import user_proxy as bp
 from orchestrator.builders.instance_ai import answer_confirmation
+from orchestrator.builders.proxy_decision import SYSTEM_PROMPT
 from orchestrator.builders.user_proxy import (
     AutoApprove,
     ProxyConfig,
@@ -110,7 +111,7 @@ def test_every_multi_turn_corpus_case_gets_the_proxy(slug: str) -> None:
 
 
 def test_the_scripted_marker_is_the_proxys() -> None:
-    assert sp.PROXY_MARKER == bp.PROXY_MARKER and bp.SYSTEM_PROMPT.startswith(sp.PROXY_MARKER)
+    assert sp.PROXY_MARKER == bp.PROXY_MARKER and SYSTEM_PROMPT.startswith(sp.PROXY_MARKER)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -323,10 +324,12 @@ def test_a_refused_answer_falls_back_to_the_same_yes_or_no() -> None:
 
 
 def test_decisions_parse_from_fences_prose_and_loose_shapes() -> None:
-    assert parse_decision('```json\n{"action": "SEND", "text": "hi"}\n```').action == "send"
+    fenced = parse_decision('```json\n{"action": "SEND", "text": "hi"}\n```')
+    assert fenced is not None and fenced.action == "send"
     decision = parse_decision('Sure. {"action": "answer", "answers": [{"questionId": "q", "answer": "A"}]} thanks')
     assert decision is not None and decision.answers == {"q": "A"}
-    assert parse_decision('{"action": "answer", "text": "x"} and {"more": 1}').action == "answer"
+    first = parse_decision('{"action": "answer", "text": "x"} and {"more": 1}')
+    assert first is not None and first.action == "answer"
     assert parse_decision('{"action": "dance"}') is None
     assert parse_decision("no json at all") is None
 

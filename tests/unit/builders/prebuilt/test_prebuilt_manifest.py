@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.builders.prebuilt_builder import (
+    PrebuiltBuilder,
     check_manifest_slugs,
     load_manifest,
     workflow_for,
@@ -64,6 +65,7 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     assert options == PrebuiltOptions(prebuilt_workflows=manifest, delete_prebuilt_workflows=True)
     run_dir = tmp_path / "run"  # empty: no run.json to fall back on
     builder = cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m", options=options))
+    assert isinstance(builder, PrebuiltBuilder)
     assert builder.manifest == {"smoke-manual-code-greetings": ["W1", "W2"]}
     assert builder.delete_after is True
     with pytest.raises(ConfigError, match="needs --prebuilt-workflows"):

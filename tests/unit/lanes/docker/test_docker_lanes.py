@@ -17,7 +17,7 @@ import docker
 import httpx
 import pytest
 
-from orchestrator.lanes.backend import LaneError, get_backend
+from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend
 from orchestrator.lanes.docker_lanes import INDEX_LABEL, DockerBackend
 from orchestrator.lanes.labels import MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
@@ -41,7 +41,7 @@ def eval_spec(image: str, base_port: int, **secret_env: str) -> LaneSpec:
     return dataclasses.replace(spec, secret_env={**spec.secret_env, **secret_env})
 
 
-async def wait_ready(backend: DockerBackend, lane: Lane) -> float:
+async def wait_ready(backend: LaneBackend, lane: Lane) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < READY_TIMEOUT_S:
         if await backend.health(lane):

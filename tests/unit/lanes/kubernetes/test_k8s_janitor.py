@@ -231,7 +231,8 @@ async def test_the_pass_survives_5xx_and_a_failed_delete(server, tmp_path) -> No
     server.fail_next(3, 503)
     janitor = Janitor(server.api_client(), NS, now=lambda: NOW, retry_budget_s=10)
     report = janitor.run()
-    assert server.state.errors_sent == 3 and janitor.registry.get_sample_value("n8n_eval_janitor_retries_total") >= 3
+    retries = janitor.registry.get_sample_value("n8n_eval_janitor_retries_total")
+    assert server.state.errors_sent == 3 and retries is not None and retries >= 3
     assert {f.split(":")[0] for f in report.failures} == {f"delete service {NS}/n8n-lanes-run-dead"}
     assert run_objects(server, "run-dead") == {"services/n8n-lanes-run-dead"}
 
