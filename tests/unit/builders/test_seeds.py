@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -280,7 +281,7 @@ def test_seeded_turns_join_the_transcript_as_prior_context() -> None:
 # the scripted agent's seeded behaviours (orchestrator.scripted.instance_ai)
 
 
-def _agent_request(text: str, calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def _agent_request(text: str, calls: Sequence[tuple[str, dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": text}]}]
     for n, (tool, args, result) in enumerate(calls):
         messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{n}", "name": tool, "input": args}]})

@@ -45,17 +45,23 @@ class _GatedBuilder(Builder):
 
 
 class _Users(BuildUserPool):
-    """The lane's build-user pool, without n8n: hands out one user and counts releases."""
+    """The lane's build-user pool, without n8n: hands out one user and counts releases; with
+    ``hang`` set, a release signals ``cleaning`` and then never ends (a lane that stopped answering)."""
 
     def __init__(self, lane: Lane, client: N8nClient, ledger: Ledger, user: BuildUser) -> None:
         super().__init__(lane, user.session, client, ledger)
         self.user = user
         self.released = 0
+        self.hang = False
+        self.cleaning = asyncio.Event()
 
     async def acquire(self, credentials: list[CredentialSpec], *, mcp_key: bool = False) -> BuildUser:
         return self.user
 
     async def release(self, user: BuildUser, *, keep: bool = False) -> list[CleanupFailure]:
+        if self.hang:
+            self.cleaning.set()
+            await asyncio.Event().wait()
         await asyncio.sleep(0)
         self.released += 1
         return []
@@ -158,18 +164,11 @@ async def _done_with_a_hung_clean_up(s: _Setup) -> tuple[Outcome, UnitResult | s
     """Run the unit to its end on a lane whose clean-up never ends (it stopped answering); return
     the unit's answer once its clean-up has begun."""
     s.write_done.set()
-    cleaning, never = asyncio.Event(), asyncio.Event()
-
-    async def hung_release(user: BuildUser, *, keep: bool = False) -> list[CleanupFailure]:
-        cleaning.set()
-        await never.wait()
-        return []
-
-    s.users.release = hung_release  # type: ignore[method-assign]
+    s.users.hang = True
     task = s.start()
     s.builder.go.set()
     answer = await asyncio.wait_for(task, 10)
-    await asyncio.wait_for(cleaning.wait(), 10)
+    await asyncio.wait_for(s.users.cleaning.wait(), 10)
     return answer
 
 
