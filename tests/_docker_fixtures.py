@@ -22,7 +22,7 @@ import docker
 import pytest
 from _tools import require
 
-from orchestrator.lanes.docker_lanes import MANAGED_BY, MANAGED_BY_LABEL, label_filter
+from orchestrator.lanes.docker.backend import MANAGED_BY, MANAGED_BY_LABEL, label_filter
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from _tools import free_port, require
 from orchestrator.lanes.bringup import wait_ready
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.redact import register_secret
 from orchestrator.toolchain import Toolchain, default_cache_dir

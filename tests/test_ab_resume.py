@@ -33,7 +33,7 @@ from orchestrator.experiments.langsmith_sync import COMPLETION_MARKER, LangSmith
 from orchestrator.experiments.sequential import Decision, SequentialDesign
 from orchestrator.lanes.backend import BACKENDS, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.results.model import BuildStatus, UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks

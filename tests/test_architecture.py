@@ -206,8 +206,9 @@ def _plugin_names_and_modules() -> tuple[set[str], tuple[str, ...]]:
     from orchestrator.lanes.backend import BUILTIN_BACKENDS
 
     names = set(BUILTIN_BUILDERS) | set(ALIASES) | set(BUILTIN_BACKENDS)
-    modules = (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values(), "orchestrator.builders.claude_runner",
-               "orchestrator.builders.build_runner", "orchestrator.lanes.k8s_", "orchestrator.lanes.docker_")
+    # every module of a plug-in's package (``lanes/kubernetes/…``, ``builders/claude/…``), not only its entry
+    packages = {m.rpartition(".")[0] + "." for m in (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values())}
+    modules = (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values(), *sorted(packages))
     return names, modules
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from _lanes import SeededLane, StartedLane, seed
 
-from orchestrator.builders.claude_runner import (
+from orchestrator.builders.claude.runner import (
     AttemptResult,
     ClaudeConfig,
     _terminate,
@@ -26,7 +26,7 @@ from orchestrator.builders.claude_runner import (
     run_build_attempt,
     should_retry_attempt,
 )
-from orchestrator.builders.trailer import last_workflow_id
+from orchestrator.builders.claude.trailer import last_workflow_id
 from orchestrator.outage import (
     OutageInfo,
     classify_cli_text,

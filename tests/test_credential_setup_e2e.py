@@ -30,11 +30,11 @@ from _process_lanes import leftovers
 from _static_lane import LaneTurn, StaticLane, lane_turn
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
-from orchestrator.builders.credential_setup import CredentialSetup, lane_lock
-from orchestrator.builders.credential_setup import fixture_server as fixture_module
-from orchestrator.builders.credential_setup import setup as lane_setup
-from orchestrator.builders.credential_setup.browser import Browser
-from orchestrator.builders.credential_setup.gateway import Gateway
+from orchestrator.builders.instance_ai.credential_setup import CredentialSetup, lane_lock
+from orchestrator.builders.instance_ai.credential_setup import fixture_server as fixture_module
+from orchestrator.builders.instance_ai.credential_setup import setup as lane_setup
+from orchestrator.builders.instance_ai.credential_setup.browser import Browser
+from orchestrator.builders.instance_ai.credential_setup.gateway import Gateway
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.domain import BuildStatus, Verdict

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from orchestrator.lanes.backend import LaneError, get_backend
-from orchestrator.lanes.docker_lanes import INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL, DockerBackend
+from orchestrator.lanes.docker.backend import INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL, DockerBackend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import make_spec
 from orchestrator.ledger import Ledger

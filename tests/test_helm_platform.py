@@ -29,7 +29,7 @@ from test_helm_chart import (
     render,
 )
 
-from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.kubernetes import objects as k8s
 
 REPO = CHART.parents[1]
 OUR_APPS = {k8s.LANE_APP, k8s.ORCHESTRATOR_APP, "n8n-eval-janitor"}

@@ -30,7 +30,7 @@ from orchestrator.builders.builder import (
     BuildRequest,
     get_builder,
 )
-from orchestrator.builders.compaction import NO_CURSOR
+from orchestrator.builders.instance_ai.compaction import NO_CURSOR
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE

@@ -24,9 +24,9 @@ from k8s_fake_api import FakeApiServer, Request, rbac_of
 from kubernetes import client
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes import k8s_objects as k8s
 from orchestrator.lanes.backend import LaneError, get_backend
-from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.backend import KubernetesBackend
 from orchestrator.lanes.model import LaneSpec
 from orchestrator.ledger import Ledger
 

@@ -18,7 +18,7 @@ from k8s_fake_api import UNSCHEDULABLE_MESSAGE, FakeApiServer
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from orchestrator.lanes import k8s_objects as objects
+from orchestrator.lanes.kubernetes import objects
 from orchestrator.lanes.model import LaneSpec
 
 NS = "evals"

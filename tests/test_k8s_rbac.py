@@ -22,10 +22,10 @@ from kubernetes.client.exceptions import ApiException
 from test_helm_chart import AB_VALUES, RELEASE, container, cron, one, render
 from test_k8s_contract import NS, lane_spec
 
-from orchestrator.lanes import k8s_objects as k8s
 from orchestrator.lanes.backend import LaneError
-from orchestrator.lanes.k8s_janitor import Janitor
-from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.backend import KubernetesBackend
+from orchestrator.lanes.kubernetes.janitor import Janitor
 from orchestrator.ledger import Ledger
 
 ORCHESTRATOR_TOKEN, JANITOR_TOKEN = "token-orchestrator", "token-janitor"

@@ -29,8 +29,8 @@ from k8s_fake_api import FakeApiServer
 from k8s_fake_rbac import authorizer
 from test_helm_chart import AB_VALUES, RELEASE, container, cron, one, render
 
-from orchestrator.lanes import k8s_objects as k8s
-from orchestrator.lanes.process import labelled_processes
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.process.backend import labelled_processes
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builders.prebuilt_builder import (
+from orchestrator.builders.prebuilt.builder import (
     check_manifest_slugs,
     load_manifest,
     workflow_for,
@@ -46,7 +46,7 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (its typed
     ``options_model``, taken by the stack from the config): nothing is read back from the run's folder."""
     from orchestrator.builders.builder import BuilderSettings, get_builder
-    from orchestrator.builders.prebuilt_builder import PrebuiltOptions
+    from orchestrator.builders.prebuilt.builder import PrebuiltOptions
     from orchestrator.lanes.backend import get_backend
     from orchestrator.run.config import RunConfig
     from orchestrator.run.stack import resolve_stack

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from _tools import need
 
-from orchestrator.lanes import task_launcher
 from orchestrator.lanes.backend import READINESS_PATH
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process import launcher as task_launcher
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact
 from orchestrator.toolchain import RESOLVE_CACHE_JS, Toolchain
@@ -152,7 +152,7 @@ def test_lanes_start_their_task_runner_on_demand_unless_a_runner_mode_is_chosen(
     assert env[task_launcher.NODE_OPTIONS_ENV] == f'--max-semi-space-size=32 --require "{RESOLVE_CACHE_JS}"'
     cmd = backend._command(env)
     assert cmd[:2] == ["/bin/sh", "-c"] and cmd[-3:] == [str(backend.toolchain.node_bin), str(backend.toolchain.n8n_entry), "start"]
-    assert 'task_launcher.py & exec "$@"' in cmd[2] and cmd[2].startswith(f"{task_launcher.LANE_PID_ENV}=$$ ")
+    assert 'process/launcher.py & exec "$@"' in cmd[2] and cmd[2].startswith(f"{task_launcher.LANE_PID_ENV}=$$ ")
 
     # n8n's own way (the runner starts with n8n) when asked for, or when this n8n has no runner file
     internal = backend._lane_env(make_spec("eval", ["N8N_RUNNERS_MODE=internal"]), 0, tmp_path / "lane", 5701, 5702)

@@ -28,10 +28,10 @@ from _model_switch import SharedModel, Switch
 from _static_lane import StaticLane, lane_turn
 from _tools import free_port
 
-from orchestrator.builders.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
+from orchestrator.builders.claude.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
+from orchestrator.builders.claude.remote import ENDPOINT, RemoteBuilder
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.remote_builder import ENDPOINT, RemoteBuilder
 from orchestrator.cases import load_disk
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.model import Lane
@@ -89,7 +89,7 @@ def lane(shared_sandbox_lane: StaticLane, shared_model: SharedModel) -> Iterator
 
 
 class RunnerProcess:
-    """``python -m orchestrator.builders.build_runner serve`` as its own process, next to the lane."""
+    """``python -m orchestrator.builders.claude.build_runner serve`` as its own process, next to the lane."""
 
     def __init__(self, lane_url: str, model_url: str, root: Path, log_path: Path) -> None:
         self.port = free_port()
@@ -98,7 +98,7 @@ class RunnerProcess:
                "N8N_EVAL_RUNNER_TOKEN": TOKEN, "CLAUDE_CODE_MAX_RETRIES": "0"}
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.builders.build_runner", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "orchestrator.builders.claude.build_runner", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--root", str(root), "--n8n-url", lane_url, "--slots", "2"],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30

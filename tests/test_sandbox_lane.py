@@ -16,7 +16,7 @@ from _tools import need, require
 
 from orchestrator.lanes.bringup import wait_ready
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend, labelled_processes, pid_alive
+from orchestrator.lanes.process.backend import ProcessBackend, labelled_processes, pid_alive
 from orchestrator.ledger import Ledger
 from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock
 from orchestrator.scripted.scripts import tool_calls, tool_names, tool_result_text

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.builders import scenario_tables, seeds
+from orchestrator.builders import seeds
+from orchestrator.builders.instance_ai import scenario_tables
 from orchestrator.cases import EvalCase
 
 

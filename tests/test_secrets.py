@@ -36,7 +36,7 @@ from faults.helpers import (
 )
 
 from orchestrator.lanes.bringup import make_owner
-from orchestrator.lanes.process import group_members
+from orchestrator.lanes.process.backend import group_members
 from orchestrator.redact import install_log_redaction, known_secrets
 from orchestrator.run.pipeline import Run
 from orchestrator.scripted import scripts as ms

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.builders.builder import BUILTIN_BUILDERS, get_builder
-from orchestrator.builders.prebuilt_builder import PrebuiltOptions
+from orchestrator.builders.prebuilt.builder import PrebuiltOptions
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import BUILTIN_BACKENDS, get_backend
 from orchestrator.run.config import RunConfig

@@ -139,7 +139,7 @@ class BuildResult:
     #: steps' prompt, messages, reply and usage), oldest first; None when the lane keeps none. What
     #: ``contextAssertions`` and ``memoryExpectations`` grade, and the judge's token figures
     run_debug: list[dict[str, Any]] | None = None
-    #: renames the harness made behind the agent's back (``orchestrator.builders.external_edits``),
+    #: renames the harness made behind the agent's back (``orchestrator.builders.instance_ai.external_edits``),
     #: each checked at the end of the build
     external_edits: list[dict[str, Any]] = field(default_factory=list)
     #: plans the simulated user rejected (n8n's ``proxyDecisionStats.rejection``)
@@ -148,7 +148,7 @@ class BuildResult:
     #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread
     scenario_tables: Any = None
-    #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.credential_setup`): the unit
+    #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.instance_ai.credential_setup`): the unit
     #: appends n8n's three credential-setup checks from them on every path
     credential_setup: CredentialSetupFacts | None = None
     #: what a harness's builder found besides the build (``orchestrator.harnesses``: a routing
@@ -218,10 +218,10 @@ def _unknown_builder(name: str, names: list[str]) -> ConfigError:
 
 #: the built-in builders by module: imported the first time their name is asked for
 BUILTIN_BUILDERS = {
-    "mcp": "orchestrator.builders.mcp_builder",
-    "instance-ai": "orchestrator.builders.instance_ai",
-    "prebuilt": "orchestrator.builders.prebuilt_builder",
-    "remote": "orchestrator.builders.remote_builder",
+    "mcp": "orchestrator.builders.claude.mcp",
+    "instance-ai": "orchestrator.builders.instance_ai.builder",
+    "prebuilt": "orchestrator.builders.prebuilt.builder",
+    "remote": "orchestrator.builders.claude.remote",
 }
 BUILDERS: Registry[Builder] = Registry("builder", ENTRY_POINT_GROUP, BUILTIN_BUILDERS, unknown=_unknown_builder,
                                       aliases=ALIASES)

@@ -156,10 +156,10 @@ def _unknown_backend(name: str, names: list[str]) -> LaneError:
 DEFAULT_BACKEND = "process"
 #: the built-in backends by module: imported the first time their name is asked for
 BUILTIN_BACKENDS = {
-    "process": "orchestrator.lanes.process",
-    "docker": "orchestrator.lanes.docker_lanes",
-    "kubernetes": "orchestrator.lanes.kubernetes_lanes",
-    "static": "orchestrator.lanes.static",
+    "process": "orchestrator.lanes.process.backend",
+    "docker": "orchestrator.lanes.docker.backend",
+    "kubernetes": "orchestrator.lanes.kubernetes.backend",
+    "static": "orchestrator.lanes.static.backend",
 }
 BACKENDS: Registry[LaneBackend] = Registry("lane backend", "orchestrator.lane_backends", BUILTIN_BACKENDS,
                                            unknown=_unknown_backend)

@@ -2,7 +2,7 @@
 
 n8n ``harness/credential-setup-checks.ts`` (``evaluateCredentialSetup``, ``probeCredentialValue``,
 ``credentialsCreatedByThisBuild``): three deterministic checks, no judge. The builder gathers the
-facts while the provider fixture still listens (:mod:`orchestrator.builders.credential_setup`);
+facts while the provider fixture still listens (:mod:`orchestrator.builders.instance_ai.credential_setup`);
 this module only judges them, and is pure:
 
 1. **created** — ``A <type> credential is created in n8n``: passes iff a credential of the

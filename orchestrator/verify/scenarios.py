@@ -39,7 +39,7 @@ class ScenarioRun:
 @dataclass
 class ScenarioTables:
     """The execution-scenario data tables one build created empty (``seedDataTables``; see
-    :func:`orchestrator.builders.scenario_tables.create_scenario_tables`): the thread their rows are seeded
+    :func:`orchestrator.builders.instance_ai.scenario_tables.create_scenario_tables`): the thread their rows are seeded
     through, and each table's lane id by its DECLARED name (what a scenario writes)."""
 
     thread_id: str

@@ -28,7 +28,7 @@ on ``/rest/settings`` and ``/rest/module-settings``, so its fingerprint is narro
 (:mod:`orchestrator.lanes.fingerprint`).
 
 A lane's JS task runner (Code nodes) starts with its first Code node, not with n8n: n8n runs in
-``external`` runner mode with a per-lane auth token, and :mod:`.task_launcher`, started beside n8n
+``external`` runner mode with a per-lane auth token, and :mod:`.launcher`, started beside n8n
 in the lane's process group, does n8n's launcher handshake and starts n8n's own runner when the
 broker has a task for it. Measured in ``bench/lanes_up.py`` (4 lanes on 2 CPUs, ``headless`` →
 ``lazy-runner``): CPU per lane until ready 7.1 → 5.8 s, all ready 14.9 → 12.2 s; the first Code
@@ -52,11 +52,11 @@ from pathlib import Path
 import httpx
 
 from orchestrator import toolchain
-from orchestrator.lanes import task_launcher
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
+from orchestrator.lanes.process import launcher as task_launcher
 from orchestrator.ledger import Ledger
 from orchestrator.procs import group_members, pid_alive, terminate_group
 from orchestrator.redact import redact, register_secret
@@ -208,7 +208,7 @@ class ProcessBackend(LaneBackend):
         return env
 
     def _runs_launcher(self, env: dict[str, str]) -> bool:
-        """Whether this lane's JS task runner starts on demand (see :mod:`.task_launcher`): the
+        """Whether this lane's JS task runner starts on demand (see :mod:`.launcher`): the
         default, unless the profile or ``--env`` chose a runner mode (``N8N_RUNNERS_MODE=internal``
         starts it with n8n, as n8n does by default), or this n8n has no runner where we look."""
         if not self.lazy_runner or "N8N_RUNNERS_MODE" in env:

@@ -33,9 +33,9 @@ from typing import Any
 
 import httpx
 
-from orchestrator.builders.credential_setup.browser import Browser
-from orchestrator.builders.credential_setup.fixture_server import FixtureServer
-from orchestrator.builders.credential_setup.gateway import Gateway, GatewayError, ensure_free
+from orchestrator.builders.instance_ai.credential_setup.browser import Browser
+from orchestrator.builders.instance_ai.credential_setup.fixture_server import FixtureServer
+from orchestrator.builders.instance_ai.credential_setup.gateway import Gateway, GatewayError, ensure_free
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase
 from orchestrator.cases.provider_fixtures import ProviderFixture, resolve_fixture

@@ -42,17 +42,17 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.backend import BackendEvents, LaneError
-from orchestrator.lanes.k8s_api import api_error
-from orchestrator.lanes.k8s_options import KubernetesOptions
+from orchestrator.lanes.kubernetes import objects
+from orchestrator.lanes.kubernetes.api import api_error
+from orchestrator.lanes.kubernetes.options import KubernetesOptions
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 
 
 class KeptRun(Protocol):
-    """What the keeper and a takeover use of the backend (``kubernetes_lanes.KubernetesBackend``)."""
+    """What the keeper and a takeover use of the backend (``kubernetes.backend.KubernetesBackend``)."""
 
     run_id: str
     holder: str

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from orchestrator.lanes.k8s_api import call_with_retry, retry_after_s, stuck_reason
+from orchestrator.lanes.kubernetes.api import call_with_retry, retry_after_s, stuck_reason
 
 
 class RunPodWatch:

@@ -21,7 +21,7 @@ n8n 2.41.1 lets any client serve the agent's local tools through its gateway ("C
 
 The gateway is per **user**: every build drives the chat as the lane owner, so one gateway serves
 every build of a lane — hence one credential-setup build per lane at a time
-(:func:`orchestrator.builders.credential_setup.lane_lock`). Every tool call and result passes
+(:func:`orchestrator.builders.instance_ai.credential_setup.lane_lock`). Every tool call and result passes
 ``on_payload`` (the leak watch) as the raw text n8n sent or will show the agent.
 """
 
@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.builders.credential_setup.browser import TOOLS, Browser, ToolError
+from orchestrator.builders.instance_ai.credential_setup.browser import TOOLS, Browser, ToolError
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact, register_secret

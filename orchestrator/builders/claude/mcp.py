@@ -11,16 +11,16 @@ from __future__ import annotations
 import logging
 
 from orchestrator.builders.builder import Builder, BuildRequest, BuildResult, register_builder
-from orchestrator.builders.claude_runner import (
+from orchestrator.builders.claude.prompt import build_prompt
+from orchestrator.builders.claude.runner import (
     AttemptResult,
     ClaudeConfig,
     EventSink,
     run_build_attempt,
     should_retry_attempt,
 )
+from orchestrator.builders.claude.trailer import TRAILER_PATTERN
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.prompt import build_prompt
-from orchestrator.builders.trailer import TRAILER_PATTERN
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus

@@ -20,10 +20,10 @@ as ``Authorization: Bearer …``):
 ``GET /healthz``         ``{"slots": n, "running": k}``
 =======================  =======================================================================
 
-The build itself is :func:`orchestrator.builders.claude_runner.run_build_attempt` — the same code the
+The build itself is :func:`orchestrator.builders.claude.runner.run_build_attempt` — the same code the
 orchestrator runs locally — with the model key and base URL from the container's env
 (``ANTHROPIC_API_KEY`` from the lane Secret). :class:`RemoteBuildRunner` is the orchestrator's side.
-Run it with ``python -m orchestrator.builders.build_runner serve --port 8790 --root /builds``.
+Run it with ``python -m orchestrator.builders.claude.build_runner serve --port 8790 --root /builds``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from orchestrator.builders.builder import Builder
-from orchestrator.builders.claude_runner import (
+from orchestrator.builders.claude.runner import (
     AttemptResult,
     ClaudeConfig,
     run_build_attempt,
@@ -360,7 +360,7 @@ def _claude_bin() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.builders.build_runner",
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.builders.claude.build_runner",
                                      description="Run MCP builds next to their lane.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve")

@@ -3,7 +3,7 @@
 tool calls and results, confirmations, agents, errors, run ends) and into :class:`RunState` — the
 build facts the builder decides on (workflows built, the main one, agents and config-evals made,
 errors, an outage or a sandbox fault). Reading only: answering confirmations and cancelling are the
-builder's (:mod:`orchestrator.builders.instance_ai`)."""
+builder's (:mod:`orchestrator.builders.instance_ai.builder`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.builders.run_errors import classify_run_error, sandbox_fault
+from orchestrator.builders.instance_ai.run_errors import classify_run_error, sandbox_fault
 from orchestrator.n8n.instance_ai import StreamEvent
 from orchestrator.outage import OutageInfo
 from orchestrator.transcript import Transcript

@@ -37,13 +37,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.lanes.k8s_lane_options import DEFAULT_CLUSTER_CIDRS as DEFAULT_CLUSTER_CIDRS
-from orchestrator.lanes.k8s_lane_options import METADATA_CIDRS as METADATA_CIDRS
-from orchestrator.lanes.k8s_lane_options import NODE_LOCAL_DNS_IP as NODE_LOCAL_DNS_IP
-from orchestrator.lanes.k8s_lane_options import LaneEgress as LaneEgress
-from orchestrator.lanes.k8s_lane_options import LanePod as LanePod
-from orchestrator.lanes.k8s_lane_options import SandboxSidecar as SandboxSidecar
-from orchestrator.lanes.k8s_lane_options import Sidecar as Sidecar
+from orchestrator.lanes.kubernetes.pod_options import DEFAULT_CLUSTER_CIDRS as DEFAULT_CLUSTER_CIDRS
+from orchestrator.lanes.kubernetes.pod_options import METADATA_CIDRS as METADATA_CIDRS
+from orchestrator.lanes.kubernetes.pod_options import NODE_LOCAL_DNS_IP as NODE_LOCAL_DNS_IP
+from orchestrator.lanes.kubernetes.pod_options import LaneEgress as LaneEgress
+from orchestrator.lanes.kubernetes.pod_options import LanePod as LanePod
+from orchestrator.lanes.kubernetes.pod_options import SandboxSidecar as SandboxSidecar
+from orchestrator.lanes.kubernetes.pod_options import Sidecar as Sidecar
 from orchestrator.lanes.model import LaneSpec
 
 N8N_PORT = 5678
@@ -511,7 +511,7 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
     if pod.build_runner.enabled:
         containers.append(_sidecar(
             BUILD_RUNNER_CONTAINER, pod.build_runner, image, pull_policy,
-            ["python", "-m", "orchestrator.builders.build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
+            ["python", "-m", "orchestrator.builders.claude.build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
              "--root", BUILD_ROOT, "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
             BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
         volumes.append({"name": "builds", "emptyDir": {"sizeLimit": pod.build_runner.volume_size_limit}})

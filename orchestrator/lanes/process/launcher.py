@@ -17,10 +17,10 @@ for pickup"); this is that launcher's handshake for a process lane, in Python:
 4. the runner then stays (no idle shut-down); if it exits, go back to 1.
 
 The launcher runs as a small process of the lane's process group (started beside n8n, see
-:mod:`orchestrator.lanes.process`), so the runner is in that group too: tearing the lane down, or
+:mod:`orchestrator.lanes.process.backend`), so the runner is in that group too: tearing the lane down, or
 ``orchestrator cleanup``, ends both with n8n. When n8n goes, the launcher stops its runner and
 exits. It only uses the standard library and ``websockets``, and is run as a script (``python -I
-task_launcher.py``) so it starts in ~0.1 s without importing the orchestrator. It reads its
+launcher.py``) so it starts in ~0.1 s without importing the orchestrator. It reads its
 settings from the environment the lane was started with, and never prints a token.
 
 A Python Code node cannot run on these lanes in either mode (n8n's Python runner needs a venv the

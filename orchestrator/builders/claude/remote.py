@@ -3,7 +3,7 @@
 Everything the orchestrator does for an MCP build stays here — seed restore, prompt, build user and
 MCP key, outage retries, the transcript, the verdict — except the ``claude -p`` process itself: each
 attempt is sent to the lane's build runner (``lane.endpoints["build-runner"]``, the lane pod's
-``build-runner`` container, :mod:`orchestrator.builders.build_runner`) and awaited by long-polling, so
+``build-runner`` container, :mod:`orchestrator.builders.claude.build_runner`) and awaited by long-polling, so
 the orchestrator holds one HTTP request per concurrent build instead of a ~204 MiB Node process.
 
 What crosses the wire: the prompt, the build user's MCP key (in the JSON body, never in a URL;
@@ -38,17 +38,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from orchestrator.builders.build_runner import (
+from orchestrator.builders.builder import BuildRequest, register_builder
+from orchestrator.builders.claude.build_runner import (
     TOKEN_ENV,
     RemoteBuildRunner,
     RunnerDeadline,
     RunnerError,
     RunnerUnreachable,
 )
-from orchestrator.builders.builder import BuildRequest, register_builder
-from orchestrator.builders.claude_runner import AttemptResult, ClaudeConfig, EventSink
+from orchestrator.builders.claude.mcp import McpBuilder
+from orchestrator.builders.claude.runner import AttemptResult, ClaudeConfig, EventSink
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.mcp_builder import McpBuilder
 from orchestrator.n8n.errors import N8nTransportError
 from orchestrator.redact import redact, register_secret
 

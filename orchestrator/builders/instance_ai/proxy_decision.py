@@ -1,5 +1,5 @@
 """The user proxy's decision: what the simulated user does now, as the proxy model answers it
-(one JSON object), and the instructions that ask for it (:mod:`orchestrator.builders.user_proxy`)."""
+(one JSON object), and the instructions that ask for it (:mod:`orchestrator.builders.instance_ai.user_proxy`)."""
 
 from __future__ import annotations
 

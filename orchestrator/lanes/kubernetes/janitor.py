@@ -14,7 +14,7 @@ event loop. A fresh Lease means alive. A Lease past ``renewTime + leaseDurationS
 suspicion: the pass then watches it (one list of Leases every few seconds) and the run is **dead**
 only once the pass itself saw that Lease expired and unrenewed for ``lease_grace_s`` (at least the
 Lease's TTL) with every API call it made answered — any failed call, even one retried away, starts
-the watch again (:class:`~orchestrator.lanes.k8s_lease.ExpiryWitness`). An API outage therefore
+the watch again (:class:`~orchestrator.lanes.kubernetes.lease.ExpiryWitness`). An API outage therefore
 never kills a live run: the janitor cannot see the API either, and once it can, the orchestrator
 renews within a third of its TTL. A dead (OOM-killed, evicted, hung) orchestrator's lanes go within
 TTL + lease grace + one janitor period. A run without a Lease is judged by its owners: it is
@@ -36,7 +36,7 @@ Deletion of a dead run: its lane Pods, Services and NetworkPolicies (list by lab
 never touched), its Lease and, unless the lanes use an existing Secret, its Secret by
 ``deletecollection`` (no secret is ever read).
 
-A pass never gives up: every API call retries 429, 5xx, resets and timeouts (``k8s_api``); an error
+A pass never gives up: every API call retries 429, 5xx, resets and timeouts (``kubernetes.api``); an error
 that remains (a 403 on one owner read, a failed delete) is logged, counted in
 ``n8n_eval_janitor_errors_total{step}`` and recorded in the report, and the pass goes on with the
 next object and run. A run whose liveness cannot be read is left alone (never deleted on a guess).
@@ -55,9 +55,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter
 
-from orchestrator.lanes import k8s_objects as objects
-from orchestrator.lanes.k8s_api import call_with_retry, finished_at, parse_time
-from orchestrator.lanes.k8s_lease import ExpiryWitness
+from orchestrator.lanes.kubernetes import objects
+from orchestrator.lanes.kubernetes.api import call_with_retry, finished_at, parse_time
+from orchestrator.lanes.kubernetes.lease import ExpiryWitness
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.builders.trailer import last_workflow_id
+from orchestrator.builders.claude.trailer import last_workflow_id
 from orchestrator.gateway.attribution import claude_headers_env
 from orchestrator.outage import OutageInfo, classify_cli_text, classify_result_event
 from orchestrator.procs import terminate_group

@@ -1,6 +1,6 @@
 """How lane pods are scheduled, sized and fenced: ``lanes.pod`` and ``lanes.egress`` of the Helm chart
 (env ``ORCHESTRATOR_K8S_LANE_POD`` / ``ORCHESTRATOR_K8S_LANE_EGRESS`` as JSON), validated here and
-turned into objects by :mod:`orchestrator.lanes.k8s_objects`."""
+turned into objects by :mod:`orchestrator.lanes.kubernetes.objects`."""
 
 from __future__ import annotations
 

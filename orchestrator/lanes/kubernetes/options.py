@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes import k8s_objects as objects
+from orchestrator.lanes.kubernetes import objects
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ a reset or a timeout with the same backoff, within a bounded budget of waiting. 
 404, 409, 422…) is raised at once: it will not change by asking again.
 
 A create answered with a 5xx or a timeout may have happened anyway: the retry then gets 409, which
-the caller resolves by reading the object and checking that it is its own (``kubernetes_lanes``).
+the caller resolves by reading the object and checking that it is its own (``kubernetes.backend``).
 """
 
 from __future__ import annotations

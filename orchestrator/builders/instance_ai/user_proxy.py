@@ -5,7 +5,7 @@ user behaves, never spoken) and ``assistant`` turns (the expected flow, referenc
 only). :func:`conversation_driver` picks how a build talks to the agent:
 
 - **single-prompt** (one user turn, no assistant turn): :class:`AutoApprove` — the prompt is sent and
-  every confirmation is auto-approved (:func:`~orchestrator.builders.instance_ai.answer_confirmation`
+  every confirmation is auto-approved (:func:`~orchestrator.builders.instance_ai.builder.answer_confirmation`
   semantics, passed in), no model call;
 - **multi-turn**: :class:`UserProxy`. It sends the opening turn (its stage directions stripped),
   then after every finished run decides what the user does next (answer the agent's free-text
@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from orchestrator.builders.proxy_decision import (
+from orchestrator.builders.instance_ai.proxy_decision import (
     PROXY_MARKER,
     SYSTEM_PROMPT,
     Action,

@@ -2,8 +2,8 @@
 
 Connection: the in-cluster service account when there is one, else the kubeconfig (``KUBECONFIG``
 or ``~/.kube/config``, context from the ``context`` option); tests inject an ``ApiClient``. Every API
-call retries 429, 5xx, connection resets and timeouts (tenacity, ``k8s_api``). Options: the table in
-:mod:`orchestrator.lanes.k8s_options` (:mod:`orchestrator.lanes.k8s_watch` is the pod watch).
+call retries 429, 5xx, connection resets and timeouts (tenacity, ``kubernetes.api``). Options: the table in
+:mod:`orchestrator.lanes.kubernetes.options` (:mod:`orchestrator.lanes.kubernetes.watch` is the pod watch).
 
 What a run creates, in order (each recorded in the ledger *before* it is created):
 
@@ -34,7 +34,7 @@ no search-domain fan-out) or, outside the cluster, the ``url_template`` option (
 Liveness: the run's first object is a Lease ``n8n-lanes-<run>`` (``coordination.k8s.io/v1``, TTL
 ``lease_ttl_s``, default 60 s) that the backend renews from the event loop every third of its TTL,
 checking the run's Service and NetworkPolicy as it goes (re-created when gone; a Lease another
-process holds stops the run): :mod:`orchestrator.lanes.k8s_lease`. The janitor removes the lanes of a
+process holds stops the run): :mod:`orchestrator.lanes.kubernetes.lease`. The janitor removes the lanes of a
 run whose Lease it saw expired and unrenewed for a while with its own API calls answered (an
 OOM-killed, evicted or hung orchestrator — never one the API could not hear from). Every lane pod
 gets ``activeDeadlineSeconds`` from the run's deadline (``deadline_s``), a backstop of its own.
@@ -51,7 +51,7 @@ Teardown deletes the lane's Pod (404 = already gone) and, with the run's last la
 NetworkPolicy, Secret and Lease. ``sweep(run_id)`` deletes one run's objects by label, and only for a run
 this machine's ledger knows as a kubernetes run; ``sweep(None)`` (what plain ``orchestrator
 cleanup`` calls) touches nothing: every-run cleanup is the janitor's job
-(``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.k8s_janitor`), which never deletes
+(``orchestrator cleanup --kubernetes``, :mod:`orchestrator.lanes.kubernetes.janitor`), which never deletes
 a live run's objects.
 
 ``--resume`` (option ``takeover``) of a run whose orchestrator was replaced (same run id, another
@@ -91,9 +91,9 @@ from kubernetes.client.exceptions import ApiException
 
 from orchestrator.deletion import close_with_lane
 from orchestrator.errors import ConfigError
-from orchestrator.lanes import k8s_objects as objects
 from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
-from orchestrator.lanes.k8s_api import (
+from orchestrator.lanes.kubernetes import objects
+from orchestrator.lanes.kubernetes.api import (
     RateLimiter,
     api_error,
     call_with_retry,
@@ -104,9 +104,9 @@ from orchestrator.lanes.k8s_api import (
     stuck_reason,
     terminal_reason,
 )
-from orchestrator.lanes.k8s_lease import LeaseKeeper, take_over
-from orchestrator.lanes.k8s_options import parse_options
-from orchestrator.lanes.k8s_watch import RunPodWatch
+from orchestrator.lanes.kubernetes.lease import LeaseKeeper, take_over
+from orchestrator.lanes.kubernetes.options import parse_options
+from orchestrator.lanes.kubernetes.watch import RunPodWatch
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.health import shared_tls

@@ -8,7 +8,7 @@ Per unit (as n8n's reference harness does it):
    declared credentials, which the user pool already created there;
 3. the event stream is opened **before** the first chat request and read until ``run-finish``
    (reconnecting with ``Last-Event-ID`` when it drops); a single-prompt case sends its one turn, a
-   multi-turn case is driven by the user proxy (:mod:`orchestrator.builders.user_proxy`), which sends
+   multi-turn case is driven by the user proxy (:mod:`orchestrator.builders.instance_ai.user_proxy`), which sends
    each next message once the previous run finished, within the case's ``messageBudget``;
 4. every confirmation is answered: single-prompt cases by :func:`answer_confirmation` (the
    reference's auto-approval: confirmations only, never a user's decision), multi-turn cases by
@@ -31,7 +31,7 @@ Everything the build creates is recorded in the ledger before it is used (thread
 create request; built workflows and agents as soon as their tool result arrives).
 
 The stream's events become transcript entries and build facts in
-:mod:`orchestrator.builders.instance_ai_stream`.
+:mod:`orchestrator.builders.instance_ai.stream`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.builders import scenario_tables, seeds
+from orchestrator.builders import seeds
 from orchestrator.builders.budgets import DEFAULT_TURN_BUDGET_MS, BudgetBreach, Budgets
 from orchestrator.builders.builder import (
     Builder,
@@ -54,16 +54,22 @@ from orchestrator.builders.builder import (
     BuildResult,
     register_builder,
 )
-from orchestrator.builders.compaction import CompactionCheck
-from orchestrator.builders.credential_setup import CredentialSetup
 from orchestrator.builders.credentials import TEMPLATES, credential_body
-from orchestrator.builders.external_edits import external_edits, rename_behind_the_agents_back
-from orchestrator.builders.instance_ai_stream import RunReader, RunState
+from orchestrator.builders.instance_ai import scenario_tables
+from orchestrator.builders.instance_ai.compaction import CompactionCheck
+from orchestrator.builders.instance_ai.credential_setup import CredentialSetup
+from orchestrator.builders.instance_ai.external_edits import external_edits, rename_behind_the_agents_back
+from orchestrator.builders.instance_ai.replay_seed import ReplayUnavailable, materialize_replay
+from orchestrator.builders.instance_ai.stream import RunReader, RunState
+from orchestrator.builders.instance_ai.user_proxy import (
+    ConversationDriver,
+    ProxyConfig,
+    conversation_driver,
+    fallback_answer,
+)
+from orchestrator.builders.instance_ai.user_run import UserRunRefused, run_as_user
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.leaks import foreign_workflow_reads
-from orchestrator.builders.replay_seed import ReplayUnavailable, materialize_replay
-from orchestrator.builders.user_proxy import ConversationDriver, ProxyConfig, conversation_driver, fallback_answer
-from orchestrator.builders.user_run import UserRunRefused, run_as_user
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
@@ -435,7 +441,7 @@ class InstanceAiBuilder(Builder):
                 if rename is not None:  # behind the agent's back, before the follow-up goes out
                     await rename_behind_the_agents_back(lane.owner, transcript, rename, number - 1)
                 run_wf = driver.take_user_run() if text is not None else None
-                if run_wf is not None:  # the user runs it before saying so (orchestrator.builders.user_run)
+                if run_wf is not None:  # the user runs it before saying so (orchestrator.builders.instance_ai.user_run)
                     if outcome.tables is not None and case.execution_scenarios:
                         try:  # the user runs it on the first scenario's rows (a failure is the harness's),
                             # within what is left of the conversation (n8n bounds it by the case deadline)
