@@ -22,6 +22,7 @@ import kubernetes_validate
 import pytest
 from k8s_fake_api import FakeApiServer, Request, rbac_of
 from kubernetes import client
+from pydantic import ValidationError
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import LaneError, get_backend
@@ -387,10 +388,17 @@ def test_registered_by_name_and_bad_options_are_named() -> None:
     with pytest.raises(ConfigError, match="ORCHESTRATOR_K8S_OWNER_KIND"):
         KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(),
                           environ={"ORCHESTRATOR_K8S_OWNER_KIND": "deployment"})
-    # options other backends take (the run passes them to whichever backend it picked) are ignored
-    backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), base_url=None,
-                                email="owner@n8n-eval.invalid", password="Pw-0123456789", cache="/tmp/x")
+    # the run gives a backend only the options its flags ask for (run/stack.py): an unknown one is a
+    # typo, refused by name; a None is an option not given
+    with pytest.raises(ConfigError, match=r"^kubernetes backend: unknown option 'namespce' \(its options: .*namespace"):
+        KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), namespce="evals")
+    with pytest.raises(ConfigError, match="option 'pod' \\(env ORCHESTRATOR_K8S_LANE_POD\\): .*not JSON"):
+        KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(),
+                          environ={"ORCHESTRATOR_K8S_LANE_POD": "{nope"})
+    backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), namespace=None)
     assert backend.opts.namespace is None
+    with pytest.raises(ValidationError):  # frozen: what the run was started with stays so
+        backend.opts.namespace = "other"
     # env fallbacks: the Helm chart configures the in-cluster orchestrator this way
     backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), environ={
         "ORCHESTRATOR_K8S_NAMESPACE": "evals", "ORCHESTRATOR_LANE_IMAGE": "reg.invalid/lane:1",

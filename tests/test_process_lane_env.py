@@ -185,3 +185,32 @@ def test_the_runner_gets_what_n8ns_internal_mode_gives_it_and_never_the_auth_tok
     missing = {k: v for k, v in env.items() if k != "N8N_RUNNERS_AUTH_TOKEN"}
     with pytest.raises(ValueError, match="N8N_RUNNERS_AUTH_TOKEN"):
         task_launcher.LauncherConfig.from_env(missing)
+
+
+def test_the_options_are_typed_a_typo_or_a_bad_value_is_one_line_naming_it(tmp_path: Path) -> None:
+    """The process backend's options were read with ``options.get``: ``lazy_runer=False`` started
+    lanes with the runner on, silently. Now each is a field of a frozen model."""
+    from pydantic import ValidationError
+
+    from orchestrator.errors import ConfigError
+
+    ledger = Ledger.for_run("opt-run", tmp_path)
+    with pytest.raises(ConfigError, match=r"^process backend: unknown option 'lazy_runer' \(its options: .*lazy_runner"):
+        ProcessBackend("opt-run", ledger, tmp_path, lazy_runer=False)
+    with pytest.raises(ConfigError, match=r"^process backend: option 'stagger': Input should be a valid boolean"):
+        ProcessBackend("opt-run", ledger, tmp_path, stagger="sometimes")
+    backend = ProcessBackend("opt-run", ledger, tmp_path, cache=str(tmp_path / "c"), lazy_runner=False, node_tuning=None)
+    assert (backend.lazy_runner, backend.node_tuning, backend.toolchain.cache) == (False, True, tmp_path / "c")
+    with pytest.raises(ValidationError):
+        backend.config.lazy_runner = True
+
+
+def test_every_backend_option_says_what_it_does() -> None:
+    """Each backend's options model describes every field (the help of a flag made from it)."""
+    from orchestrator.lanes.backend import BACKENDS
+
+    undescribed = {f"{cls.name}.{name}" for cls in BACKENDS.load_all()
+                   for name, field in cls.options_model.model_fields.items() if not field.description}
+    assert undescribed == set()
+    assert all(cls.options_model.model_config.get("frozen") and cls.options_model.model_config.get("extra") == "forbid"
+               for cls in BACKENDS.load_all())

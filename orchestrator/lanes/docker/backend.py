@@ -66,9 +66,9 @@ import docker
 import httpx
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
-from pydantic import Field
 
-from orchestrator.lanes.backend import BackendOptions, LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.docker.options import DockerOptions
 from orchestrator.lanes.labels import LANE_INDEX_ENV, LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ENV, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
@@ -164,18 +164,6 @@ def lane_environment(spec: LaneSpec, ports: LanePorts) -> dict[str, str]:
     return env
 
 
-class DockerOptions(BackendOptions):
-    docker_host: str | None = None
-    user_folder_volume: bool = False
-    apply_limits: bool = True
-    stop_timeout_s: int = Field(10, ge=0)
-    api_timeout_s: int = Field(120, ge=1)
-    sandbox: bool = False
-    sandbox_url: str | None = None
-    sandbox_api_key: str | None = Field(None, repr=False)
-    cache: str | None = None
-
-
 @register_backend
 class DockerBackend(LaneBackend):
     name = "docker"
@@ -202,7 +190,7 @@ class DockerBackend(LaneBackend):
         self._client_lock = asyncio.Lock()
         self._ports: dict[str, LanePorts] = {}
         self._http = httpx.AsyncClient(timeout=5.0)
-        self.toolchain = Toolchain(Path(opts.cache) if opts.cache else default_cache_dir())
+        self.toolchain = Toolchain(opts.cache or default_cache_dir())
         # options sandbox=True / sandbox_url=...: one Instance AI sandbox per lane (None: as before)
         self._sandboxes = LaneSandboxes.from_options(opts.model_dump(), ledger, self.toolchain, self.sandboxes_dir())
 

@@ -105,7 +105,7 @@ from orchestrator.lanes.kubernetes.api import (
     terminal_reason,
 )
 from orchestrator.lanes.kubernetes.lease import LeaseKeeper, take_over
-from orchestrator.lanes.kubernetes.options import parse_options
+from orchestrator.lanes.kubernetes.options import KubernetesOptions, resolved
 from orchestrator.lanes.kubernetes.watch import RunPodWatch
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
@@ -126,6 +126,17 @@ class KubernetesBackend(LaneBackend):
     hosts_sandbox = True  # the sandbox container in each lane pod (``pod.sandbox``)
     runs_build_runner = True  # the build-runner container in each lane pod (``pod.buildRunner``)
     takes_over_resumed_runs = True  # ``takeover``: a replaced orchestrator's lanes are removed once its Lease ran out
+    options_model = KubernetesOptions
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> KubernetesOptions:
+        """The options, else their env variables, validated; then what they imply for the lane pod."""
+        opts = super().parse_options(options, environ)
+        assert isinstance(opts, KubernetesOptions)
+        return resolved(opts)
+
+    def options_environ(self) -> Mapping[str, str]:
+        return self._environ
 
     def __init__(
         self,
@@ -137,9 +148,10 @@ class KubernetesBackend(LaneBackend):
         environ: Mapping[str, str] | None = None,
         **options: object,
     ) -> None:
-        super().__init__(run_id, ledger, state_dir, **options)
         self._environ = dict(os.environ if environ is None else environ)
-        self.opts = parse_options(options, self._environ)
+        super().__init__(run_id, ledger, state_dir, **options)
+        assert isinstance(self.config, KubernetesOptions)
+        self.opts: KubernetesOptions = self.config
         self._api_client = api_client
         self._owns_client = api_client is None
         self._namespace: str | None = None

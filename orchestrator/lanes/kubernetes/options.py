@@ -1,6 +1,7 @@
 """The ``kubernetes`` backend's options: keyword options, each also read from its environment
-variable, validated into :class:`KubernetesOptions`; a bad value is one ``ConfigError`` line naming
-the option and its env var.
+variable, validated into the frozen :class:`KubernetesOptions` (:meth:`BackendOptions.parse
+<orchestrator.lanes.backend.BackendOptions.parse>`, as every backend's); a bad or unknown option is
+one ``ConfigError`` line naming it and its env var.
 
 Options (keyword options of the backend, each also read from the environment):
 
@@ -32,133 +33,112 @@ The rest (rate limits, timeouts, ``takeover``) are fields of :class:`KubernetesO
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, field_validator
 
 from orchestrator.errors import ConfigError
+from orchestrator.lanes.backend import BackendOptions
 from orchestrator.lanes.kubernetes import objects
 
-log = logging.getLogger(__name__)
-
-_ENV_OPTIONS = {
-    "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
-    "url_template": "ORCHESTRATOR_K8S_URL_TEMPLATE",
-    "cluster_domain": "ORCHESTRATOR_K8S_CLUSTER_DOMAIN",
-    "existing_secret": "ORCHESTRATOR_K8S_LANE_SECRET",
-    "image": "ORCHESTRATOR_LANE_IMAGE",
-    "image_pull_policy": "ORCHESTRATOR_K8S_IMAGE_PULL_POLICY",
-    "owner_kind": "ORCHESTRATOR_K8S_OWNER_KIND",
-    "context": "ORCHESTRATOR_K8S_CONTEXT",
-    "run_as_user": "ORCHESTRATOR_K8S_RUN_AS_USER",
-    "pod": "ORCHESTRATOR_K8S_LANE_POD",
-    "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
-    "sidecar_image": "ORCHESTRATOR_IMAGE",
-    "qps": "ORCHESTRATOR_K8S_QPS",
-    "burst": "ORCHESTRATOR_K8S_BURST",
-    "max_concurrent_creates": "ORCHESTRATOR_K8S_MAX_CONCURRENT_CREATES",
-    "release": "ORCHESTRATOR_K8S_RELEASE",
-    "deadline_s": "ORCHESTRATOR_K8S_RUN_DEADLINE_S",
-    "lease_ttl_s": "ORCHESTRATOR_K8S_LEASE_TTL_S",
-}
 _JSON_OPTIONS = ("pod", "egress")
 
 
-class KubernetesOptions(BaseModel):
-    """The backend's options after env fallbacks; a bad value is refused naming the option."""
+class KubernetesOptions(BackendOptions):
+    """The backend's options after env fallbacks (:attr:`env_vars`); a bad value is refused naming the option."""
 
-    model_config = ConfigDict(extra="forbid")
+    env_vars: ClassVar[Mapping[str, str]] = {
+        "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
+        "url_template": "ORCHESTRATOR_K8S_URL_TEMPLATE",
+        "cluster_domain": "ORCHESTRATOR_K8S_CLUSTER_DOMAIN",
+        "existing_secret": "ORCHESTRATOR_K8S_LANE_SECRET",
+        "image": "ORCHESTRATOR_LANE_IMAGE",
+        "image_pull_policy": "ORCHESTRATOR_K8S_IMAGE_PULL_POLICY",
+        "owner_kind": "ORCHESTRATOR_K8S_OWNER_KIND",
+        "context": "ORCHESTRATOR_K8S_CONTEXT",
+        "run_as_user": "ORCHESTRATOR_K8S_RUN_AS_USER",
+        "pod": "ORCHESTRATOR_K8S_LANE_POD",
+        "egress": "ORCHESTRATOR_K8S_LANE_EGRESS",
+        "sidecar_image": "ORCHESTRATOR_IMAGE",
+        "qps": "ORCHESTRATOR_K8S_QPS",
+        "burst": "ORCHESTRATOR_K8S_BURST",
+        "max_concurrent_creates": "ORCHESTRATOR_K8S_MAX_CONCURRENT_CREATES",
+        "release": "ORCHESTRATOR_K8S_RELEASE",
+        "deadline_s": "ORCHESTRATOR_K8S_RUN_DEADLINE_S",
+        "lease_ttl_s": "ORCHESTRATOR_K8S_LEASE_TTL_S",
+    }
 
-    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
-    url_template: str | None = None
-    cluster_domain: str = Field(objects.DEFAULT_CLUSTER_DOMAIN, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    existing_secret: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    image: str | None = None
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    owner_kind: Literal["pod", "job", "none"] = "pod"
-    context: str | None = None
-    run_as_user: int = Field(1000, ge=1)
-    pod: objects.LanePod = Field(default_factory=lambda: objects.LanePod.model_validate({}))
-    egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}))
-    #: The Helm release this orchestrator belongs to: a label on every object it creates (the chart's
-    #: policies and its janitor select one release's lanes), and its lanes admit only its pods.
-    release: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=53)
-    #: How long the run may take (the chart: its Job's ``activeDeadlineSeconds``): every lane pod gets
-    #: ``activeDeadlineSeconds`` = what is left of it + ``LANE_DEADLINE_MARGIN_S``, a backstop for a
-    #: lane nothing else removed.
-    deadline_s: float = Field(86400.0, gt=0)
-    #: Image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image).
-    sidecar_image: str | None = None
-    #: Every lane pod runs a build runner (the ``remote`` builder asks for it), whatever ``pod`` says.
-    build_runner: bool = False
-    #: Every lane pod runs the Instance AI sandbox container and n8n builds in it (the ``instance-ai``
-    #: builder asks for it), whatever ``pod`` says.
-    sandbox: bool = False
-    #: An external n8n-sandbox service for every lane instead of the container.
-    sandbox_url: str | None = None
-    #: ``--resume`` of a run whose orchestrator was replaced: the old process's Lease is waited out
-    #: (a live holder renews it: then a run-id collision), then its objects are removed.
-    takeover: bool = False
-    #: How long ``health`` waits for the run's pod watch to list the pods once.
-    health_watch_s: float = Field(5.0, gt=0)
-    request_timeout_s: float = Field(30.0, gt=0)
-    #: Server-side timeout of one watch request (the watch then resumes from its resourceVersion).
-    watch_timeout_s: int = Field(60, ge=1)
-    #: Waiting on 429s/5xx/resets/timeouts, per call, before the error surfaces.
-    retry_budget_s: float = Field(120.0, ge=0)
-    #: TTL of the run's liveness Lease; renewed every third of it.
-    lease_ttl_s: int = Field(objects.DEFAULT_LEASE_TTL_S, ge=1)
-    #: Client-side rate limit on API requests (every attempt counts): sustained per second, and at once.
-    qps: float = Field(25.0, gt=0)
-    burst: int = Field(50, ge=1)
-    #: Lane (Pod) creates in flight at once; the rest queue.
-    max_concurrent_creates: int = Field(16, ge=1)
-    #: Worker threads for the (blocking) client's calls, and its connections to the API server.
-    api_workers: int = Field(32, ge=1)
+    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63, description=(
+        "the namespace of the run's objects (default: POD_NAMESPACE, the kubeconfig's, else default)"))
+    url_template: str | None = Field(None, description="how a lane's URL is made (default: the pod's in-cluster DNS name)")
+    cluster_domain: str = Field(objects.DEFAULT_CLUSTER_DOMAIN, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                description="the cluster's DNS domain")
+    existing_secret: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", description=(
+        "a Secret holding the lanes' secret env (default: one per run)"))
+    image: str | None = Field(None, description="the lane image (default: the profile's)")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        "IfNotPresent", description="the lane containers' imagePullPolicy")
+    owner_kind: Literal["pod", "job", "none"] = Field("pod", description=(
+        "what owns the run's objects (the cluster deletes them with it): this pod, its Job, or nothing"))
+    context: str | None = Field(None, description="the kubeconfig context (default: its current one)")
+    run_as_user: int = Field(1000, ge=1, description="the lane containers' runAsUser")
+    pod: objects.LanePod = Field(default_factory=lambda: objects.LanePod.model_validate({}), description=(
+        "how lane pods are scheduled and sized (the chart's lanes.pod, JSON)"))
+    egress: objects.LaneEgress = Field(default_factory=lambda: objects.LaneEgress.model_validate({}), description=(
+        "where lane pods may connect (the chart's lanes.egress, JSON; default: deny)"))
+    release: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=53, description=(
+        "the Helm release this orchestrator belongs to: a label on every object it creates (the chart's "
+        "policies and janitor select one release's lanes), and its lanes admit only its pods"))
+    deadline_s: float = Field(86400.0, gt=0, description=(
+        "how long the run may take (the chart: its Job's activeDeadlineSeconds): every lane pod gets what is "
+        "left of it plus a margin as its activeDeadlineSeconds, a backstop for a lane nothing else removed"))
+    sidecar_image: str | None = Field(None, description=(
+        "the image of the lane pod's build-runner and sandbox containers (the chart: the orchestrator image)"))
+    build_runner: bool = Field(False, description=(
+        "every lane pod runs a build runner (the remote builder asks for it), whatever pod says"))
+    sandbox: bool = Field(False, description=(
+        "every lane pod runs the Instance AI sandbox container (the instance-ai builder asks for it)"))
+    sandbox_url: str | None = Field(None, description="an external n8n sandbox service for every lane instead")
+    takeover: bool = Field(False, description=(
+        "--resume of a run whose orchestrator was replaced: its Lease is waited out, then its objects removed"))
+    health_watch_s: float = Field(5.0, gt=0, description="how long health waits for the pod watch's first list")
+    request_timeout_s: float = Field(30.0, gt=0, description="timeout of one API request, in seconds")
+    watch_timeout_s: int = Field(60, ge=1, description=(
+        "server-side timeout of one watch request (the watch then resumes from its resourceVersion)"))
+    retry_budget_s: float = Field(120.0, ge=0, description=(
+        "seconds of waiting on 429s, 5xx, resets and timeouts, per call, before the error surfaces"))
+    lease_ttl_s: int = Field(objects.DEFAULT_LEASE_TTL_S, ge=1, description=(
+        "TTL of the run's liveness Lease, renewed every third of it"))
+    qps: float = Field(25.0, gt=0, description="client-side API requests per second, sustained (every attempt counts)")
+    burst: int = Field(50, ge=1, description="client-side API requests at once")
+    max_concurrent_creates: int = Field(16, ge=1, description="lane Pod creates in flight at once; the rest queue")
+    api_workers: int = Field(32, ge=1, description=(
+        "worker threads for the blocking client's calls, and its connections to the API server"))
 
-
-def parse_options(options: Mapping[str, object], env: Mapping[str, str]) -> KubernetesOptions:
-    """This backend's options (a value, else its env var); options meant for other backends
-    (the run passes ``base_url``, ``email``, … to whichever backend it picked) are ignored."""
-    known = set(KubernetesOptions.model_fields)
-    ignored = sorted(k for k, v in options.items() if k not in known and v is not None)
-    if ignored:
-        log.debug("kubernetes backend: ignoring options %s", ", ".join(ignored))
-    given: dict[str, Any] = {k: v for k, v in options.items() if k in known and v is not None}
-    for key, var in _ENV_OPTIONS.items():
-        if key not in given and env.get(var):
-            given[key] = env[var]
-    for key in _JSON_OPTIONS:
-        if isinstance(given.get(key), str):
+    @field_validator(*_JSON_OPTIONS, mode="before")
+    @classmethod
+    def _json(cls, value: object) -> object:
+        """``pod`` and ``egress`` given as text (their env variables): JSON."""
+        if isinstance(value, str):
             try:
-                given[key] = json.loads(given[key])
+                return json.loads(value)
             except ValueError as exc:
-                raise ConfigError(f"kubernetes backend: option {key!r} (env {_ENV_OPTIONS[key]}): not JSON: {exc}") from None
-    try:
-        opts = KubernetesOptions(**given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "?"
-        env_var = _ENV_OPTIONS.get(field.split(".")[0])
-        where = f"option {field!r}" + (f" (env {env_var})" if env_var else "")
-        raise ConfigError(f"kubernetes backend: {where}: {first['msg']}") from None
-    return _resolved(opts)
+                raise ValueError(f"not JSON: {exc}") from None
+        return value
 
 
-def _resolved(opts: KubernetesOptions) -> KubernetesOptions:
+def resolved(opts: KubernetesOptions) -> KubernetesOptions:
     """What the flags imply for the lane pod: ``sandbox`` (without a ``sandbox_url``) and
     ``build_runner`` enable their containers; a ``url_template`` must render a lane URL."""
-    if opts.sandbox and not opts.sandbox_url and not opts.pod.sandbox.enabled:
-        sandbox = opts.pod.sandbox.model_copy(update={"enabled": True})
-        opts.pod = opts.pod.model_copy(update={"sandbox": sandbox})
-    if opts.build_runner and not opts.pod.build_runner.enabled:
-        runner = opts.pod.build_runner.model_copy(update={"enabled": True})
-        opts.pod = opts.pod.model_copy(update={"build_runner": runner})
+    pod = opts.pod
+    if opts.sandbox and not opts.sandbox_url and not pod.sandbox.enabled:
+        pod = pod.model_copy(update={"sandbox": pod.sandbox.model_copy(update={"enabled": True})})
+    if opts.build_runner and not pod.build_runner.enabled:
+        pod = pod.model_copy(update={"build_runner": pod.build_runner.model_copy(update={"enabled": True})})
     try:
         objects.lane_url(opts.url_template or objects.DEFAULT_URL_TEMPLATE, pod="probe", service="probe",
                          namespace="probe", index=0, base_port=0)
     except ValueError as exc:
         raise ConfigError(f"kubernetes backend: option 'url_template' (env ORCHESTRATOR_K8S_URL_TEMPLATE): {exc}") from None
-    return opts
+    return opts if pod is opts.pod else opts.model_copy(update={"pod": pod})

@@ -57,6 +57,7 @@ from orchestrator.lanes.labels import LANE_INDEX_ENV, RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.lanes.process import launcher as task_launcher
+from orchestrator.lanes.process.options import ProcessOptions
 from orchestrator.ledger import Ledger
 from orchestrator.procs import group_members, pid_alive, terminate_group
 from orchestrator.redact import redact, register_secret
@@ -149,23 +150,26 @@ class ProcessBackend(LaneBackend):
     needs_local_n8n = True
     supports_sandbox = True
     co_located = True
+    options_model = ProcessOptions
 
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         super().__init__(run_id, ledger, state_dir, **options)
-        self.toolchain = toolchain.Toolchain(Path(str(options.get("cache") or toolchain.default_cache_dir())))
+        opts = self.config
+        assert isinstance(opts, ProcessOptions)
+        self.toolchain = toolchain.Toolchain(opts.cache or toolchain.default_cache_dir())
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._ports: dict[str, list[int]] = {}  # lane id → (HTTP port, broker port) reserved for it
         self._http = httpx.AsyncClient(timeout=5.0)
         # options sandbox=True / sandbox_url=...: one Instance AI sandbox per lane (None: as before)
-        self._sandboxes = LaneSandboxes.from_options(options, ledger, self.toolchain, self.sandboxes_dir())
-        self.use_template = bool(options.get("lane_template", True))
+        self._sandboxes = LaneSandboxes.from_options(opts.model_dump(), ledger, self.toolchain, self.sandboxes_dir())
+        self.use_template = opts.lane_template
         # node_tuning=False: no shared compile cache, Node's default young generation (bench: the "before")
-        self.node_tuning = bool(options.get("node_tuning", True))
+        self.node_tuning = opts.node_tuning
         # stagger=True (root only: only root can give a lane its priority back): see start_lane
-        self.stagger = bool(options.get("stagger", True)) and os.geteuid() == 0
+        self.stagger = opts.stagger and os.geteuid() == 0
         self._starting: dict[str, _StartHold] = {}  # lane id → what its staggered start changed, until ready
         # lazy_runner=True: the JS task runner starts with a lane's first Code node (task_launcher)
-        self.lazy_runner = bool(options.get("lazy_runner", True))
+        self.lazy_runner = opts.lazy_runner
 
     def lanes_dir(self) -> Path:
         return self.state_dir / "runs" / self.run_id / "lanes"

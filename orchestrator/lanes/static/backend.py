@@ -6,21 +6,15 @@ import os
 from pathlib import Path
 
 import httpx
-from pydantic import SecretStr
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import BackendOptions, LaneBackend, answers_ready, register_backend
+from orchestrator.lanes.backend import LaneBackend, answers_ready, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import parse_base_urls
+from orchestrator.lanes.static.options import StaticOptions
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.redact import register_secret
-
-
-class StaticOptions(BackendOptions):
-    base_url: str | None = None  # comma-separated lane URLs
-    email: str | None = None  # the lanes' owner (else N8N_EVAL_EMAIL; none: seed our own owner)
-    password: SecretStr | None = None
 
 
 @register_backend
