@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.cases import EvalCase
+from orchestrator.handoff import ArtifactRef
 from orchestrator.results.model import Verdict
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
@@ -19,7 +20,6 @@ from orchestrator.verify.agent_scenarios import (
     agent_scenario_prompt,
     draft_reason,
 )
-from orchestrator.verify.artifacts import ArtifactRef
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import AGENT_SCENARIO_NOT_RUN, verify_workflow

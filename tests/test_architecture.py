@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"outage", "transcript", "ledger"},
     # stand-alone stages and clients: each stands on the ground only
     {"toolchain", "n8n", "cases", "allocator", "results", "scripted", "gateway"},
+    {"handoff"},  # what a build hands to verification (on n8n): below both, so neither imports the other
     {"deletion", "sandbox", "compare", "verify"},  # deletion/verify: n8n; sandbox: the toolchain's Node
     {"lanes"},  # a lane may carry its Instance AI sandbox
     {"builders", "metrics"},
@@ -147,6 +148,20 @@ def test_every_package_and_module_has_a_floor() -> None:
 
 def test_no_upward_import_and_no_circle() -> None:
     assert check(PKG, LAYERS) == []
+
+
+#: imports the floors would allow but the architecture forbids: (importing unit, imported unit, why)
+FORBIDDEN: list[tuple[str, str, str]] = [
+    ("builders", "verify", "a builder never verifies: what both need is orchestrator.handoff's"),
+]
+
+
+def test_no_forbidden_import() -> None:
+    modules = module_names(PKG)
+    found = [f"{name} imports {target}: {why}" for name, path in sorted(modules.items())
+             for target in sorted(imports_of(name, path, modules))
+             for here, there, why in FORBIDDEN if unit_of(name) == here and unit_of(target) == there]
+    assert found == []
 
 
 # --------------------------------------------------------------------------- the checker itself

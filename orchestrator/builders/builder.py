@@ -26,8 +26,8 @@ from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
+from orchestrator.handoff import CredentialSetupFacts
 from orchestrator.plugins import Registry
-from orchestrator.verify.credential_setup import CredentialSetupFacts
 
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
@@ -116,7 +116,7 @@ class BuildResult:
     not_judged_reason: str | None = None
     #: ground truth the judge sees with the expectations (e.g. observational-memory rows)
     judge_context: str | None = None
-    #: Agents and config-evals the build produced (``orchestrator.verify.artifacts.ArtifactRef``),
+    #: Agents and config-evals the build produced (``orchestrator.handoff.ArtifactRef``),
     #: rendered into the expectation judge's context
     artifact_refs: list[Any] = field(default_factory=list)
     attempts: int = 0
@@ -145,7 +145,7 @@ class BuildResult:
     #: plans the simulated user rejected (n8n's ``proxyDecisionStats.rejection``)
     plan_rejections: int = 0
     #: the case's execution-scenario data tables the build created empty
-    #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
+    #: (:class:`orchestrator.handoff.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread
     scenario_tables: Any = None
     #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.instance_ai.credential_setup`): the unit

@@ -73,6 +73,7 @@ from orchestrator.builders.leaks import foreign_workflow_reads
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
+from orchestrator.handoff import ScenarioSeedFailed, ScenarioTables, seed_scenario_rows
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
 from orchestrator.n8n.rest import N8nSession
@@ -83,7 +84,6 @@ from orchestrator.outage import (
 )
 from orchestrator.redact import redact
 from orchestrator.transcript import Transcript, final_narration, read_transcript, transcript_path_for, write_run_debug
-from orchestrator.verify.scenarios import ScenarioSeedFailed, ScenarioTables, seed_scenario_rows
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from typing import Any
 from orchestrator.builders.seeds import SeedDeleter
 from orchestrator.cases import EvalCase
 from orchestrator.deletion import delete_one
+from orchestrator.handoff import ScenarioTables
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.n8n.rest import N8nSession
-from orchestrator.verify.scenarios import ScenarioTables
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.builders.instance_ai.run_errors import classify_run_error, sandbox_fault
+from orchestrator.handoff import ArtifactRef, add_ref, agent_ref, config_eval_ref
 from orchestrator.n8n.instance_ai import StreamEvent
 from orchestrator.outage import OutageInfo
 from orchestrator.transcript import Transcript
-from orchestrator.verify.artifacts import ArtifactRef, add_ref, agent_ref, config_eval_ref
 
 BUILD_TOOL = "build-workflow"
 

@@ -20,7 +20,7 @@ their order, around the build's conversation:
    stored secret and tests it there, persisting nothing), then deleted as the owner; the gateway and
    the fixture close; the slot is freed. The facts (:class:`CredentialSetupFacts`) never hold the key.
 
-``orchestrator.verify.credential_setup`` turns the facts into the three rows.
+``orchestrator.verify.credential_setup`` (which it never imports: the facts are ``orchestrator.handoff``'s) turns the facts into the three rows.
 """
 
 from __future__ import annotations
@@ -41,16 +41,16 @@ from orchestrator.cases import EvalCase
 from orchestrator.cases.provider_fixtures import ProviderFixture, resolve_fixture
 from orchestrator.deletion import delete_one
 from orchestrator.domain import ResourceKind
-from orchestrator.n8n.errors import N8nError, N8nTransportError
-from orchestrator.n8n.instance_ai import StreamEvent
-from orchestrator.redact import redact
-from orchestrator.verify.credential_setup import (
+from orchestrator.handoff import (
     CredentialRecord,
     CredentialSetupFacts,
     ValueProbe,
     aggregate_probes,
     credentials_created_by_build,
 )
+from orchestrator.n8n.errors import N8nError, N8nTransportError
+from orchestrator.n8n.instance_ai import StreamEvent
+from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 
