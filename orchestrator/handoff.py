@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orchestrator.errors import HarnessError
 from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.n8n.rest import N8nSession
 
@@ -72,7 +73,7 @@ class ScenarioTables:
     note: str = ""
 
 
-class ScenarioSeedFailed(Exception):
+class ScenarioSeedFailed(HarnessError):
     """A scenario's rows could not be put in its tables (the scenario is the harness's failure)."""
 
 

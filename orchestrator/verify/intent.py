@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.cases.model import IntentAccept, IntentExpectation
+from orchestrator.errors import ModelCallError
 from orchestrator.results.model import ExpectationResult, Verdict
 
 NO_AGENT_OUTPUT = "no agent output captured"
@@ -49,7 +50,7 @@ _ANCHORS = {
 NA = "n/a"
 
 
-class IntentBlockError(ValueError):
+class IntentBlockError(ModelCallError, ValueError):
     """The fenced block is there but is not a classification (the message says why)."""
 
 

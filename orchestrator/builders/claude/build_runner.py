@@ -56,6 +56,7 @@ from orchestrator.builders.claude.runner import (
     ClaudeConfig,
     run_build_attempt,
 )
+from orchestrator.errors import BuildError
 from orchestrator.outage import OutageInfo
 from orchestrator.redact import redact, redact_obj, register_secret
 
@@ -250,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = _handle
 
 
-class RunnerError(RuntimeError):
+class RunnerError(BuildError, RuntimeError):
     """The runner refused or lost a build (HTTP error, bad answer); the unit may retry elsewhere."""
 
 

@@ -73,6 +73,7 @@ from orchestrator.builders.leaks import foreign_workflow_reads
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase, strip_director_notes
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
+from orchestrator.errors import BuildError
 from orchestrator.handoff import ScenarioSeedFailed, ScenarioTables, seed_scenario_rows
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, InstanceAiChat, StreamEvent
@@ -192,7 +193,7 @@ def workflow_expected(case: EvalCase) -> bool:
     return bool(case.execution_scenarios or case.outcome_expectations)
 
 
-class BuildTimedOut(Exception):
+class BuildTimedOut(BuildError):
     def __init__(self, breach: BudgetBreach) -> None:
         super().__init__(breach.describe())
         self.breach = breach

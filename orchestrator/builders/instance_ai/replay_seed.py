@@ -52,6 +52,7 @@ import httpx
 
 from orchestrator.cases.model import EvalCase, Turn
 from orchestrator.cases.seed import InlineSeed, ReplaySeed
+from orchestrator.errors import HarnessError
 from orchestrator.redact import redact, register_secret
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ _ROW_KEYS = frozenset({"rows", "row", "data", "values", "items"})
 _TEXT_KEYS = ("text", "output", "response", "content", "message", "result")
 
 
-class ReplayUnavailable(Exception):
+class ReplayUnavailable(HarnessError):
     """The replay seed cannot be resolved (trace aged out, no key, LangSmith refused): one line."""
 
     def __init__(self, message: str) -> None:

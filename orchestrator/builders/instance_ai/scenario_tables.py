@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.builders.seeds import SeedDeleter
 from orchestrator.cases import EvalCase
 from orchestrator.deletion import delete_one
+from orchestrator.errors import HarnessError
 from orchestrator.handoff import ScenarioTables
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.instance_ai import InstanceAiChat
@@ -31,7 +32,7 @@ TABLE_NAME_MAX = 128
 SCENARIO_TABLE_SOURCE = "scenario-tables"
 
 
-class ScenarioTablesRefused(Exception):
+class ScenarioTablesRefused(HarnessError):
     """The case's scenario tables cannot be created as declared (the unit is a framework fault)."""
 
 

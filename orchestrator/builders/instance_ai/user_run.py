@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.errors import BuildError
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 
@@ -28,7 +29,7 @@ TERMINAL_STATUSES = frozenset({"success", "error", "crashed", "canceled", "cance
 POLL_S = 0.5
 
 
-class UserRunRefused(Exception):
+class UserRunRefused(BuildError):
     """The user run broke one of the reference's rules (the message names which)."""
 
 

@@ -39,6 +39,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from orchestrator.cases.provider_fixtures import MINT_PATH
+from orchestrator.errors import BuildError
 
 CreateCredential = Callable[[str, str, dict[str, Any], str | None], Awaitable[str]]
 
@@ -575,7 +576,7 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class ToolError(Exception):
+class ToolError(BuildError):
     """A tool call the browser refuses (the agent sees ``{"error": …}``)."""
 
 

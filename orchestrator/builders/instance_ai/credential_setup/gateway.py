@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from orchestrator.builders.instance_ai.credential_setup.browser import TOOLS, Browser, ToolError
+from orchestrator.errors import HarnessError
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact, register_secret
@@ -48,7 +49,7 @@ BASE = "/rest/instance-ai/gateway"
 HOST_IDENTIFIER = "n8n-eval-orchestrator fake browser"
 
 
-class GatewayError(Exception):
+class GatewayError(HarnessError):
     """The gateway could not be connected (the harness's fault: the build's checks cannot run)."""
 
 
