@@ -176,7 +176,7 @@ def test_the_bundled_case_passes_all_three_checks_and_leaves_nothing(turn: LaneT
 async def _build(turn: LaneTurn, tmp: Path, *, redacts: bool = True) -> tuple[BuildResult, Path]:
     ctx = await BuildLane.open(turn.lane, turn.ledger)
     settings = BuilderSettings(run_id=turn.run_id, run_dir=tmp, model="claude-sonnet-4-6", outage_waits_s=(0.1,),
-                               api_key=KEY, base_url=turn.model.base_url, max_retries=0)
+                               api_key=KEY, base_url=turn.model.base_url)
     builder: Any = get_builder("instance-ai")(settings)
     builder.credential_setup_redacts = redacts
     case = _case()

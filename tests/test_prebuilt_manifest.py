@@ -46,7 +46,7 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (its typed
     ``options_model``, taken by the stack from the config): nothing is read back from the run's folder."""
     from orchestrator.builders.builder import BuilderSettings, get_builder
-    from orchestrator.builders.prebuilt.builder import PrebuiltOptions
+    from orchestrator.builders.prebuilt.options import PrebuiltOptions
     from orchestrator.lanes.backend import get_backend
     from orchestrator.run.config import RunConfig
     from orchestrator.run.stack import resolve_stack
@@ -65,4 +65,5 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     assert builder.delete_after is True
     with pytest.raises(ConfigError, match="needs --prebuilt-workflows"):
         cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m"))
-    assert resolve_stack(get_builder("mcp"), get_backend(cfg.backend), cfg).builder_options is None
+    assert not isinstance(resolve_stack(get_builder("mcp"), get_backend(cfg.backend), cfg).builder_options,
+                          PrebuiltOptions)  # the mcp builder gets its own options, never the prebuilt ones

@@ -30,6 +30,7 @@ from _tools import free_port
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
 from orchestrator.builders.claude.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
+from orchestrator.builders.claude.options import ClaudeOptions
 from orchestrator.builders.claude.remote import ENDPOINT, RemoteBuilder
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import load_disk
@@ -174,7 +175,8 @@ async def _build(lane: Lane, ledger: Ledger, runner_url: str, tmp: Path, *, buil
     try:
         # claude_bin deliberately absent: the orchestrator side never starts claude
         builder = RemoteBuilder(BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-opus-4-8",
-                                                outage_waits_s=(0.1,), max_retries=0))
+                                                outage_waits_s=(0.1,),
+                                                options=ClaudeOptions(build_max_retries=0)))
     finally:
         del os.environ["N8N_EVAL_RUNNER_TOKEN"]
     await builder.prepare_lane(ctx)

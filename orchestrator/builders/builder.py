@@ -39,7 +39,12 @@ DEFAULT_BUILDER = "mcp"
 
 
 class BuilderOptions(BaseModel):
-    """Base of a builder's typed options: unknown options are refused, values are checked."""
+    """Base of a builder's typed options: frozen, unknown options refused, values checked.
+
+    Each field is the run config's field of the same name (``run/stack.py`` reads them, a bad one
+    is one ``ConfigError`` line naming its flag); its ``description`` says what it does (the help of
+    the flag made from it). A builder that takes no options has this empty model.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
@@ -54,10 +59,6 @@ class BuilderSettings:
     api_key: str | None = field(default=None, repr=False)  # the model route's key (secret)
     base_url: str | None = None  # the model route's base URL (a scripted server when offline)
     claude_bin: Path | None = None
-    mcp_timeout_ms: int = 60_000
-    max_retries: int | None = None
-    mcp_server: str = "n8n-local"
-    build_cwd: Path | None = None
     outage_waits_s: tuple[float, ...] = (30.0, 90.0)
     keep_workflows: bool = False
     lane_env: Mapping[str, str] = field(default_factory=dict)  # the env every lane of the pool starts with
@@ -175,8 +176,9 @@ class Builder(abc.ABC):
     model_env: ClassVar[str | None] = None
     #: builds score what already exists on one lane someone else runs (a backend that owns no lanes, one lane)
     needs_existing_lane: ClassVar[bool] = False
-    #: the builder's typed options (pydantic): each field is the run config's field of the same name
-    options_model: ClassVar[type[BuilderOptions] | None] = None
+    #: the builder's typed options (a frozen pydantic model): each field is the run config's field of
+    #: the same name; the base takes none
+    options_model: ClassVar[type[BuilderOptions]] = BuilderOptions
     #: options of :attr:`options_model` that, once set, select this builder when the run names the default one
     selected_by: ClassVar[tuple[str, ...]] = ()
     #: its options name cases: :meth:`check_cases` sees the selection before anything starts

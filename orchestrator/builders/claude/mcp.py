@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from orchestrator.builders.builder import Builder, BuildRequest, BuildResult, register_builder
+from orchestrator.builders.claude.options import ClaudeOptions
 from orchestrator.builders.claude.prompt import build_prompt
 from orchestrator.builders.claude.runner import (
     AttemptResult,
@@ -48,17 +49,24 @@ class McpBuilder(Builder):
     process_gradable = False  # n8n never judges process expectations for MCP builds
     needs_mcp_key = True
     needs_claude = True
+    options_model = ClaudeOptions
+
+    @property
+    def options(self) -> ClaudeOptions:
+        """This builder's options (the run's, else the defaults)."""
+        given = self.settings.options
+        return given if isinstance(given, ClaudeOptions) else ClaudeOptions.model_validate({})
 
     def claude_config(self, request: BuildRequest) -> ClaudeConfig:
         """How claude runs for ``request``: each attempt bounded by the request's budget (complex
         cases already scaled), never by a run-wide one."""
-        s = self.settings
+        s, o = self.settings, self.options
         if s.claude_bin is None:
             raise RuntimeError("the mcp builder needs the claude CLI (BuilderSettings.claude_bin)")
         return ClaudeConfig(
             claude_bin=s.claude_bin, model=s.model, api_key=s.api_key, base_url=s.base_url,
-            server_name=s.mcp_server, timeout_ms=request.timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms,
-            max_retries=s.max_retries, work_root=s.run_dir / "builds", extra_env=s.extra_env,
+            server_name=o.mcp_server, timeout_ms=request.timeout_ms, mcp_timeout_ms=o.build_mcp_timeout_ms,
+            max_retries=o.build_max_retries, work_root=s.run_dir / "builds", extra_env=s.extra_env,
         )
 
     async def prepare_lane(self, lane: BuildLane) -> None:
@@ -85,7 +93,7 @@ class McpBuilder(Builder):
     async def run_attempt(self, prompt: str, lane: BuildLane, mcp_key: str, claude: ClaudeConfig,
                           on_event: EventSink) -> AttemptResult:
         """One claude attempt, here in this process (the ``remote`` builder runs it next to the lane)."""
-        return await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.settings.build_cwd,
+        return await run_build_attempt(prompt, lane.lane.base_url, mcp_key, claude, cwd=self.options.build_cwd,
                                        on_event=on_event)
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:

@@ -76,10 +76,10 @@ class RemoteBuilder(McpBuilder):
 
     def claude_config(self, request: BuildRequest) -> ClaudeConfig:
         # Only the options travel (model, timeouts, server name, retries): the binary is the runner's.
-        s = self.settings
+        s, o = self.settings, self.options
         return ClaudeConfig(
-            claude_bin=s.claude_bin or Path("claude"), model=s.model, server_name=s.mcp_server,
-            timeout_ms=request.timeout_ms, mcp_timeout_ms=s.mcp_timeout_ms, max_retries=s.max_retries,
+            claude_bin=s.claude_bin or Path("claude"), model=s.model, server_name=o.mcp_server,
+            timeout_ms=request.timeout_ms, mcp_timeout_ms=o.build_mcp_timeout_ms, max_retries=o.build_max_retries,
         )
 
     def runner_for(self, lane: BuildLane) -> RemoteBuildRunner:

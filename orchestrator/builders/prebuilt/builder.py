@@ -31,6 +31,7 @@ from orchestrator.builders.builder import (
     register_builder,
 )
 from orchestrator.builders.lane import BuildLane
+from orchestrator.builders.prebuilt.options import PrebuiltOptions
 from orchestrator.builders.users import BuildUser
 from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
@@ -67,15 +68,6 @@ def load_manifest(path: Path) -> dict[str, list[str]]:
             raise ConfigError(f"{FLAG}: {path}: {slug!r} must map to a non-empty list of workflow ids (strings)")
         manifest[str(slug)] = [i.strip() for i in ids]
     return manifest
-
-
-class PrebuiltOptions(BuilderOptions):
-    """The prebuilt builder's flags (``--prebuilt-workflows``, ``--delete-prebuilt-workflows``) and
-    ``--keep-workflows``, which the delete contradicts."""
-
-    prebuilt_workflows: Path | None = None
-    delete_prebuilt_workflows: bool = False
-    keep_workflows: bool = False
 
 
 def validate_prebuilt(options: PrebuiltOptions) -> None:
@@ -121,7 +113,7 @@ class PrebuiltBuilder(Builder):
 
     @classmethod
     def check_config(cls, options: BuilderOptions | None) -> None:
-        validate_prebuilt(options if isinstance(options, PrebuiltOptions) else PrebuiltOptions())
+        validate_prebuilt(options if isinstance(options, PrebuiltOptions) else PrebuiltOptions.model_validate({}))
 
     @classmethod
     def check_cases(cls, options: BuilderOptions | None, selected: list[str], known: list[str]) -> None:
