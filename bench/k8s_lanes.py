@@ -5,7 +5,7 @@ orchestrator's peak RSS.
 The run's own code does the work: ``run.provision.Provisioner`` (every lane through
 ``lanes.bringup.bring_up_one``: start → readiness → owner seed → fingerprint → ``BuildLane``) on the
 real ``KubernetesBackend`` with its default limits (client-side QPS/burst, bounded concurrent
-creates, its worker pool) — nothing here throttles or paces anything. ``tests/k8s_fake_api.py`` runs
+creates, its worker pool) — nothing here throttles or paces anything. ``tests/support/k8s_fake_api.py`` runs
 in a child process (its threads do not count in the RSS) and is made harsh: every API answer waits
 ``--latency`` (uniform, ms), ``--rate-429`` of them answer 429 (``Retry-After: 1``) and ``--rate-5xx``
 answer 500/503/504; its kubelet makes each pod Ready after 0.5–3 s (hash of its name) and
@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 SERVER = """
 import hashlib, json, resource, sys
 sys.path.insert(0, {tests!r})
-from k8s_fake_api import FakeApiServer
+from support.k8s_fake_api import FakeApiServer
 pull_fail, lo, hi, r429, r5xx = (float(a) for a in sys.argv[1:6])
 def plan(name):
     h = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16)

@@ -50,6 +50,7 @@ from typing import Any
 from orchestrator.results.model import Attribution, BuildStatus, UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted.pressure import PRESSURE_ENV
 
 CASES = Path(__file__).resolve().parents[1] / "cases"
@@ -110,7 +111,7 @@ async def sweep(name: str, root: Path, *, lanes: int, iterations: int, pressure:
                     model_gateway=gateway, concurrency_max=lanes * 4)
     busy0, total0 = cpu_ticks()
     t0 = time.monotonic()
-    outcome = await Run(cfg.validate()).execute()
+    outcome = await Run(await prepare(cfg)).execute()
     wall = time.monotonic() - t0
     busy1, total1 = cpu_ticks()
     if not outcome.ok:

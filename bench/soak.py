@@ -1,7 +1,7 @@
 """Soak: many scripted units over real process lanes with injected faults, then count what was
 lost and what leaked.
 
-The run is the real pipeline in this process (``Run(cfg).execute()``): real n8n lanes, the real
+The run is the real pipeline in this process (``Run(await prepare(cfg)).execute()``): real n8n lanes, the real
 claude CLI, verification on the lanes; the model is the scripted loopback server, which injects a
 fault into ``--fault-rate`` of the builds (at their first request: claude printing no trailer, a
 529 overload, a malformed answer). ``--lane-kills`` lanes are SIGKILLed while units run (evenly
@@ -44,6 +44,7 @@ from orchestrator.lanes.process.backend import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Action, HttpError, Malformed, text_reply
 from orchestrator.scripted.server import ScriptedModelServer
@@ -169,11 +170,11 @@ async def main() -> int:
         cases_paths=[tmp / "cases"], iterations=iterations, lanes=args.lanes, concurrency=args.concurrency,
         per_lane_builds=args.per_lane_builds, model_server="real", state_dir=tmp / "state", output_dir=tmp / "out",
         run_id=run_id, outage_waits_s=(0.5, 0.5), build_max_retries=0, build_timeout_ms=300_000, seed=args.seed,
-    ).validate()
+    )
     print(f"soak {run_id}: {cases} cases × {iterations} = {planned} units on {args.lanes} lanes, "
           f"concurrency {args.concurrency}, fault rate {args.fault_rate:.0%}, {args.lane_kills} lane kill(s)",
           file=sys.stderr)
-    run = Run(cfg)
+    run = Run(await prepare(cfg))
     done = asyncio.Event()
     units_path = cfg.state_dir / "runs" / run_id / "units.jsonl"
     t0 = time.monotonic()

@@ -1,5 +1,5 @@
-"""pytest hooks and fixtures shared by the whole suite (the helpers themselves are in ``_tools``,
-``_static_lane`` and ``_model_switch``)."""
+"""pytest hooks and fixtures shared by the whole suite (the helpers themselves are in ``support``:
+``support.tools``, ``support.static_lane`` and ``support.model_switch``)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,22 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import _tools
 import pytest
-from _lanes import StartedLane, process_lane
-from _model_switch import SharedModel
-from _static_lane import StaticLane, started_static_lane
+from support import tools
+from support.lanes import StartedLane, process_lane
+from support.model_switch import SharedModel
+from support.static_lane import StaticLane, started_static_lane
 
 from orchestrator.toolchain import Toolchain, default_cache_dir
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _tools.current[:] = [item]
+    tools.current[:] = [item]
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    _tools.current.clear()
+    tools.current.clear()
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def orchestrator_cmd() -> Iterator[list[str]]:
 def claude_bin() -> Path:
     """The toolchain's pinned claude CLI (a test using it is marked ``claude``)."""
     tc = Toolchain(default_cache_dir())
-    _tools.require("claude", tc.claude_ready, "run `orchestrator lanes install`")
+    tools.require("claude", tc.claude_ready, "run `orchestrator lanes install`")
     return tc.claude_bin
 
 

@@ -11,7 +11,8 @@ Three parts, each readable on its own:
 Outcomes. The worker is ``worker(lane_id, unit, attempt) -> (Outcome, value)``; ``attempt``
 counts from 1. A unit survives ``max_lane_fault_retries`` lane faults (requeued elsewhere); one
 more finishes it as ``lane_failure``. ``Outcome.retry_elsewhere`` retries up to
-``max_retries_elsewhere`` times, then the unit finishes as ``failed``. A requeued unit goes to the
+``max_retries_elsewhere`` times, then the unit finishes as ``failed``; with ``None`` the worker
+decides alone (it answers ``done`` once its unit has no attempt left: the run's units do). A requeued unit goes to the
 front of another lane's queue and is not taken by the lane that just failed it while another lane
 accepts work. A drained lane's in-flight builds count as a lane fault for their unit.
 
@@ -66,7 +67,7 @@ class Allocator:
         reprobe_interval_s: float = 30.0,
         abort_after_all_quarantined_s: float = 300.0,
         max_lane_fault_retries: int = 1,
-        max_retries_elsewhere: int = 2,
+        max_retries_elsewhere: int | None = 2,
         probe: Probe | None = None,
         on_event: EventHook | None = None,
         on_result: ResultHook | None = None,
@@ -86,7 +87,8 @@ class Allocator:
             f"abort_after_all_quarantined_s must be >= 0, got {abort_after_all_quarantined_s}",
         )
         _require(max_lane_fault_retries >= 0, f"max_lane_fault_retries must be >= 0, got {max_lane_fault_retries}")
-        _require(max_retries_elsewhere >= 0, f"max_retries_elsewhere must be >= 0, got {max_retries_elsewhere}")
+        _require(max_retries_elsewhere is None or max_retries_elsewhere >= 0,
+                 f"max_retries_elsewhere must be >= 0, got {max_retries_elsewhere}")
         self.per_lane_cap = per_lane_cap
         self.max_lane_fault_retries = max_lane_fault_retries
         self.max_retries_elsewhere = max_retries_elsewhere
@@ -363,7 +365,7 @@ class Allocator:
             self._lane_fault(lane, entry, f"lane fault on {lane.lane_id}")
         elif outcome is Outcome.done:
             self._finish(entry, lane, ResultStatus.done, value, None)
-        elif entry.retries_elsewhere >= self.max_retries_elsewhere:
+        elif self.max_retries_elsewhere is not None and entry.retries_elsewhere >= self.max_retries_elsewhere:
             entry.retries_elsewhere += 1
             self._finish(entry, lane, ResultStatus.failed, value, f"no success after {entry.attempts} attempts")
         else:

@@ -186,7 +186,7 @@ class Builder(abc.ABC):
     #: ``--build-timeout-ms`` when the run gives none: the reference's ``--build-timeout-ms`` default,
     #: a wall-clock cap per claude attempt (a chat builder overrides it with its per-turn budget).
     #: The only definition of a builder's default: ``run/`` resolves the run's budget from it once
-    #: (``orchestrator.run.pipeline.build_timeout_ms``) and each build gets it in its ``BuildRequest``
+    #: (``orchestrator.run.resolve.resolve``) and each build gets it in its ``BuildRequest``
     default_build_timeout_ms: ClassVar[int] = 1_800_000
 
     def __init__(self, settings: BuilderSettings, events: BuildEvents | None = None) -> None:

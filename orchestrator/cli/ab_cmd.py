@@ -36,6 +36,7 @@ from orchestrator.experiments.plan import MD_FILENAME as PLAN_MD
 from orchestrator.experiments.plan import Plan, duration_text, make_plan, render_markdown
 from orchestrator.experiments.sequential import SequentialDesign
 from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import preflight, resolve
 
 console = Console(stderr=True)
 
@@ -102,7 +103,6 @@ def register(app: typer.Typer) -> None:
         _share("--beta", beta)
         if resume_existing and not cfg.run_id:
             raise ConfigError("--resume-existing: needs --run-id (the A/B whose arms to resume when their state exists)")
-        cfg.resume_existing = resume_existing
         planned: Plan | None = None
         if plan is not None:
             planned = make_plan(load_results(plan, role="--plan baseline"), effect=effect, power=power, alpha=alpha,
@@ -120,14 +120,16 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[yellow]--iterations {cfg.iterations} caps the plan's {c.iterations}: the A/B will "
                               f"have less than {c.power:.0%} power for {c.effect:.0%}[/yellow]")
             else:
-                cfg.iterations = c.iterations
+                cfg = cfg.replace(iterations=c.iterations)
         arms: list[Arm] = parse_arms(list(arm), list(arm_env), list(arm_model_url), list(arm_model_key_env))
         check_mode(mode)
         if sequential and len(arms) != 2:
             raise ConfigError(f"--sequential: compares exactly 2 arms (a control and a variant), got {len(arms)}")
         run_id, output_dir = cfg.run_id, cfg.output_dir
-        cfg.run_id = cfg.output_dir = None
-        base = cfg.validate()
+        # the arms share the base's checks (each arm is then resolved as its own run, with its own id)
+        checked = resolve(cfg.replace(run_id=None, output_dir=None))
+        run_async(preflight(checked))
+        base = checked.config.replace(run_id=None, output_dir=None, resume_existing=resume_existing)
         check_arms_for_builder(arms, base.builder)
         ab_id = run_id or new_ab_id()
         resumed = resumed_root(base, arms, ab_id) if base.resume_existing else None

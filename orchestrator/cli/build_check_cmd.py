@@ -9,6 +9,7 @@ from orchestrator.cli.harness_common import console, console_hooks, default_case
 from orchestrator.cli.run_options import run_options
 from orchestrator.harnesses import CHAT_BUILDER
 from orchestrator.run.config import DEFAULT_BASELINE_PREFIX, RunConfig
+from orchestrator.run.resolve import resolve
 
 DATASET = "instance-ai-build-checks"
 BASELINE_PREFIX = "build-check-baseline-"
@@ -27,12 +28,10 @@ def register(app: typer.Typer) -> None:
         from orchestrator.harnesses.build_check import build_check_stages
         from orchestrator.harnesses.build_check.harness import DEFAULT_CASES
 
-        default_cases(cfg, DEFAULT_CASES)
-        cfg.verbose = verbose
-        cfg.dataset = cfg.dataset or DATASET
-        if cfg.baseline_prefix == DEFAULT_BASELINE_PREFIX:
-            cfg.baseline_prefix = BASELINE_PREFIX
-        cfg.validate()
+        cfg = default_cases(cfg, DEFAULT_CASES).replace(
+            verbose=verbose, dataset=cfg.dataset or DATASET,
+            baseline_prefix=BASELINE_PREFIX if cfg.baseline_prefix == DEFAULT_BASELINE_PREFIX else cfg.baseline_prefix)
+        cfg = resolve(cfg).config  # a flag error answers now, before the run's imports
         from orchestrator.experiments.langsmith_sync import default_hooks
         from orchestrator.harnesses.common import run_stages
         from orchestrator.results.console import summary_lines

@@ -16,9 +16,7 @@ console = Console(stderr=True)
 
 def default_cases(cfg: RunConfig, folder: Path) -> RunConfig:
     """No CASES argument given (``run_options`` then names ``cases/``): the harness's own folder."""
-    if cfg.cases_paths == [Path("cases")]:
-        cfg.cases_paths = [folder]
-    return cfg
+    return cfg.replace(cases_paths=[folder]) if cfg.cases_paths == [Path("cases")] else cfg
 
 
 def console_hooks(verbose: bool) -> list:

@@ -42,15 +42,14 @@ def register(app: typer.Typer) -> None:
         from orchestrator.harnesses.mcp_manifest.harness import ManifestSettings, manifest_stages, manifest_summary
 
         if n is not None:
-            cfg.iterations = positive(n, "-n") or cfg.iterations
+            cfg = cfg.replace(iterations=positive(n, "-n") or cfg.iterations)
         if j is not None:
-            cfg.concurrency = positive(j, "-j")
+            cfg = cfg.replace(concurrency=positive(j, "-j"))
         if model:
-            cfg.build_model = model
+            cfg = cfg.replace(build_model=model)
         out = cfg.output_dir or Path("results") / "mcp-manifest"
         settings = ManifestSettings(manifest or out / "manifest.json", cohort, append, project_id, log_dir)
-        cfg.verbose = verbose
-        internal_results(cfg)  # the folder holds the manifest, its stats and the logs only
+        cfg = internal_results(cfg.replace(verbose=verbose))  # the folder holds the manifest, its stats, the logs
         outcome = run_async(run_stages(cfg, manifest_stages(settings), console_hooks(verbose) if verbose else []))
         console.print(f"[bold]{outcome.run_id}[/bold]: {manifest_summary(settings)}")
         console.print(f"manifest: {settings.manifest} (stats: {settings.stats})")

@@ -65,12 +65,11 @@ def register(app: typer.Typer) -> None:
         if not chosen:
             raise ConfigError("no pairwise examples selected: check the example source, --example-ids-file and --max-examples")
         if cfg.build_timeout_ms is None:  # the seed's --timeout-ms is the per-example build budget
-            cfg.build_timeout_ms = cfg.timeout_ms
+            cfg = cfg.replace(build_timeout_ms=cfg.timeout_ms)
         settings = PairwiseSettings(examples=chosen, judges=judges, judge_model=judge_model, output_dir=out,
                                     dataset=label, experiment_name=cfg.experiment_name or DEFAULT_EXPERIMENT,
                                     iterations=cfg.iterations)
-        cfg.verbose = verbose
-        internal_results(cfg)
+        cfg = internal_results(cfg.replace(verbose=verbose))
         outcome = run_async(run_stages(cfg, pairwise_stages(settings), console_hooks(verbose) if verbose else []))
         summary_path = out / "summary.json"
         if summary_path.is_file():

@@ -13,6 +13,7 @@ from orchestrator.cli.run_options import run_options
 from orchestrator.errors import ConfigError
 from orchestrator.harnesses import CHAT_BUILDER
 from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import resolve
 
 
 def register(app: typer.Typer) -> None:
@@ -51,8 +52,8 @@ def register(app: typer.Typer) -> None:
         if cfg.builder != CHAT_BUILDER:
             raise ConfigError(f"--builder {cfg.builder}: routing trials watch the lanes' own agent ({CHAT_BUILDER})")
         if trials is not None:
-            cfg.iterations = positive(trials, "--trials") or cfg.iterations
-        cfg.build_timeout_ms = positive(timeout, "--timeout") or cfg.build_timeout_ms or cfg.timeout_ms
+            cfg = cfg.replace(iterations=positive(trials, "--trials") or cfg.iterations)
+        cfg = cfg.replace(build_timeout_ms=positive(timeout, "--timeout") or cfg.build_timeout_ms or cfg.timeout_ms)
         if cfg.source == "langtracer":
             loaded = [c for c in run_async(load_selected(cfg.source, None, cfg.suite, None, None, None))
                       if "routing" in c.case.tags]
@@ -75,13 +76,11 @@ def register(app: typer.Typer) -> None:
             return
         from orchestrator.harnesses.common import run_stages
         from orchestrator.harnesses.routing.harness import RoutingSettings, bucket_rates, outcomes, routing_stages
-
-        cfg.verbose = verbose
-        cfg.validate()
         from orchestrator.ids import new_run_id
 
-        cfg.run_id = cfg.run_id or new_run_id()
-        out = cfg.output_dir = cfg.output_dir or Path("results") / "routing" / cfg.run_id
+        run_id = cfg.run_id or new_run_id()
+        out = cfg.output_dir or Path("results") / "routing" / run_id
+        cfg = resolve(cfg.replace(verbose=verbose, run_id=run_id, output_dir=out)).config  # a flag error: now
         settings = RoutingSettings(cases, out, json_out, variant, stop_on_route,
                                    model=next((e.split("=", 1)[1] for e in cfg.env if e.startswith("N8N_INSTANCE_AI_MODEL=")),
                                               "lane default"), trials=cfg.iterations)

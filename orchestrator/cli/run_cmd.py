@@ -13,6 +13,7 @@ from orchestrator.cli.run_options import run_options
 from orchestrator.compare.gate import run_gate
 from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import preflight, resolve
 
 #: exit code of a run whose gated tier's gate is red (a failed check, like a failed run)
 GATE_RED_EXIT = 1
@@ -23,21 +24,6 @@ def gate_exit_code(gate: dict | None) -> int:
     return GATE_RED_EXIT if gate is not None and not gate["green"] else 0
 
 console = Console(stderr=True)
-
-
-async def check_case_selection(cfg: RunConfig) -> None:
-    """Before anything starts, a builder whose options name cases (``checks_cases``) sees which
-    cases exist and which are selected (e.g. a prebuilt manifest: every slug a case, every case in it)."""
-    from orchestrator.builders.builder import get_builder
-    from orchestrator.cases import load_disk, load_selected
-    from orchestrator.run.stack import builder_options
-
-    builder = get_builder(cfg.builder)
-    if not builder.checks_cases:
-        return
-    selected = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
-    known = [c.slug for c in load_disk(cfg.cases_paths)[0]] if cfg.source == "disk" else [c.slug for c in selected]
-    builder.check_cases(builder_options(builder, cfg), [c.slug for c in selected], known)
 
 
 def register(app: typer.Typer) -> None:
@@ -62,15 +48,13 @@ def register(app: typer.Typer) -> None:
         """Build every selected case on the lanes with claude via MCP, verify it there, write results, tear down."""
         from orchestrator.cli.main import configure_logging
 
-        cfg.resume = resume
-        cfg.resume_existing = resume_existing
-        cfg.verbose = verbose
-        cfg.prebuilt_workflows = prebuilt_workflows
-        cfg.delete_prebuilt_workflows = delete_prebuilt_workflows
         if verbose:
             configure_logging(True)
-        cfg.validate()
-        run_async(check_case_selection(cfg))
+        resolved = resolve(cfg.replace(resume=resume, resume_existing=resume_existing, verbose=verbose,
+                                       prebuilt_workflows=prebuilt_workflows,
+                                       delete_prebuilt_workflows=delete_prebuilt_workflows))
+        run_async(preflight(resolved))  # after --resume: the selection it will run is the one checked
+        cfg = resolved.config
         # only now (seconds of imports): a flag error above answers at once
         from orchestrator.experiments.langsmith_sync import default_hooks
         from orchestrator.results.console import summary_lines, unit_line
@@ -81,7 +65,7 @@ def register(app: typer.Typer) -> None:
                 console.print(unit_line(unit, verbose=verbose), markup=False, highlight=False)
 
         hooks = [ConsoleLines(), *default_hooks(cfg)]
-        runner = Run(cfg, hooks)
+        runner = Run(resolved, hooks)
         outcome = run_async(runner.execute())
         summary = outcome.results.summary
         for line in summary_lines(outcome.results):

@@ -65,7 +65,8 @@ from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
 from orchestrator.results.writer import stored_output_dir
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run
-from orchestrator.run.plan import kept_units, run_dir
+from orchestrator.run.plan import kept_units
+from orchestrator.run.resolve import ResolvedRun, prepare, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ def new_ab_id() -> str:
 def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, output_root: Path) -> RunConfig:
     """The run of one arm: the base selection and lane options, the arm's lane env and build model,
     its own run id, experiment and output folder."""
-    cfg = base.model_copy(update=dict(
+    return base.replace(
         env=[*base.env, *arm.lane_env()],
         run_id=f"{ab_id}-{arm.name}",
         experiment_name=f"{experiment_name}-{arm.name}",
@@ -222,21 +223,20 @@ def arm_config(base: RunConfig, arm: Arm, *, ab_id: str, experiment_name: str, o
         resume_existing=base.resume_existing,  # each arm's own run: resumed when the state dir holds it
         model_route_tag=arm.name,  # offline: this arm's lanes call the scripted server under /route/<arm>
         lane_model_key_env=arm.model_key_env,
-    ), deep=True)
-    if arm.build_model:
-        cfg.build_model = arm.build_model
-    return cfg
+        build_model=arm.build_model or base.build_model,
+    )
 
 
-def own_gateway_port(cfg: RunConfig, index: int) -> None:
+def own_gateway_port(cfg: RunConfig, index: int) -> RunConfig:
     """Arms that run at once each start their own model gateway: a fixed port becomes port + the
     arm's index (the chart's gateway Service exposes both with ``ab.sequential``)."""
     if not (index and cfg.model_gateway and cfg.model_gateway_port):
-        return
+        return cfg
     old = cfg.model_gateway_port
-    cfg.model_gateway_port = old + index
-    if cfg.model_gateway_url and cfg.model_gateway_url.rstrip("/").endswith(f":{old}"):
-        cfg.model_gateway_url = f"{cfg.model_gateway_url.rstrip('/')[: -len(str(old))]}{old + index}"
+    url = cfg.model_gateway_url
+    if url and url.rstrip("/").endswith(f":{old}"):
+        url = f"{url.rstrip('/')[: -len(str(old))]}{old + index}"
+    return cfg.replace(model_gateway_port=old + index, model_gateway_url=url)
 
 
 @dataclass
@@ -389,13 +389,13 @@ class _LockstepRun(Run):
     signal handlers: the first to start installs them, the last to end gives them back, and a
     signal stops every arm (each run on its own would take the handlers from the other)."""
 
-    def __init__(self, cfg: RunConfig, hooks: list[RunHooks], gate: Lockstep, arm: str,
+    def __init__(self, resolved: ResolvedRun, hooks: list[RunHooks], gate: Lockstep, arm: str,
                  siblings: _Siblings | None = None) -> None:
         self._gate, self._arm = gate, arm
         self._builder: Builder | None = None
         self._siblings = siblings or _Siblings()
         self._siblings.runs.append(self)
-        super().__init__(cfg, hooks)
+        super().__init__(resolved, hooks)
 
     def _signals(self, install: bool) -> None:
         group = self._siblings
@@ -421,7 +421,7 @@ def resumed_root(base: RunConfig, arms: list[Arm], ab_id: str) -> Path | None:
     """Where an earlier attempt of A/B ``ab_id`` wrote its arms (the first pod's folder on the
     results volume): a resumed A/B keeps its arms and its report there. None: nothing to resume."""
     for arm in arms:
-        output_dir = stored_output_dir(run_dir(base, f"{ab_id}-{arm.name}"))
+        output_dir = stored_output_dir(run_dir(base.state_dir, f"{ab_id}-{arm.name}"))
         if output_dir is not None:
             return output_dir.parent
     return None
@@ -432,7 +432,7 @@ def finished_units(cfg: RunConfig) -> list[UnitResult]:
     its ``--resume`` keeps."""
     if not cfg.run_id:
         return []
-    return kept_units(run_dir(cfg, cfg.run_id))
+    return kept_units(run_dir(cfg.state_dir, cfg.run_id))
 
 
 class SequentialController:
@@ -510,12 +510,13 @@ async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: Sequenti
     siblings = _Siblings()
     cfgs = []
     for index, arm in enumerate(arms):
-        cfg = arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root)
-        own_gateway_port(cfg, index)
+        resolved = await prepare(own_gateway_port(
+            arm_config(base, arm, ab_id=ab_id, experiment_name=experiment_name, output_root=output_root), index))
+        cfg = resolved.config
         if on_arm is not None:
             on_arm(arm, cfg)
         hooks = [*(hooks_for(cfg) if hooks_for else []), controller.hook(arm.name)]
-        controller.runs[arm.name] = _LockstepRun(cfg.validate(), hooks, gate, arm.name, siblings)
+        controller.runs[arm.name] = _LockstepRun(resolved, hooks, gate, arm.name, siblings)
         cfgs.append(cfg)
     if base.resume_existing:
         controller.replay({arm.name: finished_units(cfg) for arm, cfg in zip(arms, cfgs)})

@@ -16,20 +16,20 @@ from orchestrator.ids import new_run_id
 from orchestrator.redact import redact_obj
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome
+from orchestrator.run.resolve import prepare
 from orchestrator.run.stages import Stages
 
 
 def internal_results(cfg: RunConfig) -> RunConfig:
     """A harness that writes its own folder keeps run's ``eval-results.json`` (and the PR comment,
     the report) in the run's state folder, ``<state>/runs/<run-id>/results``."""
-    cfg.run_id = cfg.run_id or new_run_id()
-    cfg.output_dir = cfg.state_dir / "runs" / cfg.run_id / "results"
-    return cfg
+    run_id = cfg.run_id or new_run_id()
+    return cfg.replace(run_id=run_id, output_dir=cfg.state_dir / "runs" / run_id / "results")
 
 
 async def run_stages(cfg: RunConfig, stages: Stages, hooks: list[RunHooks] | None = None) -> RunOutcome:
     """Plan → provision → execute → teardown → finalize, with the harness's ``stages``."""
-    return await Run(cfg.validate(), hooks, stages).execute()
+    return await Run(await prepare(cfg, stages.builder), hooks, stages).execute()
 
 
 def tool_trace(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

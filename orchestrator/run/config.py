@@ -1,11 +1,10 @@
 """Everything one ``orchestrator run`` was asked to do, checked once at the edge.
 
-``RunConfig`` is a pydantic model: field ranges and types are declared (``Field(ge=…)``), and a value
-out of range is a one-line :class:`ConfigError` naming the flag (``--iterations: must be ≥ 1, got
-0``), at construction and again in :meth:`RunConfig.validate` (the CLI assigns a few fields after
-construction). What depends on several fields, or on the registries of backends and builders, is
-checked in :meth:`RunConfig.validate`; which builder may run on which backend, and with
-what, is :func:`~orchestrator.run.stack.resolve_stack`'s to say.
+``RunConfig`` is a frozen pydantic model: field ranges and types are declared (``Field(ge=…)``), and
+a value out of range is a one-line :class:`ConfigError` naming the flag (``--iterations: must be ≥ 1,
+got 0``), at construction and at every :meth:`RunConfig.replace`. What depends on several fields, on
+the plug-in registries or on files is decided once by :func:`orchestrator.run.resolve.resolve` and
+checked by :func:`orchestrator.run.resolve.preflight`.
 """
 
 from __future__ import annotations
@@ -19,11 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.builders.builder import DEFAULT_BUILDER
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends, get_backend
-from orchestrator.lanes.pool import make_spec, parse_base_urls
-from orchestrator.lanes.profiles import resolve_env
-from orchestrator.run.stack import builder_options, resolve_stack, select_builder
-from orchestrator.verify.judge import JudgeConfig
+from orchestrator.lanes.backend import DEFAULT_BACKEND
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"
 DEFAULT_BASELINE_PREFIX = "instance-ai-baseline-"
@@ -64,7 +59,10 @@ def _config_error(exc: ValidationError) -> ConfigError:
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    """The flags of one run, as given (frozen). :func:`orchestrator.run.resolve.resolve` decides
+    what they imply, once, into a :class:`~orchestrator.run.resolve.ResolvedRun`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
 
     cases_paths: list[Path] = Field(default_factory=lambda: [Path("cases")])
     source: Literal["disk", "langtracer"] = "disk"
@@ -172,54 +170,15 @@ class RunConfig(BaseModel):
                 raise ValueError("not an IP address") from None
         return value
 
-    def validate(self) -> RunConfig:  # type: ignore[override]  # (pydantic's deprecated classmethod)
-        """Check every field again (the CLI sets a few after construction), then what spans several
-        fields or the plug-in registries. Returns ``self``; raises a one-line :class:`ConfigError`."""
-        try:
-            type(self).model_validate(self.model_dump())
-        except ValidationError as exc:
-            raise _config_error(exc) from None
-        if self.backend not in available_backends():
-            raise ConfigError(f"--backend: unknown backend {self.backend!r}; choose one of {', '.join(available_backends())}")
-        backend_cls = get_backend(self.backend)
-        reached_by_url = not backend_cls.owns_lanes  # lanes someone else runs
-        builder_cls = select_builder(self.builder, self)  # one line naming --builder when unknown
-        self.builder = builder_cls.name
-        if self.source == "langtracer" and not self.suite:
-            raise ConfigError("--suite: required with --source langtracer")
-        if self.source == "langtracer":  # the reference: a suite-scoped, eval-tagged name for both
-            scoped = f"instance-ai-langtracer-{self.suite}"
-            self.dataset = self.dataset or scoped
-            if self.baseline_prefix == DEFAULT_BASELINE_PREFIX:
-                self.baseline_prefix = scoped
-        if reached_by_url and not self.base_url:
-            raise ConfigError(f"--base-url: required with --backend {self.backend}")
-        if self.build_cwd is not None and not self.build_cwd.is_dir():
-            raise ConfigError(f"--build-cwd: {self.build_cwd} is not a directory")
-        if self.baseline is not None and not self.baseline.is_file():
-            raise ConfigError(f"--baseline: {self.baseline} is not a file")
-        if self.durations_from is not None and not self.durations_from.is_file():
-            raise ConfigError(f"--durations-from: {self.durations_from} is not a file")
-        if self.concurrency_max is not None and self.concurrency_max < self.concurrency_min:
-            raise ConfigError(f"--concurrency-max: {self.concurrency_max} is below --concurrency-min {self.concurrency_min}")
-        if self.model_gateway_url is not None and not self.model_gateway_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--model-gateway-url: not an http(s) URL: {self.model_gateway_url!r}")
-        if self.sandbox_url is not None and not self.sandbox_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--sandbox-url: not an http(s) URL: {self.sandbox_url!r}")
-        # Checked here, before anything starts, so a typo fails in a second with one line.
-        resolve_env(self.profile, self.env)  # --profile and --env
-        builder_cls.check_config(builder_options(builder_cls, self))  # the builder's own flags, e.g. the manifest
-        resolve_stack(builder_cls, backend_cls, self)  # the builder on the backend
-        get_backend(self.backend).preflight(make_spec(self.profile, self.env))  # e.g. docker: the lane image
-        JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
-        if reached_by_url:
-            urls = parse_base_urls(self.base_url)
-            if self.lanes > len(urls):
-                raise ConfigError(f"--lanes: {self.lanes} exceeds the {len(urls)} --base-url lane(s) given")
-        return self
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with ``changes``, checked as the flags are (one-line :class:`ConfigError`): the
+        config is frozen, so every later decision (a command's own flag, an A/B arm, ``resolve``) is a
+        new config, never an edit of one another part of the run holds."""
+        return type(self)(**(dict(self) | changes))
 
     @property
     def global_cap(self) -> int:
+        """The fixed cap on concurrent builds: ``--concurrency``, else lanes × 2 (n8n's rule)."""
         return self.concurrency or self.lanes * 2
 
     @property
@@ -229,6 +188,8 @@ class RunConfig(BaseModel):
 
     @property
     def concurrency_bounds(self) -> tuple[int, int]:
+        """(lowest, highest) cap the model gateway's rule may set: ``--concurrency-min`` and
+        ``--concurrency-max``, by default lanes × ``--per-lane-builds`` (the low never above the high)."""
         high = self.concurrency_max or self.lanes * self.per_lane_builds
         return min(self.concurrency_min, high), high
 

@@ -121,7 +121,8 @@ def make_allocator(cfg: RunConfig, backend: LaneBackend, pool: Pool, runner: Uni
         list(pool.joined),  # the lanes that joined so far; later ones join with add_lane
         per_lane_cap=cfg.per_lane_builds, global_cap=global_cap or cfg.global_cap, seed=cfg.seed,
         reprobe_interval_s=cfg.reprobe_interval_s, abort_after_all_quarantined_s=cfg.abort_after_all_quarantined_s,
-        max_retries_elsewhere=cfg.build_max_attempts - 1, probe=probe, co_located=backend.co_located,
+        # --build-max-attempts is the unit's to count (run/unit.py): it answers done when none is left
+        max_retries_elsewhere=None, probe=probe, co_located=backend.co_located,
         on_event=observer.on_event, on_result=on_result,
     )
     return allocator

@@ -82,6 +82,8 @@ def stage_costs(tallies: dict[str, StageTally]) -> ModelCost:
 
 
 def case_markers(case: EvalCase) -> list[str]:
+    """Text that marks a model call as made for ``case``: its opening prompt and its scenarios' data
+    setup (how the gateway attributes a lane's mock-generation calls to the unit)."""
     opening = case.conversation[0].text if case.conversation and case.conversation[0].role == "user" else None
     return text_markers(opening, *(s.data_setup for s in case.execution_scenarios))
 
@@ -124,6 +126,8 @@ class RunGateway(GatewayEvents):
     @classmethod
     async def open(cls, cfg: RunConfig, route: ModelRoute, spec: LaneSpec, run_dir: Path, metrics: RunMetrics,
                    console: Console) -> RunGateway | None:
+        """Start the run's gateway in front of ``route`` (None with ``--no-model-gateway``) and say
+        where it listens and how it sets the build concurrency."""
         if not cfg.model_gateway:
             return None
         run = cls(cfg, route, spec, run_dir, metrics, console)
@@ -137,6 +141,7 @@ class RunGateway(GatewayEvents):
         return run
 
     async def close(self) -> None:
+        """Stop following the allocator and close the gateway (calls still held are answered)."""
         if self._ticker is not None:
             self._ticker.cancel()
             await asyncio.gather(self._ticker, return_exceptions=True)
@@ -181,6 +186,7 @@ class RunGateway(GatewayEvents):
         return run_unit
 
     def cost_of(self, unit: str) -> ModelCost:
+        """What the calls attributed to ``unit`` cost, by stage (cache-aware, the provider's usage)."""
         return stage_costs(self.gateway.ledger.unit(unit))
 
     def settle(self, record: UnitResult) -> None:
@@ -197,6 +203,7 @@ class RunGateway(GatewayEvents):
 
     # ---------------------------------------------------------------- the allocator
     def attach(self, allocator: Allocator) -> None:
+        """Drive ``allocator``'s global cap from the gateway's concurrency rule and provider health."""
         self.allocator = allocator
         if self.adaptive:
             allocator.set_global_cap(self.gateway.concurrency.cap)
@@ -226,11 +233,13 @@ class RunGateway(GatewayEvents):
 
     # ---------------------------------------------------------------- gateway events
     def call(self, record: CallRecord) -> None:
+        """One model call answered: its metrics, and its cost to the spend cap."""
         self.metrics.model_call(record.stage, record.outcome, record.cost_usd, record.usage.to_json(), record.queued_s)
         if self.on_spend is not None and record.cost_usd > 0:
             self.on_spend(record.cost_usd)
 
     def cap(self, cap: int, why: str) -> None:
+        """The concurrency rule moved the cap: the allocator follows it while the provider is up."""
         if not self.adaptive:
             return
         log.info("build concurrency %d: %s", cap, why)
@@ -239,6 +248,7 @@ class RunGateway(GatewayEvents):
             self.allocator.set_global_cap(cap)
 
     def provider(self, up: bool, detail: str) -> None:
+        """The provider went down (new builds wait: cap 0) or came back (the rule's cap again)."""
         self.metrics.provider_state(up)
         if not up:
             log.warning("model provider down: %s; new builds wait (up to %.0f s) and calls are held %.0f s each",

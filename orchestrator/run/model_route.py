@@ -47,17 +47,26 @@ class ModelRoute:
         return {route or "/": sorted(models) for route, models in sorted(seen.items())}
 
     def lane_secrets(self) -> dict[str, str]:
+        """The model key lanes get from the route (the scripted server's; a real key is an arm's own)."""
         if self.kind != "scripted":
             return {}
         return {"N8N_INSTANCE_AI_MODEL_API_KEY": SCRIPTED_API_KEY}
 
     def close(self) -> None:
+        """Stop the embedded scripted server, if this route started one."""
         if self.server is not None:
             self.server.stop()  # type: ignore[attr-defined]
             self.server = None
 
 
 def open_route(mode: str, server_name: str) -> ModelRoute:
+    """The run's model provider for ``--model-server`` ``mode``: the real one (``ANTHROPIC_API_KEY``,
+    ``ANTHROPIC_BASE_URL``) or the embedded scripted server (offline; ``N8N_EVAL_SCRIPTED_PROVIDER``
+    puts it under pressure), whose MCP tool names use ``server_name``.
+
+    Raises:
+        ConfigError: ``real`` without a key, or a bad ``N8N_EVAL_SCRIPTED_PROVIDER``.
+    """
     api_key = os.environ.get("ANTHROPIC_API_KEY") or None
     if mode == "real" or (mode == "auto" and api_key):
         if not api_key:

@@ -193,6 +193,8 @@ class RunHooks:
 
 
 async def call_hooks(hooks: list[RunHooks], method: str, *args: object) -> list[object]:
+    """Call ``method`` on every hook in turn; one that raises is logged (redacted) and skipped.
+    Returns what the others returned, in order."""
     out = []
     for hook in hooks:
         try:
@@ -217,5 +219,6 @@ class HooksObserver(RunObserver):
         task.add_done_callback(self.pending.discard)
 
     async def drain(self) -> None:
+        """Wait for the hooks' pending ``on_unit`` calls (before ``on_finish``)."""
         if self.pending:
             await asyncio.gather(*self.pending, return_exceptions=True)

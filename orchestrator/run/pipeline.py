@@ -25,17 +25,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 from rich.console import Console
 
 from orchestrator.allocator import Allocator
-from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents, get_builder
+from orchestrator.builders.builder import Builder, BuilderSettings, BuildEvents
 from orchestrator.domain import CleanupFailure
-from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import BackendEvents, LaneBackend, LaneError, get_backend, readiness_status
+from orchestrator.lanes.backend import BackendEvents, LaneBackend, LaneError
 from orchestrator.lanes.labels import RUN_ENV
 from orchestrator.lanes.model import Lane, LaneSpec
-from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.metrics import RunMetrics
 from orchestrator.redact import redact
 from orchestrator.results.model import EvalResults
@@ -44,7 +41,7 @@ from orchestrator.run.config import RunConfig
 from orchestrator.run.execute import execute, make_allocator
 from orchestrator.run.finalize import summarize_run, write_final
 from orchestrator.run.model_gateway import RunGateway, scripted_provider_counts
-from orchestrator.run.model_route import open_route
+from orchestrator.run.model_route import ModelRoute, open_route
 from orchestrator.run.observers import (
     HooksObserver,
     LaneStateObserver,
@@ -57,24 +54,17 @@ from orchestrator.run.observers import (
 )
 from orchestrator.run.plan import Plan, expected_for_run, make_plan, plan_units, resumable_units
 from orchestrator.run.provision import Pool, Provisioner, lane_spec
-from orchestrator.run.stack import resolve_stack
+from orchestrator.run.resolve import ResolvedRun, prepare
 from orchestrator.run.stages import Stages
-from orchestrator.run.teardown import teardown
+from orchestrator.run.teardown import RUN_TEARDOWN, Teardown, teardown
 from orchestrator.run.unit import UnitRunner, UnitSettings
-from orchestrator.toolchain import ensure_toolchain
+from orchestrator.toolchain import Toolchain, ensure_toolchain
 from orchestrator.verify.judge import Judge, JudgeConfig
 
-__all__ = ["Run", "RunHooks", "RunOutcome", "plan_units", "preflight_static", "resumable_units", "run"]
+__all__ = ["Run", "RunHooks", "RunOutcome", "plan_units", "resumable_units", "run"]
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
-
-
-def build_timeout_ms(cfg: RunConfig, builder_cls: type[Builder]) -> int:
-    """``--build-timeout-ms`` for this builder: the run's value, else the builder's own default
-    (``Builder.default_build_timeout_ms``). The run resolves it here, once; each unit scales it for
-    its case (``orchestrator.run.unit.effective_timeout_ms``) into the builder's ``BuildRequest``."""
-    return cfg.build_timeout_ms if cfg.build_timeout_ms is not None else builder_cls.default_build_timeout_ms
 
 
 @dataclass
@@ -132,8 +122,10 @@ class _BackendEvents(BackendEvents):
 
 
 class Run:
-    def __init__(self, cfg: RunConfig, hooks: list[RunHooks] | None = None, stages: Stages | None = None) -> None:
-        self.cfg = cfg
+    def __init__(self, resolved: ResolvedRun, hooks: list[RunHooks] | None = None, stages: Stages | None = None) -> None:
+        #: the run as :func:`~orchestrator.run.resolve.resolve` decided it (and ``cfg``, its frozen flags)
+        self.resolved = resolved
+        self.cfg = resolved.config
         self.hooks = list(hooks or [])
         #: what a harness changes in the stage set (``run/stages.py``); ``Stages()`` is ``run`` itself
         self.stages = stages or Stages()
@@ -149,6 +141,8 @@ class Run:
         self.gateway: RunGateway | None = None
         self.plan: Plan | None = None
         self.pool = Pool()
+        #: what the run lets go of at its end, in a declared order (``run/teardown.py``)
+        self._teardown = Teardown(RUN_TEARDOWN, self._teardown_failed)
         self._metrics_observer = MetricsObserver(self.metrics)
         self._hooks_observer = HooksObserver(self.hooks)
         self._spend_cap = _SpendCap(self)
@@ -187,6 +181,9 @@ class Run:
 
     # ---------------------------------------------------------------- main
     async def execute(self) -> RunOutcome:
+        """Plan, provision, execute, tear down and finalize the run, holding SIGINT/SIGTERM while it
+        runs (a signal stops it: results are written, lanes torn down). Returns what happened;
+        failures after the plan are in :attr:`RunOutcome.errors`, not raised."""
         self._main_task = asyncio.current_task()
         self._signals(install=True)
         try:
@@ -197,46 +194,68 @@ class Run:
                 self.plan.lock.release()  # the run is over: `cleanup` may look at it now
 
     async def _execute(self) -> RunOutcome:
-        cfg = self.cfg
-        await preflight_static(cfg)
-        plan = self.plan = await make_plan(cfg, self.stages.load_cases)
+        cfg, resolved = self.cfg, self.resolved
+        plan = self.plan = await make_plan(resolved, self.stages.load_cases)
         await call_hooks(self.hooks, "on_cases", plan.run_id, plan.cases)
         console.print(f"run [bold]{plan.run_id}[/bold]: {len(plan.cases)} case(s) × {cfg.iterations} = "
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))
 
-        stack = resolve_stack(self.stages.builder or get_builder(cfg.builder), get_backend(cfg.backend), cfg)
-        builder_cls, backend_cls = stack.builder, stack.backend
+        stack = resolved.stack
         tc = await asyncio.to_thread(ensure_toolchain, n8n=stack.toolchain_n8n, claude=stack.toolchain_claude,
                                      log=lambda m: console.print(f"[dim]{m}[/dim]"))
+        down = self._teardown
+        if cfg.pushgateway:
+            gateway_url = cfg.pushgateway
+            down.add("pushgateway", lambda: self.metrics.push(gateway_url, job="n8n-eval-orchestrator",
+                                                              grouping_key={"run_id": plan.run_id}))
+        try:
+            await self._start_and_run(plan, tc)
+        except (LaneError, ResultsWriteError) as exc:
+            self.errors.append(redact(str(exc)))
+        except asyncio.CancelledError:
+            if self.stop_reason is None:
+                raise
+        finally:
+            await down.run()
+        return RunOutcome(plan.run_id, plan.writer.results_path, plan.results, [str(f) for f in self.cleanup_failures],
+                          self.errors)
+
+    async def _start_and_run(self, plan: Plan, tc: Toolchain) -> None:
+        """Open what the run needs (each registered with the teardown as it opens), then run the units."""
+        cfg, resolved, down = self.cfg, self.resolved, self._teardown
+        stack = resolved.stack
+        builder_cls, backend_cls = stack.builder, stack.backend
         route = open_route(cfg.model_server, cfg.mcp_server)
+        down.add("model route", lambda: self._close_route(route, plan))
         plan.results.config["model_server"] = route.kind
         plan.results.config["builder"] = builder_cls.name
-        build_budget_ms = build_timeout_ms(cfg, builder_cls)
+        build_budget_ms = resolved.build_timeout_ms
         plan.results.config["build_timeout_ms"] = build_budget_ms  # resolved for the builder
         endpoint = self.metrics.serve(cfg.metrics_port, cfg.metrics_host) if cfg.metrics_port is not None else None
         if endpoint:
             console.print(f"metrics: {endpoint.url}")
+            down.add("metrics endpoint", endpoint.close)
         backend_options = dict(stack.backend_options)
         if cfg.resume and backend_cls.takes_over_resumed_runs:  # the lanes a replaced orchestrator left
             backend_options["takeover"] = True
         backend = backend_cls(plan.run_id, plan.ledger, cfg.state_dir, **backend_options)
         backend.events = _BackendEvents(self)
-        spec = lane_spec(cfg, route)
+        down.add("backend", backend.close)
+        down.add("lanes", lambda: self._tear_lanes_down(backend, plan))
+        spec = lane_spec(resolved, route)
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model
         # every model call through the gateway (issue 37): our callers get its URL and token
-        try:
-            self.gateway = gateway = await RunGateway.open(cfg, route, spec, plan.run_dir, self.metrics, console)
-        except BaseException:
-            route.close()
-            raise
+        self.gateway = gateway = await RunGateway.open(cfg, route, spec, plan.run_dir, self.metrics, console)
         model_url, model_key = (gateway.local_url, gateway.token) if gateway else (route.base_url, route.api_key)
         if gateway is not None:
             gateway.on_spend = self._spend_cap.spend
+            down.add("model gateway", lambda: self._close_gateway(gateway, plan))
         judge_overrides: dict[str, object] = {"api_key": model_key, "base_url": model_url}
         if cfg.judge_attempt_timeout_s is not None:
             judge_overrides["attempt_timeout_s"] = cfg.judge_attempt_timeout_s
         judge = Judge(JudgeConfig.from_env(**judge_overrides))
+        down.add("judge", judge.aclose)
         self.builder = builder_cls(
             BuilderSettings(
                 run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=model_key,
@@ -248,40 +267,33 @@ class Run:
             ),
             BuildEvents(on_cost=self.observers.on_cost, on_outage_retry=self.metrics.outage_retry),
         )
-        try:
-            if plan.units and self.stop_reason is None:
-                await self._provision_and_execute(plan, backend, spec, judge, build_budget_ms)
-            elif cfg.resume:  # nothing to run: what a replaced orchestrator left of the run goes all the same
-                await backend.take_over_leftovers()
-        except (LaneError, ResultsWriteError) as exc:
-            self.errors.append(redact(str(exc)))
-        except asyncio.CancelledError:
-            if self.stop_reason is None:
-                raise
-        finally:
-            if self.provisioner is not None:
-                await self.provisioner.close()
-            self.cleanup_failures += await teardown(backend, plan.ledger, self.pool.lanes, self.pool.contexts,
-                                                    keep_workflows=cfg.keep_workflows)
-            for failure in self.cleanup_failures:
-                self.observers.on_cleanup_failure(failure)
-            await backend.close()
-            await self.builder.aclose()
-            await judge.aclose()
-            if gateway is not None:
-                await gateway.close()
-                gateway.finalize(plan.results)
-            if route.server is not None:  # offline: which models each route's build calls asked for
-                plan.results.config["model_routes"] = route.models_by_route()
-                plan.results.config["scripted_provider"] = scripted_provider_counts(route)
-            route.close()
-            await self._finish(plan)
-            if endpoint:
-                endpoint.close()
-            if cfg.pushgateway:
-                self.metrics.push(cfg.pushgateway, job="n8n-eval-orchestrator", grouping_key={"run_id": plan.run_id})
-        return RunOutcome(plan.run_id, plan.writer.results_path, plan.results, [str(f) for f in self.cleanup_failures],
-                          self.errors)
+        down.add("builder", self.builder.aclose)
+        down.add("results", lambda: self._finish(plan))  # from here on, whatever happens, results are written
+        if plan.units and self.stop_reason is None:
+            await self._provision_and_execute(plan, backend, spec, judge, build_budget_ms)
+        elif cfg.resume:  # nothing to run: what a replaced orchestrator left of the run goes all the same
+            await backend.take_over_leftovers()
+
+    async def _tear_lanes_down(self, backend: LaneBackend, plan: Plan) -> None:
+        self.cleanup_failures += await teardown(backend, plan.ledger, self.pool.lanes, self.pool.contexts,
+                                                keep_workflows=self.cfg.keep_workflows)
+        for failure in self.cleanup_failures:
+            self.observers.on_cleanup_failure(failure)
+
+    async def _close_gateway(self, gateway: RunGateway, plan: Plan) -> None:
+        await gateway.close()
+        gateway.finalize(plan.results)
+
+    def _close_route(self, route: ModelRoute, plan: Plan) -> None:
+        if route.server is not None:  # offline: which models each route's build calls asked for
+            plan.results.config["model_routes"] = route.models_by_route()
+            plan.results.config["scripted_provider"] = scripted_provider_counts(route)
+        route.close()
+
+    def _teardown_failed(self, step: str, message: str) -> None:
+        self.metrics.cleanup_failed(f"teardown:{step}")
+        if message not in self.errors:
+            self.errors.append(message)
 
     async def _provision_and_execute(self, plan: Plan, backend: LaneBackend, spec: LaneSpec, judge: Judge,
                                      build_budget_ms: int) -> None:
@@ -290,6 +302,7 @@ class Run:
         (plan.run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
         self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, spec, self.builder,
                                                      self.pool, self.observers, console)
+        self._teardown.add("provisioner", provisioner.close)
         gateway = self.gateway
         if gateway is not None:  # each lane's model calls on its own route of the gateway
             provisioner.spec_for = lambda index: gateway.lane_spec(spec, index)
@@ -343,16 +356,6 @@ class Run:
             self.errors.extend(e for e in await self.stages.finalize(plan.results) if e not in self.errors)
 
 
-async def preflight_static(cfg: RunConfig) -> None:
-    """Lanes someone else runs must answer before a run starts anything: a closed port is one line."""
-    if get_backend(cfg.backend).owns_lanes or not cfg.base_url:
-        return
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        for index, url in enumerate(parse_base_urls(cfg.base_url)[: cfg.lanes]):
-            status = await readiness_status(http, url)
-            if isinstance(status, str):
-                raise ConfigError(f"--base-url: lane s{index} at {url} is unreachable: {status}")
-
-
 async def run(cfg: RunConfig, hooks: list[RunHooks] | None = None) -> RunOutcome:
-    return await Run(cfg.validate(), hooks).execute()
+    """Resolve, check and run ``cfg`` (``orchestrator run`` without the console)."""
+    return await Run(await prepare(cfg), hooks).execute()

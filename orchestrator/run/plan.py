@@ -1,8 +1,7 @@
-"""Plan stage: which run this is, which cases and units it has, where its results go.
+"""Plan stage: the cases and units of a resolved run, its lock, its results writer.
 
-``--resume ID`` restores the stored selection of that run and leaves out the units that finished;
-``--run-id ID --resume-existing`` does so when the state dir holds run ID (what a replaced
-orchestrator pod of the same Job finds on the durable results volume), else starts run ID.
+Which run this is (``--resume ID``, ``--run-id ID --resume-existing``) and where its results go was
+decided by :func:`~orchestrator.run.resolve.resolve`; a resumed run leaves out the units that finished.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from pathlib import Path
 from orchestrator.allocator import WorkUnit
 from orchestrator.allocator.durations import expected_seconds
 from orchestrator.cases import LoadedCase, load_selected
-from orchestrator.errors import ConfigError, UserError
-from orchestrator.ids import new_run_id
+from orchestrator.errors import UserError
 from orchestrator.ledger import Ledger, RunLock
 from orchestrator.results.history import default_durations_source, load_durations
 from orchestrator.results.model import EvalResults, UnitResult
@@ -28,9 +26,8 @@ from orchestrator.results.writer import (
     ResultsWriteError,
     ResultsWriter,
     read_units,
-    stored_run,
 )
-from orchestrator.run.config import RunConfig
+from orchestrator.run.resolve import ResolvedRun, run_dir
 from orchestrator.run.stages import CaseLoader
 
 log = logging.getLogger(__name__)
@@ -53,26 +50,6 @@ class Plan:
         return self.writer.output_dir
 
 
-def run_dir(cfg: RunConfig, run_id: str) -> Path:
-    return cfg.state_dir / "runs" / run_id
-
-
-def resume_config(cfg: RunConfig) -> RunConfig:
-    """``--resume ID``: the stored selection of that run, this invocation's lane/runtime options."""
-    directory = run_dir(cfg, str(cfg.resume))
-    if not (directory / RUN_FILENAME).is_file():
-        raise ConfigError(f"--resume: no run {cfg.resume!r} under {cfg.state_dir / 'runs'}")
-    stored = stored_run(directory)
-    if stored is None:
-        raise ConfigError(f"--resume: run {cfg.resume!r}: {directory / RUN_FILENAME} cannot be read (cut short?)")
-    for key in ("source", "suite", "filter", "exclude", "tier", "iterations", "experiment_name", "output_dir"):
-        if stored.get(key) is not None:
-            setattr(cfg, key, stored[key] if key != "output_dir" else Path(stored[key]))
-    cfg.cases_paths = [Path(p) for p in stored.get("cases_paths") or [str(p) for p in cfg.cases_paths]]
-    cfg.run_id = cfg.resume
-    return cfg
-
-
 def resumable_units(records: list[UnitResult]) -> list[UnitResult]:
     """The last record of each unit that really finished; a ``skipped`` unit never ran, so
     ``--resume`` runs it again."""
@@ -88,34 +65,30 @@ def kept_units(directory: Path) -> list[UnitResult]:
 
 
 def plan_units(cases: list[LoadedCase], iterations: int, finished: list[UnitResult]) -> list[WorkUnit]:
+    """Every (case, iteration) unit but those in ``finished`` (a resumed run's kept units)."""
     done = {(u.case, u.iteration) for u in finished}
     return [WorkUnit(c.slug, i) for c in cases for i in range(iterations) if (c.slug, i) not in done]
 
 
-async def make_plan(cfg: RunConfig, load: CaseLoader | None = None) -> Plan:
-    """``load``: a harness's case loader (``run/stages.py``); None loads ``cases/`` or the suite."""
-    if cfg.resume_existing and not cfg.resume:
-        if not cfg.run_id:
-            raise ConfigError("--resume-existing: needs --run-id (the run to resume when its state exists)")
-        if (run_dir(cfg, cfg.run_id) / RUN_FILENAME).is_file():  # a replaced orchestrator pod: its state survived
-            cfg.resume = cfg.run_id
-    if cfg.resume:
-        resume_config(cfg)
-    run_id = cfg.run_id = cfg.run_id or new_run_id()
-    ledger = Ledger.for_run(run_id, cfg.state_dir)
+async def make_plan(run: ResolvedRun, load: CaseLoader | None = None) -> Plan:
+    """The plan of the resolved ``run`` (``--resume``'s selection and run id are already decided):
+    its lock taken, ``run.json`` written, cases loaded (``load``: a harness's case loader, else
+    ``cases/`` or the suite), the units left to run."""
+    cfg = run.config
+    ledger = Ledger.for_run(run.run_id, cfg.state_dir)
     lock = RunLock(ledger.run_dir)
     if not lock.acquire():
-        raise UserError(f"--run-id {run_id}: that run is still going (another process holds {lock.path})")
+        raise UserError(f"--run-id {run.run_id}: that run is still going (another process holds {lock.path})")
     try:
-        return await _plan(cfg, run_id, ledger, lock, load)
+        return await _plan(run, ledger, lock, load)
     except BaseException:
         lock.release()
         raise
 
 
-async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock, load: CaseLoader | None = None) -> Plan:
-    cfg.output_dir = output_dir = cfg.output_dir or Path("results") / run_id
-    directory = run_dir(cfg, run_id)
+async def _plan(run: ResolvedRun, ledger: Ledger, lock: RunLock, load: CaseLoader | None = None) -> Plan:
+    cfg, run_id = run.config, run.run_id
+    directory = run_dir(cfg.state_dir, run_id)
     (directory / RUN_FILENAME).write_text(json.dumps(cfg.public(), indent=2, default=str))
 
     if load is not None:
@@ -126,10 +99,10 @@ async def _plan(cfg: RunConfig, run_id: str, ledger: Ledger, lock: RunLock, load
         raise UserError("no cases selected: check the case paths and --filter / --exclude / --tier")
     results = EvalResults(run_id=run_id, experiment_name=cfg.experiment_name, started_at=time.time(), config=cfg.public())
     try:
-        writer = ResultsWriter(results, output_dir, directory)
+        writer = ResultsWriter(results, run.output_dir, directory)
     except ResultsWriteError as exc:  # nothing started yet: a plain one-line error
         raise UserError(str(exc)) from None
-    finished = kept_units(directory) if cfg.resume else []
+    finished = kept_units(directory) if run.resumed else []
     writer.preload(finished)
     units = plan_units(cases, cfg.iterations, finished)
     return Plan(run_id, directory, ledger, cases, units, len(cases) * cfg.iterations, results, writer, lock)

@@ -36,13 +36,12 @@ from orchestrator.lanes.bringup import (
     with_expected_env,
 )
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
-from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact, register_secret
 from orchestrator.run.config import RunConfig
 from orchestrator.run.model_route import ModelRoute
 from orchestrator.run.observers import RunObserver
+from orchestrator.run.resolve import ResolvedRun
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,11 @@ MODEL_KEY_ENV = "N8N_INSTANCE_AI_MODEL_API_KEY"
 MODEL_URL_ENV = "N8N_INSTANCE_AI_MODEL_URL"
 
 
-def lane_spec(cfg: RunConfig, route: ModelRoute) -> LaneSpec:
+def lane_spec(run: ResolvedRun, route: ModelRoute) -> LaneSpec:
     """The spec every lane of the run starts from: the profile, the model route's defaults, ``--env``
     (an A/B arm's model, URL and env are ``--env`` too: they win over the route's defaults)."""
-    spec = make_spec(cfg.profile, cfg.env)
-    explicit = set(parse_overrides(cfg.env))
+    cfg, spec = run.config, run.lane_spec()
+    explicit = run.explicit_env
     spec.env.update({k: v for k, v in route.lane_env(cfg.model_route_tag).items() if k not in explicit})
     key_var = cfg.lane_model_key_env
     if route.kind != "scripted" and key_var and os.environ.get(key_var) and MODEL_KEY_ENV not in explicit:

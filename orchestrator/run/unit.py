@@ -101,6 +101,7 @@ class Attempts:
     plan_rejections: int = 0
 
     def add(self, result: BuildResult) -> None:
+        """Count one build attempt's attempts, cost, turns and time into the unit's totals."""
         self.thread_id = result.thread_id or self.thread_id
         self.plan_rejections = result.plan_rejections
         self.attempts += result.attempts

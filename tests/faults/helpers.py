@@ -190,7 +190,7 @@ def run_config(tmp_path: Path, run_id: str, **overrides: Any) -> RunConfig:
         outage_waits_s=(0.2, 0.2), build_max_retries=0, build_timeout_ms=180_000, build_mcp_timeout_ms=60_000,
     )
     values.update(overrides)
-    return RunConfig(**values).validate()
+    return RunConfig(**values)
 
 
 def static_config(tmp_path: Path, run_id: str, lane: SharedLane, base_url: str | None = None, **overrides: Any) -> RunConfig:

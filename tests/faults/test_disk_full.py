@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _tools import need
+from support.tools import need
 
 from .helpers import CASES, ORCH, SMOKE_CASES, ModelDesk, assert_nothing_left, jsonl, model_env, unique
 

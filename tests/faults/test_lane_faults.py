@@ -21,6 +21,7 @@ import pytest
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.process.backend import INDEX_LABEL, _environ, group_members, labelled_processes
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted import scripts as ms
 
 from .helpers import (
@@ -49,7 +50,7 @@ async def _fault_mid_build(model: ModelDesk, tmp_path: Path, prefix: str, fault:
     model.use(ms.demo_script(builder=gate))
     run_id = unique(prefix)
     cfg = run_config(tmp_path, run_id, lanes=2, filter=",".join(SMOKE_CASES), per_lane_builds=4)
-    run = Run(cfg)
+    run = Run(await prepare(cfg))
     task = asyncio.create_task(run.execute())
     victim_pgid: int | None = None
     try:
@@ -147,7 +148,7 @@ async def test_lane_that_dies_while_starting_is_removed_before_its_replacement(m
     watch = _LaneWatch(run_id, cfg.state_dir / "runs" / run_id / "ledger.jsonl")
     watch.start()
     try:
-        outcome = await Run(cfg).execute()
+        outcome = await Run(await prepare(cfg)).execute()
     finally:
         watch.stop.set()
         watch.join(5)

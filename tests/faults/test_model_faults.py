@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import HttpError
 
@@ -33,7 +34,7 @@ async def _run_on_shared_lane(tmp_path: Path, shared_lane: SharedLane, prefix: s
     before = await lane_inventory(shared_lane.base_url, shared_lane.owner)
     run_id = unique(prefix)
     cfg = static_config(tmp_path, run_id, shared_lane, **overrides)
-    outcome = await Run(cfg).execute()
+    outcome = await Run(await prepare(cfg)).execute()
     assert outcome.ok, outcome.errors
     assert outcome.cleanup_failures == []
     assert await lane_inventory(shared_lane.base_url, shared_lane.owner) == before

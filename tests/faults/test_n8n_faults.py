@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.ledger import Ledger
 from orchestrator.run.pipeline import Run
+from orchestrator.run.resolve import prepare
 
 from .helpers import (
     ORCH,
@@ -50,7 +51,7 @@ async def test_5xx_on_workflow_fetch_is_retried_then_attributed(model, shared_la
     rule = proxy.fail("GET", WORKFLOW_BY_ID, 500, times=failures)
     run_id = unique("fetch5xx")
     cfg = static_config(tmp_path, run_id, shared_lane, base_url=proxy.base_url)
-    outcome = await Run(cfg).execute()
+    outcome = await Run(await prepare(cfg)).execute()
     assert outcome.ok and outcome.cleanup_failures == []
     [unit] = units_of(cfg.output_dir)
     assert unit["build"]["status"] == "ok" and unit["build"]["workflow_id"]
@@ -84,7 +85,7 @@ async def test_failed_delete_stays_in_the_ledger_and_is_retried_at_the_end(model
     rule = proxy.fail("DELETE", USER_BY_ID, 500, times=3)
     run_id = unique("delonce")
     cfg = static_config(tmp_path, run_id, shared_lane, base_url=proxy.base_url)
-    outcome = await Run(cfg).execute()
+    outcome = await Run(await prepare(cfg)).execute()
     assert outcome.ok and outcome.cleanup_failures == []
     assert rule.hits == 3
     [unit] = units_of(cfg.output_dir)
@@ -107,7 +108,7 @@ async def test_delete_that_keeps_failing_is_reported_by_name_and_cleanup_removes
     proxy.fail("DELETE", USER_BY_ID, 500)  # every user delete, for the whole run
     run_id = unique("delever")
     cfg = static_config(tmp_path, run_id, shared_lane, base_url=proxy.base_url)
-    outcome = await Run(cfg).execute()
+    outcome = await Run(await prepare(cfg)).execute()
     assert outcome.ok
     [unit] = units_of(cfg.output_dir)
     assert unit["build"]["status"] == "ok"

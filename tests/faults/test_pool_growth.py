@@ -22,6 +22,7 @@ from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunOutcome
+from orchestrator.run.resolve import prepare
 from orchestrator.scripted import scripts as ms
 
 from .helpers import (
@@ -69,7 +70,7 @@ async def _run_holding_builds(cfg: RunConfig, gate: BuildGate,
                               act: Callable[[Run, asyncio.Task[RunOutcome]], Awaitable[None]]) -> RunOutcome:
     """Run ``cfg`` while ``gate`` holds its builds; ``act`` does the test's part meanwhile, then the
     builds go on. The run never outlives the test."""
-    run = Run(cfg)
+    run = Run(await prepare(cfg))
     task = asyncio.create_task(run.execute())
     try:
         await act(run, task)
