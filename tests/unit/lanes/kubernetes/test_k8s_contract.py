@@ -316,11 +316,10 @@ async def test_owner_gc_deletes_lanes_only_when_the_owner_is_deleted(server, tmp
 
 async def test_unreachable_api_is_unhealthy_not_a_crash(tmp_path) -> None:
     with RecordingApiServer() as srv:
-        backend = make_backend(srv, tmp_path)
+        # resets and timeouts are retried: give up soon here (the options are frozen once parsed)
+        backend = make_backend(srv, tmp_path, request_timeout_s=2, retry_budget_s=1)
         lane = await backend.start_lane(0, lane_spec())
     # the server is gone now: connection refused on 127.0.0.1
-    backend.opts.request_timeout_s = 2
-    backend.opts.retry_budget_s = 1  # resets and timeouts are retried: give up soon here
     assert await backend.health(lane) is False
     assert await backend.is_gone(lane) is False
     with pytest.raises(LaneError, match=r"API server http://127\.0\.0\.1:\d+ unreachable"):
