@@ -7,7 +7,7 @@ policies read (:func:`is_transient`), never a string match. A class that callers
 built-in type keeps that base beside its node (``RunnerError`` is a ``RuntimeError``,
 ``NotEvalResults`` a ``ValueError``, ``ResultsWriteError`` an ``OSError``).
 
-The whole tree (``tests/test_errors.py`` checks that every exception class of the package is in it
+The whole tree (``tests/unit/test_errors.py`` checks that every exception class of the package is in it
 and drawn here)::
 
     OrchestratorError
