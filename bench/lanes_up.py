@@ -43,9 +43,10 @@ from pathlib import Path
 from orchestrator.lanes.bringup import PoolEvents, bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process.backend import ProcessBackend, group_members
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
+from orchestrator.procs import group_members
 from orchestrator.toolchain import ensure_lane_template
 
 

@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.results.model import Attribution, BuildStatus, UnitResult
+from orchestrator.domain import Attribution, BuildStatus
+from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run
 from orchestrator.run.resolve import prepare

@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -37,11 +38,11 @@ WF = (
 BUILD = "const m = await import(process.argv[2]); console.log(JSON.stringify(m.default.toJSON()));\n"
 
 
-async def _exec(http: httpx.AsyncClient, sid: str, command: str, workdir: str = "/home/user/workspace") -> dict:
+async def _exec(http: httpx.AsyncClient, sid: str, command: str, workdir: str = "/home/user/workspace") -> dict[str, Any]:
     resp = await http.post(f"/sandboxes/{sid}/executions", json={"command": command, "workdir": workdir,
                                                                  "timeout_ms": 120_000})
     events = [json.loads(line) for line in resp.text.splitlines() if line]
-    exit_event = events[-1]
+    exit_event: dict[str, Any] = events[-1]  # the service's last line: {"exit_code": ...}
     if exit_event.get("exit_code") != 0:
         out = "".join(e.get("data", "") for e in events)
         raise RuntimeError(f"{command!r} failed: {exit_event} {out[-500:]}")

@@ -52,7 +52,7 @@ class Deleter(Protocol):
 
 def _method(session: Deleter, kind: ResourceKind) -> Callable[[str], Awaitable[object]]:
     name = f"delete_{kind.value}"
-    method = getattr(session, name, None)
+    method: Callable[[str], Awaitable[object]] | None = getattr(session, name, None)
     if method is None:
         raise N8nError("DELETE", kind.value, None, f"no delete for {kind.value} on this session")
     return method

@@ -23,13 +23,16 @@ if [ ${#tier[@]} -eq 0 ]; then
     export DOCKER_HOST
   fi
 fi
-# the gates first: lint and types (seconds), then the tests
+# the gates first: lint and types (seconds; mypy is strict, see pyproject.toml), then the tests
 .venv/bin/ruff check orchestrator tests bench lanes
 .venv/bin/mypy orchestrator lanes/image_tag.py bench
 # the tests too, from their own folder (pytest imports them as top-level modules): every body is
-# checked; a parameter may stay unannotated, as pytest fixtures are
+# checked; a parameter may stay unannotated, as pytest fixtures are (hence untyped and incomplete defs,
+# and calls to them). They see orchestrator as Any (pyproject.toml says why), so subclassing it,
+# returning its values and bare generics over it are allowed here too; the rest of strict holds.
 (cd tests && ../.venv/bin/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache \
-  --allow-untyped-defs --check-untyped-defs .)
+  --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls --allow-subclassing-any \
+  --no-warn-return-any --allow-any-generics --check-untyped-defs .)
 set +e
 .venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider "$@"
 rc=$?

@@ -7,7 +7,7 @@ with a placeholder, or with a live value when the type's ``EVAL_*`` environment 
 live values are registered as secrets. Builds and verification never call the real services, so
 placeholders are enough: verification mocks every node. n8n does not validate credential data on
 ``POST /rest/credentials`` (unknown fields are stored too), so the field names here were checked
-against the type definitions by ``tests/test_credential_templates.py``.
+against the type definitions by ``tests/unit/builders/test_credential_templates.py``.
 
 Facts the templates encode: ``gmailOAuth2`` extends ``googleOAuth2Api`` and
 ``microsoftTeamsOAuth2Api`` extends ``microsoftOAuth2Api``; an OAuth2 credential counts as

@@ -132,7 +132,7 @@ def rename_workflow_name_fields(value: Any, fn: Callable[[str], str]) -> Any:
 def rename_mentions(message: dict[str, Any], fn: Callable[[str], str]) -> dict[str, Any]:
     """Workflow-name mentions in one seeded message: its prose (``text`` blocks) and ``workflowName``
     fields; nothing else."""
-    named = rename_workflow_name_fields(message, fn)
+    named: dict[str, Any] = rename_workflow_name_fields(message, fn)  # a dict in, a dict out
     content = named.get("content")
     if isinstance(content, list):
         named["content"] = [{**b, "text": fn(b["text"])} if isinstance(b, dict) and b.get("type") == "text"

@@ -9,7 +9,7 @@ The list (``n8n-credential-types.json``) is generated from the pinned install: t
 credentials of ``n8n-nodes-base`` and ``@n8n/n8n-nodes-langchain``, and the types the MCP registry's
 test seed adds (``<slug>McpOAuth2Api`` for its Notion and Linear servers, which every lane seeds:
 ``lanes/bringup.py``). Regenerate it with ``python -m orchestrator.cases.credential_types <node_modules> <version>``;
-``tests/test_case_rules.py`` keeps it equal to the installed n8n's.
+``tests/unit/cases/test_case_rules.py`` keeps it equal to the installed n8n's.
 """
 
 from __future__ import annotations

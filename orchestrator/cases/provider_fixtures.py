@@ -111,7 +111,7 @@ def _root() -> Traversable:
 @cache
 def provider_fixtures() -> dict[str, ProviderFixture]:
     """Every shipped fixture by id. A folder named ``local`` or a manifest that does not parse is a
-    packaging bug, raised here (``tests/test_credential_setup_fixtures.py`` loads them all)."""
+    packaging bug, raised here (``tests/unit/builders/instance_ai/test_credential_setup_fixture.py`` loads them all)."""
     out: dict[str, ProviderFixture] = {}
     for folder in sorted(_root().iterdir(), key=lambda f: f.name):
         if not folder.is_dir() or folder.name.startswith("_"):

@@ -106,8 +106,8 @@ _CASE_KEYS: frozenset[str] = frozenset(
 def _entries(payload: object) -> list[object] | None:
     if isinstance(payload, list):
         return payload
-    if isinstance(payload, dict) and isinstance(payload.get("cases"), list):
-        return payload["cases"]
+    if isinstance(payload, dict) and isinstance(cases := payload.get("cases"), list):
+        return cases
     return None
 
 

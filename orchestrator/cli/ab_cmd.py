@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -38,10 +39,13 @@ from orchestrator.experiments.sequential import SequentialDesign
 from orchestrator.run.config import RunConfig
 from orchestrator.run.resolve import preflight, resolve
 
+if TYPE_CHECKING:
+    from orchestrator.run.pipeline import RunHooks
+
 console = Console(stderr=True)
 
 
-def _hooks_for(cfg: RunConfig) -> list:
+def _hooks_for(cfg: RunConfig) -> list[RunHooks]:
     from orchestrator.experiments.langsmith_sync import default_hooks
 
     return default_hooks(cfg)

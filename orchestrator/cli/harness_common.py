@@ -4,12 +4,16 @@ how a finished harness run ends (exit 1 on a run error or anything left open, as
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
+
+if TYPE_CHECKING:
+    from orchestrator.run.pipeline import RunHooks
 
 console = Console(stderr=True)
 
@@ -19,7 +23,7 @@ def default_cases(cfg: RunConfig, folder: Path) -> RunConfig:
     return cfg.replace(cases_paths=[folder]) if cfg.cases_paths == [Path("cases")] else cfg
 
 
-def console_hooks(verbose: bool) -> list:
+def console_hooks(verbose: bool) -> list[RunHooks]:
     """One line per finished unit, as ``orchestrator run`` prints it."""
     from orchestrator.results.console import unit_line
     from orchestrator.run.pipeline import RunHooks

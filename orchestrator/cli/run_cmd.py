@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -19,7 +19,7 @@ from orchestrator.run.resolve import preflight, resolve
 GATE_RED_EXIT = 1
 
 
-def gate_exit_code(gate: dict | None) -> int:
+def gate_exit_code(gate: dict[str, Any] | None) -> int:
     """A gated tier's PR verdict is its absolute gate: red → :data:`GATE_RED_EXIT`; else 0."""
     return GATE_RED_EXIT if gate is not None and not gate["green"] else 0
 

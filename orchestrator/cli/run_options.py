@@ -12,7 +12,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, overload
 
 import typer
 
@@ -123,7 +123,17 @@ def _config(values: dict[str, Any], default_builder: str = DEFAULT_BUILDER) -> R
     return RunConfig(cases_paths=list(cases) if cases else [Path("cases")], outage_waits_s=waits, **values)
 
 
-def run_options(command: Callable[..., None] | None = None, /, **defaults: Any) -> Any:
+@overload
+def run_options(command: Callable[..., None], /, **defaults: Any) -> Callable[..., None]: ...
+
+
+@overload
+def run_options(command: None = None, /, **defaults: Any) -> Callable[[Callable[..., None]], Callable[..., None]]: ...
+
+
+def run_options(
+    command: Callable[..., None] | None = None, /, **defaults: Any
+) -> Callable[..., None] | Callable[[Callable[..., None]], Callable[..., None]]:
     """Give ``command(cfg, **own)`` the shared options; ``own`` are its other keyword parameters.
 
     ``@run_options(builder="instance-ai")`` changes a shared option's default for this command only

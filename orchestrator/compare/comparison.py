@@ -275,7 +275,7 @@ def comparison_dict(comparison: Comparison) -> dict[str, Any]:
     """JSON-ready, redacted n8n ``ComparisonResult`` of ``comparison`` (ours under ``orchestrator``)."""
     pr_rate = comparison.pr_band.rate if comparison.pr_band else 0.0
     base_rate = comparison.baseline_band.rate if comparison.baseline_band else 0.0
-    return redact_obj({
+    redacted: dict[str, Any] = redact_obj({
         "pr": {"experimentName": comparison.pr_name or comparison.run_id},
         "baseline": {"experimentName": comparison.baseline_name or comparison.baseline_run_id},
         "aggregate": {
@@ -305,3 +305,4 @@ def comparison_dict(comparison: Comparison) -> dict[str, Any]:
             "failureCategoryDrift": [_drift_dict(d) for d in comparison.drift] if comparison.drift is not None else None,
         },
     })
+    return redacted

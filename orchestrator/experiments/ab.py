@@ -55,13 +55,14 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from orchestrator.builders.builder import Builder
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
 from orchestrator.experiments.plan import build_scores
 from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState
 from orchestrator.ids import new_run_id
 from orchestrator.lanes.profiles import parse_overrides
 from orchestrator.redact import register_secret
-from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
+from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.writer import stored_output_dir
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome, run

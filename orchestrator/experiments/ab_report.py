@@ -159,7 +159,7 @@ def _power_dict(power: dict[str, Any] | None) -> dict[str, Any] | None:
 def report_dict(ab_id: str, mode: str, arms: list[ArmData], comparisons: list[ArmComparison],
                 sequential: dict[str, Any] | None = None) -> dict[str, Any]:
     by_name = {a.name: a for a in arms}
-    return redact_obj({
+    redacted: dict[str, Any] = redact_obj({
         "ab_id": ab_id, "mode": mode, "test": TEST_NAME, "effect_interval": EFFECT_METHOD,
         "arms": [_arm_dict(a) for a in arms],
         "sequential": sequential,
@@ -174,6 +174,7 @@ def report_dict(ab_id: str, mode: str, arms: list[ArmData], comparisons: list[Ar
             "variant_only_trials": c.pairing.variant_only_trials,
         } for c in comparisons],
     })
+    return redacted
 
 
 def _p(p: float) -> str:

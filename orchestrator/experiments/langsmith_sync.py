@@ -177,12 +177,13 @@ def _experiment_metadata(cfg: RunConfig, run_id: str, git: GitInfo) -> dict[str,
         name, _, value = pair.partition("=")
         if name and not _SECRET_NAME.search(name):
             env[name] = value
-    return redact_obj({
+    redacted: dict[str, Any] = redact_obj({
         "run_id": run_id, "branch": git.branch, "revision_id": git.sha, "dirty": git.dirty,
         "build_model": cfg.build_model, "iterations": cfg.iterations, "tier": cfg.tier, "filter": cfg.filter,
         "exclude": cfg.exclude, "source": cfg.source, "suite": cfg.suite, "backend": cfg.backend,
         "profile": cfg.profile, "lane_env": env, "orchestrator": "n8n-eval-orchestrator",
     })
+    return redacted
 
 
 # --------------------------------------------------------------------------- client

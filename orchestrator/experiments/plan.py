@@ -35,8 +35,9 @@ from typing import Any
 
 from scipy.stats import norm
 
+from orchestrator.domain import BuildStatus
 from orchestrator.errors import UserError
-from orchestrator.results.model import BuildStatus, EvalResults, UnitResult
+from orchestrator.results.model import EvalResults, UnitResult
 from orchestrator.results.scoring import scoring_units
 
 DEFAULT_EFFECTS = (0.05, 0.10, 0.15, 0.20)

@@ -591,7 +591,8 @@ class N8nSession:
         return str(created["id"])
 
     async def get_workflow(self, workflow_id: str) -> dict[str, Any]:
-        return await self.get(f"/rest/workflows/{workflow_id}")
+        workflow: dict[str, Any] = await self.get(f"/rest/workflows/{workflow_id}")
+        return workflow
 
     async def list_workflows(self, *, include_archived: bool = True) -> list[dict[str, Any]]:
         """Every workflow this user can see (an owner sees all; archived ones included by default)."""

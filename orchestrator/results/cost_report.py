@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,11 @@ def _priced(tokens: dict[str, Any] | None) -> float | None:
 
 def cohort_of(doc: dict[str, Any], label: str) -> Cohort:
     cases = doc.get("testCases") or []
-    has = lambda key: any(any(v is not None for v in (tc.get(key) or [])) for tc in cases)  # noqa: E731
+
+    def has(key: str) -> bool:
+        return any(any(v is not None for v in (tc.get(key) or [])) for tc in cases)
+
+    pick: Callable[[dict[str, Any]], list[Any]]
     if has("modelCostUsdPerRun"):
         source, pick = "model gateway: every stage, cache-aware", lambda tc: tc.get("modelCostUsdPerRun") or []
     elif has("buildCostUsdPerRun"):

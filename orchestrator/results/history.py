@@ -22,8 +22,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from orchestrator.domain import BuildStatus
+
 from .contract import NotEvalResults, from_document
-from .model import BuildStatus, EvalResults, UnitResult
+from .model import EvalResults, UnitResult
 from .writer import RUN_FILENAME, read_units, stored_output_dir
 
 log = logging.getLogger(__name__)

@@ -48,7 +48,10 @@ def json_schema() -> dict[str, Any]:
                        "execErrors": {"type": "array", "items": {"type": "string"}}},
     }
     rate = {"type": "number", "minimum": 0, "maximum": 1}
-    per_run = lambda item: {"type": "array", "items": {"anyOf": [item, {"type": "null"}]}}  # noqa: E731
+
+    def per_run(item: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "array", "items": {"anyOf": [item, {"type": "null"}]}}
+
     test_case = {
         "type": "object",
         "required": ["name", "testCaseFile", "status", "buildSuccessCount", "totalRuns", "buildCostUsdPerRun",
@@ -196,7 +199,8 @@ def json_schema() -> dict[str, Any]:
 def published_schema() -> dict[str, Any]:
     """The schema file shipped with the package."""
     text = resources.files("orchestrator.results").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 if __name__ == "__main__":  # regenerate the published schema: python -m orchestrator.results.schema

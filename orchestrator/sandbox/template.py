@@ -66,7 +66,8 @@ class SandboxTemplate:
         return self.marker.exists() and self.node_modules.is_dir() and (self.bin_dir / "npm").exists()
 
     def package_json(self) -> dict[str, object]:
-        return json.loads((self.root / "package.json").read_text())
+        package: dict[str, object] = json.loads((self.root / "package.json").read_text())
+        return package
 
     def mounted_entries(self) -> list[str]:
         """Top-level ``node_modules`` entries each sandbox gets as a read-only bind mount."""

@@ -15,7 +15,7 @@ computer-use gateway offers browser tools (``agent/computer-use-prompt.js``, ski
    ``resolveData``); n8n asks the user to approve the credential write (the harness allows it);
 4. say what it did, naming the credential, never the key.
 
-Variants make each credential-setup check fail or go incomplete (``tests/test_credential_setup_e2e.py``):
+Variants make each credential-setup check fail or go incomplete (``tests/e2e/test_credential_setup_e2e.py``):
 ``skip_add`` never clicks "Add" (no key is issued), ``truncated`` captures the new key's truncated
 row in the key list instead of the reveal field (a wrong value is saved), ``leak`` repeats the
 revealed value in its reply (it leaks only if the browser showed it unredacted).
@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.scripted.instance_ai import calls_since, result_json, tool_names, user_texts
-from orchestrator.scripted.replies import Action, Reply, Script, TextBlock, ToolUseBlock, text_reply
+from orchestrator.scripted.instance_ai import calls_since, result_json, user_texts
+from orchestrator.scripted.replies import Action, Reply, Script, TextBlock, ToolUseBlock, text_reply, tool_names
 
 Variant = Literal["good", "skip_add", "truncated", "leak"]
 LOAD_TOOL = "load_tool"

@@ -98,7 +98,11 @@ def user_texts(request: dict[str, Any]) -> list[tuple[int, str]]:
     return out
 
 
-def calls_since(request: dict[str, Any], start: int) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+# a tool call (an Anthropic ``tool_use`` block) and its ``tool_result`` block, None while it is pending
+CallPair = tuple[dict[str, Any], dict[str, Any] | None]
+
+
+def calls_since(request: dict[str, Any], start: int) -> list[CallPair]:
     """Every tool call after message ``start``, paired with its ``tool_result`` block (or None)."""
     calls: list[dict[str, Any]] = []
     results: dict[str, dict[str, Any]] = {}
@@ -283,7 +287,7 @@ def instance_ai_agent(*, load_skill: bool = True, use_workspace: bool = True) ->
     return script
 
 
-def resync_after_external_edit(result: dict[str, Any], this_turn: list) -> Reply | str | None:
+def resync_after_external_edit(result: dict[str, Any], this_turn: list[CallPair]) -> Reply | str | None:
     """A save refused because the workflow changed outside the conversation (n8n's remediation
     ``workflow_modified_externally``): read the saved workflow back (``workflows get-as-code``),
     then the name it has now, to rebuild onto it. None: nothing to resync."""
@@ -328,7 +332,7 @@ def agent_name(prompt: str) -> str:
     return ("Scripted " + " ".join(slug_of(prompt).split("-")[:-1]) + " agent")[:60]
 
 
-def agent_action(prompt: str, this_turn: list, offered: set[str]) -> Action | None:
+def agent_action(prompt: str, this_turn: list[CallPair], offered: set[str]) -> Action | None:
     """Build a standalone Agent through ``build-agent`` when the opening turn asks for one; the
     builder gets the user's words as its hand-off message. None: not an agent request."""
     if BUILD_AGENT not in offered or not asks_for_agent(prompt):
@@ -363,7 +367,7 @@ def asks_for_config_eval(prompt: str) -> bool:
     return bool(_EVAL_REQUEST.search(prompt))
 
 
-def config_eval_action(prompt: str, workflow_id: str, this_turn: list, offered: set[str]) -> Action | None:
+def config_eval_action(prompt: str, workflow_id: str, this_turn: list[CallPair], offered: set[str]) -> Action | None:
     """After building the workflow, set up a config-based evaluation on it when the opening turn asks
     for one: find an LLM credential for the judge metric (``credentials list``), create the dataset
     data table and fill it (``data-tables create`` / ``insert-rows``), then ``eval-config create`` on
@@ -418,7 +422,7 @@ _REPO = re.compile(r"\b([\w.-]+)/([\w.-]+)\b")
 _RANDOM = re.compile(r"\brandom\b", re.I)
 
 
-def credential_setup(opening: str, everything: list, offered: set[str]) -> Reply | dict[str, Any] | None:
+def credential_setup(opening: str, everything: list[CallPair], offered: set[str]) -> Reply | dict[str, Any] | None:
     """A prompt that opens a GitHub issue (None: not this archetype): the workflow is built with an
     unset GitHub credential (the dict returned), then the workflow's setup card is raised
     (``workflows {action: setup}`` for ``githubApi``, the Reply returned) for the harness to
@@ -433,7 +437,7 @@ def credential_setup(opening: str, everything: list, offered: set[str]) -> Reply
     return github_issue_workflow(opening)
 
 
-def setup_outcome(everything: list) -> str:
+def setup_outcome(everything: list[CallPair]) -> str:
     done = _last(everything, WORKFLOWS_TOOL, action="setup")
     result = result_json(done[1]) if done else {}
     if result.get("success") is True and not result.get("deferred"):
@@ -603,7 +607,7 @@ def _last(calls: list[tuple[dict[str, Any], dict[str, Any] | None]], tool: str,
     return None
 
 
-def seeded_action(request: dict[str, Any], turn_text: str, this_turn: list, offered: set[str]) -> Action | None:
+def seeded_action(request: dict[str, Any], turn_text: str, this_turn: list[CallPair], offered: set[str]) -> Action | None:
     """What the agent does in a seeded case (None: not a seeded situation, build as usual)."""
     prompt = clean_prompt(turn_text)
     attached = attached_resources(turn_text)
@@ -652,7 +656,7 @@ def seeded_action(request: dict[str, Any], turn_text: str, this_turn: list, offe
     return None
 
 
-def _edit_seeded(request: dict[str, Any], prompt: str, this_turn: list, offered: set[str], wf_id: str, wf_name: str) -> Action:
+def _edit_seeded(request: dict[str, Any], prompt: str, this_turn: list[CallPair], offered: set[str], wf_id: str, wf_name: str) -> Action:
     """Rebuild the attached (seeded) workflow in place: the same id, its name, a source derived from the turn."""
     builds = [(c, r) for c, r in this_turn if c.get("name") == BUILD_TOOL]
     if builds:

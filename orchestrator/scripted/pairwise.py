@@ -52,7 +52,10 @@ def criteria(prompt: str) -> tuple[list[str], list[str]]:
     body = prompt.split("## Workflow", 1)[0]
     dos_part, _, donts_part = body.partition("[DON'T]")
     dos_part = dos_part.split("[DO]", 1)[-1]
-    lines = lambda text: [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]  # noqa: E731
+
+    def lines(text: str) -> list[str]:
+        return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
     return lines(dos_part), lines(donts_part)
 
 

@@ -254,9 +254,8 @@ def created_workflow_id(result_block: dict[str, Any]) -> str | None:
     except ValueError:
         match = _WORKFLOW_ID.search(text)
         return match.group(1) if match else None
-    if isinstance(payload, dict) and not payload.get("error") and isinstance(payload.get("workflowId"), str):
-        return payload["workflowId"]
-    return None
+    workflow_id = payload.get("workflowId") if isinstance(payload, dict) and not payload.get("error") else None
+    return workflow_id if isinstance(workflow_id, str) else None
 
 
 def mcp_builder(server_name: str = "n8n-local", code: str | None = None,

@@ -52,8 +52,9 @@ async def fetch_agent(session: N8nSession, ref: ArtifactRef, project_id: str) ->
     base = f"/rest/projects/{project}/agents/v2/{ref.id}"
     config = await session.get(f"{base}/config")
     skills = await session.get(f"{base}/skills")
-    return sanitize({"agentId": ref.id, "config": config if isinstance(config, dict) else {},
-                     "skills": _skills_by_id(skills)})
+    agent: dict[str, Any] = sanitize({"agentId": ref.id, "config": config if isinstance(config, dict) else {},
+                                      "skills": _skills_by_id(skills)})
+    return agent
 
 
 def _skills_by_id(skills: Any) -> dict[str, Any]:
@@ -73,7 +74,8 @@ async def fetch_config_eval(session: N8nSession, ref: ArtifactRef, project_id: s
         table_id = (table.get("datasetRef") or {}).get("dataTableId")
         base = f"/rest/projects/{project_id}/data-tables/{table_id}"
         data_table = {"columns": await session.get(f"{base}/columns"), "rows": await session.get(f"{base}/rows")}
-    return sanitize({"configs": configs, "dataTable": data_table})
+    evaluation: dict[str, Any] = sanitize({"configs": configs, "dataTable": data_table})
+    return evaluation
 
 
 # ------------------------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.cases import EvalCase, strip_director_notes
+from orchestrator.domain import Verdict
 from orchestrator.n8n.run_debug import opening_input_tokens, summarize_usage, usage_by_run
-from orchestrator.results.model import ExpectationResult, Verdict
+from orchestrator.results.model import ExpectationResult
 from orchestrator.transcript import gradable, read_transcript, render_for_judge, turn_run_ids
 from orchestrator.verify import context, memory
 from orchestrator.verify.intent import agent_reply_text, grade_intent

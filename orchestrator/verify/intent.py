@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.cases.model import IntentAccept, IntentExpectation
+from orchestrator.domain import Verdict
 from orchestrator.errors import ModelCallError
-from orchestrator.results.model import ExpectationResult, Verdict
+from orchestrator.results.model import ExpectationResult
 
 NO_AGENT_OUTPUT = "no agent output captured"
 NO_BLOCK = "no intent block found"

@@ -146,7 +146,7 @@ def test_a_single_prompt_case_gets_n8ns_answers(lane_and_model, tmp_path: Path) 
     """n8n ``harness/chat-loop.ts`` ``buildAutoApprovePayload``: a single-prompt case's clarifying
     ``ask-user`` question gets no answer (``answers: []``) and its setup card is applied as it
     stands (``setupWorkflowApply``, no credential picked or created), without any model call (no
-    user proxy runs). The standalone credential card's deferral is in tests/test_instance_ai.py."""
+    user proxy runs). The standalone credential card's deferral is in tests/unit/builders/instance_ai/test_instance_ai.py."""
     lane, ledger, model, lane_env = lane_and_model
     vague = EvalCase.model_validate({
         "conversation": [{"role": "user", "text": 'Build a workflow with a Manual Trigger and a Set node: status, '
@@ -201,7 +201,7 @@ def test_a_budget_that_fires_in_a_later_turn_grades_what_was_saved(lane_and_mode
     assert result.status == BuildStatus.ok and result.workflow_id, result.error
     assert result.budget_timeout and "(turn budget, user turn 2)" in result.budget_timeout
     # n8n's BuildTimeout ({kind, turn, elapsedMs}): the unit runner stamps every row of the iteration
-    # with it (incomplete, attribution timeout; tests/test_fidelity_counts.py)
+    # with it (incomplete, attribution timeout; tests/unit/run/test_fidelity_counts.py)
     assert result.budget_breach is not None and (result.budget_breach["kind"], result.budget_breach["turn"]) == ("turn", 2)
     [stamp] = [e for e in entries if e["kind"] == "timeout"]
     assert (stamp["budget"], stamp["turn"]) == ("turn", 2)

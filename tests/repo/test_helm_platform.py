@@ -1,7 +1,7 @@
 """What a platform team checks in the chart (issue #35; docs/cluster.md "What a platform team checks"):
 no PodDisruptionBudget, every selector of one release, the admission policies' checks, egress by
 value, cluster-scoped objects optional, the image's uid, pinned tags, fail-fast graces sized for an
-autoscaler, the lanes' deadline. Rendered by real Helm templating (tests/test_helm_chart.py's
+autoscaler, the lanes' deadline. Rendered by real Helm templating (tests/repo/test_helm_chart.py's
 ``render``); our own chart, not an n8n rule.
 """
 

@@ -40,7 +40,7 @@ The harsher behaviours of a real API server, each off by default so a test turns
   ``resourceVersion``) and ``PATCH`` (merge patch), for the run's liveness lease;
 * a kubelet outcome ``Unschedulable`` (PodScheduled False with the scheduler's message).
 
-* **RBAC**: ``state.authorizer`` (``tests/k8s_fake_rbac.py`` builds one from the Roles and
+* **RBAC**: ``state.authorizer`` (``tests/support/k8s_fake_rbac.py`` builds one from the Roles and
   RoleBindings a Helm render gives) sees every API request with its bearer token and may refuse it
   with 403, worded as the API server words it (``api_client(token=…)`` sends one);
 * **an outage**: ``outage(seconds)`` makes every API request answer 503 for that long (the lanes'
@@ -134,6 +134,8 @@ class ApiState:
     compacted: int = 0
     #: An idle watch that asked for bookmarks gets one this often (None: never).
     bookmark_s: float | None = None
+    #: The version each bookmark sent carried, in order (what a test waits for instead of a sleep).
+    bookmarks_sent: list[int] = field(default_factory=list)
     #: A deleted pod stays Terminating this long (0: deleted at once).
     termination_s: float = 0.0
     #: "restricted": pods are admitted only if they meet Pod Security restricted.
@@ -449,6 +451,8 @@ class _Handler(BaseHTTPRequestHandler):
                     chunk({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
                                                            "metadata": {"resourceVersion": str(version)}}})
                     since, last_sent = max(since, version), time.monotonic()
+                    with st.cond:
+                        st.bookmarks_sent.append(version)
                     continue
                 for v, t, o in pending:
                     chunk({"type": t, "object": o})

@@ -1,4 +1,4 @@
-"""RBAC for the fake API server (tests/k8s_fake_api.py), from the Roles and RoleBindings of a Helm render.
+"""RBAC for the fake API server (tests/support/k8s_fake_api.py), from the Roles and RoleBindings of a Helm render.
 
 :func:`authorizer` turns rendered documents into the fake's ``state.authorizer``: a request is allowed
 only when its bearer token is a ServiceAccount's (``tokens``: token → ``namespace/name``) and a

@@ -1,5 +1,5 @@
 """Workflows as a builder creates them (n8n 2.41 node types and versions), with the workflow-check
-outcomes each must get. ``tests/test_workflow_checks.py`` saves them on a real lane and checks the
+outcomes each must get. ``tests/unit/verify/test_workflow_checks.py`` saves them on a real lane and checks the
 JSON n8n gives back; the same JSON, captured, lives in ``tests/fixtures/workflows/``."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from orchestrator.procs import pid_alive
 def _labelled_sleeper(run_id: str) -> subprocess.Popen[bytes]:
     """A stand-in lane process: its own session, the run's environment marker (what the sweep reads)."""
     env = dict(os.environ, N8N_EVAL_RUN_ID=run_id)
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env=env, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-c", "import threading; threading.Event().wait(300)"], env=env, start_new_session=True)
 
 
 def _record_lane(state: Path, run_id: str, proc: subprocess.Popen[bytes]) -> None:

@@ -29,8 +29,8 @@ def last_saved_workflow(entries: list[dict[str, Any]]) -> str | None:
     for e in reversed(entries):
         result = e.get("result")
         if e.get("kind") == "tool_result" and e.get("tool") == BUILD_TOOL and isinstance(result, dict) \
-                and result.get("success") is True and isinstance(result.get("workflowId"), str):
-            return result["workflowId"]
+                and result.get("success") is True and isinstance(workflow_id := result.get("workflowId"), str):
+            return workflow_id
     return None
 
 

@@ -352,7 +352,8 @@ def compile_sdk_code(code: str, *, node_bin: Path | None = None, sdk_cli: Path |
         if done.returncode != 0 or len(outputs) != 1:
             first = (done.stderr or done.stdout or "no output").strip().splitlines()[:1]
             raise ReplayUnavailable(redact(f"replay seed: the captured workflow code does not compile: {' '.join(first)}"))
-        return json.loads(outputs[0].read_text(encoding="utf-8"))
+        workflow: dict[str, Any] = json.loads(outputs[0].read_text(encoding="utf-8"))
+        return workflow
 
 
 def _source_of(call: dict[str, Any], files: dict[str, str]) -> Any:

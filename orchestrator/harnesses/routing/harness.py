@@ -101,7 +101,9 @@ def outcomes(results: EvalResults, cases: list[RoutingCase]) -> list[CaseOutcome
 
 def results_file(found: list[CaseOutcome], results: EvalResults, *, variant: str, stop_on_route: bool,
                   model: str, trials: int) -> dict[str, Any]:
-    iso = lambda ts: dt.datetime.fromtimestamp(ts or 0.0, tz=dt.UTC).isoformat().replace("+00:00", "Z")  # noqa: E731
+    def iso(ts: float | None) -> str:
+        return dt.datetime.fromtimestamp(ts or 0.0, tz=dt.UTC).isoformat().replace("+00:00", "Z")
+
     return {
         "runId": results.run_id, "variant": variant, "model": model, "trialsPerCase": trials,
         "stopOnRoute": stop_on_route, "startedAt": iso(results.started_at), "finishedAt": iso(results.finished_at),

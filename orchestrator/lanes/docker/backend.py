@@ -122,7 +122,7 @@ def _quantity(quantity: str, field: str, example: str, *, positive: bool) -> Dec
     from kubernetes.utils import parse_quantity  # the Kubernetes client's own quantity grammar
 
     try:
-        value = parse_quantity(quantity.strip())
+        value: Decimal = parse_quantity(quantity.strip())  # unannotated in the client; a Decimal
     except ValueError:
         raise LaneError(f"resources.{field} {quantity!r} is not a quantity like {example}") from None
     if value < 0 or (positive and value == 0):
@@ -405,10 +405,11 @@ class DockerBackend(LaneBackend):
         """Remove our containers and volumes of ``run_id`` (every run when None), by label and by ledger."""
         client = await self.client()
         removed: list[str] = []
-        filters = {"label": label_filter(run_id)}
+        filters: dict[str, str | list[str] | bool] = {"label": label_filter(run_id)}
         containers = await asyncio.to_thread(client.containers.list, all=True, filters=filters)
         for c in containers:
-            removed += await self._remove_container(client, c.name)
+            # a listed (not sparse) container has its name read; the id stands in should one not
+            removed += await self._remove_container(client, c.name or c.short_id)
         for ledger in self._ledgers(run_id):
             for entry in ledger.open_entries("lane"):
                 if entry.meta.get("backend") != self.name:

@@ -65,7 +65,7 @@ def retry_after_s(exc: ApiException, attempt: int) -> float:
             return min(max(float(value), 0.0), BACKOFF_CAP_S * 4)
         except ValueError:
             pass
-    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2.0 ** attempt)) * (0.5 + random.random() / 2)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -80,7 +80,7 @@ def _wait(state: RetryCallState) -> float:
     attempt = state.attempt_number - 1
     if isinstance(exc, ApiException) and exc.status == 429:
         return retry_after_s(exc, attempt)
-    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2 ** attempt)) * (0.5 + random.random() / 2)
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * (2.0 ** attempt)) * (0.5 + random.random() / 2)
 
 
 def call_with_retry(fn: Callable[..., T], *args: Any, budget_s: float = RETRY_429_BUDGET_S,

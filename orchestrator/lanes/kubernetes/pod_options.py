@@ -61,7 +61,7 @@ class SandboxSidecar(Sidecar):
     """The sandbox container (``lanes.pod.sandbox``): what bubblewrap needs to build its jails.
 
     bwrap runs unprivileged (no setuid, no capability, no privilege escalation) but needs, measured on
-    the build machine (tests/test_k8s_sandbox_privileges.py): user namespaces, which the container
+    the build machine (tests/unit/sandbox/test_k8s_sandbox_privileges.py): user namespaces, which the container
     runtime's default seccomp profile denies to a container without CAP_SYS_ADMIN, hence
     ``seccompProfile`` (``Unconfined`` by default; a ``Localhost`` profile that allows
     ``unshare``/``clone`` with namespace flags and ``mount`` is the tighter choice); a ``/proc`` it may

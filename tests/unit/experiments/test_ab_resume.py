@@ -17,6 +17,7 @@ from typing import ClassVar
 import pytest
 from support.eval_results_factory import unit
 from support.langsmith_fake import API_KEY, FakeLangSmith, running
+from support.polling import settle
 from support.tools import require
 
 from orchestrator.experiments.ab import (
@@ -101,7 +102,7 @@ async def test_the_lockstep_gate_goes_on_from_each_arms_finished_builds() -> Non
                        "v": [unit("a", i, {"s": True}) for i in range(3)]})
     assert gate.started == gate.finished == {"c": 5, "v": 3}
     ahead = asyncio.create_task(gate.enter("c"))
-    await asyncio.sleep(0.01)
+    await settle()
     assert not ahead.done()  # the control's 6th build waits for the variant's 4th and 5th
     for _ in range(2):
         await gate.enter("v")  # the arm behind never waits
@@ -188,7 +189,7 @@ async def test_a_resumed_sequential_ab_that_had_decided_builds_nothing_more(tmp_
     replacement replays them, decides at the same pair, starts no lane and no build, keeps each arm's
     results where the first attempt wrote them, and counts every build of the experiment. Each arm's
     run still asks its backend to take over what the first attempt left (on Kubernetes: its lanes,
-    ``tests/test_k8s_resume.py``)."""
+    ``tests/unit/lanes/kubernetes/test_k8s_resume.py``)."""
     base = _decided_base(tmp_path)
     first_root = tmp_path / "first-pod"
     built = await _first_attempt(base, first_root)

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 from support.eval_results_factory import unit
+from support.polling import settle
 
 from orchestrator.experiments.ab import Lockstep, SequentialController
 from orchestrator.experiments.sequential import Decision, SequentialDesign, SequentialState, design_theta
@@ -146,11 +147,11 @@ async def test_lockstep_keeps_the_fast_arm_one_build_ahead() -> None:
         started.append(n)
 
     tasks = [asyncio.create_task(fast(n)) for n in range(3)]
-    await asyncio.sleep(0.01)
+    await settle()
     assert started == [0]  # its 2nd build waits for the control's 1st
     await gate.enter("c")  # the arm behind never waits
     await gate.leave("c")
-    await asyncio.sleep(0.01)
+    await settle()
     assert started == [0, 1]
     await gate.open()  # decided, or the other arm's run is over
     await asyncio.gather(*tasks)

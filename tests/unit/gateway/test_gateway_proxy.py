@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import generate_latest
+from support.polling import eventually_async
 
 from orchestrator.gateway import CallLedger, CallRecord, GatewayConfig, GatewayEvents, ModelGateway, Upstream
 from orchestrator.gateway.attribution import STAGE_HEADER, UNIT_HEADER
@@ -65,11 +66,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def settled(gw: ModelGateway, calls: int) -> None:
-    for _ in range(200):
-        if gw.ledger.calls >= calls:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{gw.ledger.calls} of {calls} calls recorded")
+    await eventually_async(lambda: gw.ledger.calls >= calls, what=f"{calls} calls recorded")
 
 
 async def test_a_streamed_answer_passes_unchanged_and_its_usage_is_the_lane_units(http: httpx.AsyncClient) -> None:
@@ -120,9 +117,7 @@ async def test_a_429_is_retried_once_after_retry_after_and_pauses_every_call_mea
         gw = await gateway_for(srv, heard)
         try:
             first = asyncio.create_task(http.post(gw.base_url + "/v1/messages", json=body()))
-            deadline = gw.clock() + 5
-            while not gw.pacer.paused_until and gw.clock() < deadline:  # the 429 comes back
-                await asyncio.sleep(0.01)
+            await eventually_async(lambda: gw.pacer.paused_until, timeout=5, interval=0.01, what="the 429 back")
             assert gw.pacer.paused_until > gw.clock()  # the gateway waits out retry-after
             second = await http.post(gw.base_url + "/v1/messages", json=body())
             assert (await first).status_code == 200 and second.status_code == 200
@@ -216,14 +211,9 @@ async def test_a_call_still_held_at_the_provider_when_the_run_closes_its_gateway
     with ScriptedModelServer(held) as srv:
         gw = await gateway_for(srv, heard, close_grace_s=0.2)
         call = asyncio.create_task(http.post(gw.base_url + "/v1/messages", json=body(stream=False)))
-        deadline = gw.clock() + 10
-        while not srv.message_requests and gw.clock() < deadline:
-            await asyncio.sleep(0.01)
-        assert srv.message_requests, "the call never reached the provider"
+        await eventually_async(lambda: srv.message_requests, interval=0.01, what="the call reached the provider")
         await gw.close()
-        deadline = gw.clock() + 10
-        while not heard.calls and gw.clock() < deadline:
-            await asyncio.sleep(0.01)
+        await eventually_async(lambda: heard.calls, interval=0.01, what="the call heard of")
         release.set()
         call.cancel()
         await asyncio.gather(call, return_exceptions=True)

@@ -14,24 +14,24 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.polling import eventually
 from support.tools import need
 
 REPO = Path(__file__).resolve().parents[3]
 POD_IP, SCRAPER_IP = "192.0.2.10", "192.0.2.20"
 
 SERVE = """
-import os, sys, time
+import os, sys, threading
 from orchestrator.metrics.prometheus import RunMetrics
 m = RunMetrics()
 ep = m.serve(int(sys.argv[1]))
 print(ep.addr, ep.port, flush=True)
-time.sleep(30)
+threading.Event().wait(30)  # serves until the test kills it
 """
 
 SCRAPE = """
@@ -94,12 +94,10 @@ def test_metrics_are_scraped_on_the_pod_ip_from_another_namespace(netns, host: s
         addr, port = server.stdout.readline().split()
         assert addr == (host or "127.0.0.1")
         url = f"http://{POD_IP}:{port}/metrics"
-        deadline = time.monotonic() + 10
-        result = _scrape(prom, url)
-        while reachable and result != "OK" and time.monotonic() < deadline:
-            time.sleep(0.2)
-            result = _scrape(prom, url)
-        assert result == ("OK" if reachable else "FAIL URLError"), result
+        if reachable:
+            eventually(lambda: _scrape(prom, url) == "OK", timeout=10, interval=0.2, what=f"{url} scraped from the other namespace")
+        else:
+            assert _scrape(prom, url) == "FAIL URLError"
     finally:
         server.kill()
         server.communicate(timeout=10)

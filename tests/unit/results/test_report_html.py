@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from support.chromium import chromium, dark_pixels, decode_png, need_chromium, open_tab
 from support.eval_results_factory import results, unit
+from support.polling import eventually
 
 from orchestrator.redact import MASK, register_secret
 from orchestrator.results.model import BuildStatus, EvalResults
@@ -144,10 +144,8 @@ def test_failing_unit_reason_is_visible_after_one_click(tmp_path: Path) -> None:
         link = tab.box(link_js)
         assert tab.js("window.scrollY") == 0 and 0 <= link["top"] < 1000  # on screen at the top
         tab.click(link["x"] + 5, link["y"] + link["height"] / 2)
-        deadline = time.monotonic() + 10
-        while tab.js(f"document.getElementById('{anchor}').open") is not True:
-            assert time.monotonic() < deadline, "the click did not open the unit"
-            time.sleep(0.1)
+        eventually(lambda: tab.js(f"document.getElementById('{anchor}').open") is True, interval=0.1,
+                   what="the click opened the unit")
         assert tab.js(f"{reason_js}.checkVisibility()") is True
         assert "drops every item" in str(tab.js(f"{reason_js}.innerText"))
         rect = tab.box(reason_js)

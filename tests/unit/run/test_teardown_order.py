@@ -2,7 +2,7 @@
 
 The lane backend and the n8n sessions here are recording stand-ins: this checks only the order
 and the ledger bookkeeping; the real thing (real lanes, real deletes) is covered end to end by
-tests/test_run_e2e.py and the fault suite."""
+tests/e2e/test_run_e2e.py and the fault suite."""
 
 from __future__ import annotations
 

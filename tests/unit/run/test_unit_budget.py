@@ -247,7 +247,7 @@ async def test_a_complex_cases_claude_attempt_runs_under_one_and_a_half_budgets(
     assert seen == [1_500] == [request.timeout_ms]
     assert log_path.read_text().startswith("started"), "the fake claude ran"
     assert result.status == BuildStatus.timeout and result.attempts == 1
-    assert 1.5 <= result.duration_s < 60  # killed by the scaled budget, not before it, not never
+    assert result.duration_s >= 1.5  # not before the scaled budget; the status and the error say it ended it
     assert result.error == "build timed out after 2 s"  # 1.5 s, rounded
 
 

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.polling import eventually_async, settle
 
 from orchestrator.allocator import Outcome, WorkUnit
 from orchestrator.builders.builder import Builder, BuilderSettings, BuildRequest, BuildResult
 from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import load_disk
-from orchestrator.lanes.model import Lane
+from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.n8n.rest import N8nClient, N8nSession
 from orchestrator.results.model import BuildStatus, UnitResult
 from orchestrator.run.unit import UnitRunner, UnitSettings, run_to_end
@@ -57,12 +58,27 @@ class _Users:
         return []
 
 
+class _WatchedLane(Lane):
+    """A lane that counts how often its state is read (what the unit runner's settle() looks at)."""
+
+    state_reads = 0
+
+    @property
+    def state(self) -> LaneState:
+        self.state_reads += 1
+        return self._state
+
+    @state.setter
+    def state(self, value: LaneState) -> None:
+        self._state = value
+
+
 class _Setup:
     def __init__(self, tmp_path: Path) -> None:
         loaded, issues = load_disk([REPO / "cases" / "seeded-repair-vat-code-attach.json"])
         assert not issues
         self.case = loaded[0]
-        self.lane = Lane("cancel-0", 0, "http://127.0.0.1:9", "process", "cancel-test")
+        self.lane = _WatchedLane("cancel-0", 0, "http://127.0.0.1:9", "process", "cancel-test")
         self.client = N8nClient(self.lane.base_url)
         owner = N8nSession(self.client, "cookie", {"id": "owner"})
         self.users = _Users(BuildUser("member", "m@x.invalid", owner, None, "project"))
@@ -93,7 +109,7 @@ async def test_a_unit_cancelled_while_its_record_is_written_finishes_once(tmp_pa
     s.builder.go.set()
     await asyncio.wait_for(s.writing.wait(), 10)
     task.cancel()  # the drain of a lane that died just now
-    await asyncio.sleep(0.05)
+    await settle()
     assert not task.done()  # the record is still being written: the unit waits for it
     s.write_done.set()
     outcome, record = await asyncio.wait_for(task, 10)
@@ -161,7 +177,7 @@ async def test_a_unit_is_done_while_its_user_is_cleaned_up_and_an_interrupt_aban
     outcome, record = await _done_with_a_hung_clean_up(s)  # done although the clean-up never ends
     assert outcome is Outcome.done and s.written == [record]
     settling = asyncio.create_task(s.runner.settle())
-    await asyncio.sleep(0.1)
+    await settle()
     assert not settling.done()  # the run's end waits for clean-ups...
     s.runner.abandon_cleanups()  # ...unless it was interrupted
     await asyncio.wait_for(settling, 10)
@@ -171,12 +187,13 @@ async def test_a_unit_is_done_while_its_user_is_cleaned_up_and_an_interrupt_aban
 async def test_the_runs_end_cancels_the_clean_up_of_a_lane_that_died_meanwhile(tmp_path: Path) -> None:
     """A lane that stopped answering would hold the run's end for its requests' timeouts: its
     clean-up is cancelled and its user goes with the lane (as the drain cancelled it before)."""
-    from orchestrator.lanes.model import LaneState
-
     s = _Setup(tmp_path)
     await _done_with_a_hung_clean_up(s)
     settling = asyncio.create_task(s.runner.settle())
-    await asyncio.sleep(1.5)
+    assert isinstance(s.lane, _WatchedLane)
+    looked = s.lane.state_reads
+    # settle() looks at the lane once a round: two looks, and a wait between them, at a live lane
+    await eventually_async(lambda: s.lane.state_reads >= looked + 2, what="settle() looked at the lane twice")
     assert not settling.done()  # a live lane's clean-up is waited for
     s.lane.state = LaneState.dead
     await asyncio.wait_for(settling, 5)

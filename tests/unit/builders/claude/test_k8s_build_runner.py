@@ -10,14 +10,13 @@ tokens, unknown ids, full slots and cancellation are answered as the protocol sa
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from support.polling import eventually_async
 
 from orchestrator.builders.claude.build_runner import (
     BuildRunnerServer,
@@ -88,15 +87,12 @@ async def test_protocol_errors_slots_and_cancel(runner) -> None:
         assert (await http.post(f"{url}/builds", json=body, headers=auth)).status_code == 200  # idempotent
         busy = await http.post(f"{url}/builds", json={**body, "build_id": "unit-2"}, headers=auth)
         assert busy.status_code == 429 and "slots" in busy.text
-        deadline = time.monotonic() + 20
-        while not list(server.root.iterdir()) and time.monotonic() < deadline:  # claude is staged
-            await asyncio.sleep(0.1)
-        assert list(server.root.iterdir())
+        await eventually_async(lambda: list(server.root.iterdir()), timeout=20, interval=0.1, what="claude staged")
         assert (await http.delete(f"{url}/builds/unit-1", headers=auth)).json()["cancelled"] is True
         # cancel terminates claude's process group, then removes its staged dir (HOME, MCP config)
-        while list(server.root.iterdir()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        assert list(server.root.iterdir()) == [] and server.running() == 0
+        await eventually_async(lambda: not list(server.root.iterdir()), timeout=20, interval=0.1,
+                               what="the staged dir removed")
+        assert server.running() == 0
         assert (await http.post(f"{url}/builds", json={**body, "build_id": "unit-2"}, headers=auth)).status_code == 202
         await http.delete(f"{url}/builds/unit-2", headers=auth)
     with pytest.raises(RunnerError, match="HTTP 401"):

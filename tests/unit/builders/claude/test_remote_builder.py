@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from support.model_switch import SharedModel, Switch
+from support.polling import eventually, eventually_async
 from support.static_lane import StaticLane, lane_turn
 from support.tools import free_port
 
@@ -103,15 +103,17 @@ class RunnerProcess:
             [sys.executable, "-m", "orchestrator.builders.claude.build_runner", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--root", str(root), "--n8n-url", lane_url, "--slots", "2"],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1, trust_env=False).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"build runner did not start: {log_path.read_text(errors='replace')[-2000:]}")
+        try:
+            eventually(self._healthy, timeout=30, interval=0.1, what="the build runner answers /healthz")
+        except AssertionError:
+            self.stop()
+            raise RuntimeError(f"build runner did not start: {log_path.read_text(errors='replace')[-2000:]}") from None
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     @property
     def url(self) -> str:
@@ -240,11 +242,8 @@ def test_a_runner_lost_mid_build_is_a_lane_fault(claude_bin, lane: tuple[Lane, L
     orphans: set[int] = set()
 
     async def kill_runner(task: asyncio.Future[Any]) -> None:
-        deadline = time.monotonic() + 60
-        while not orphans and time.monotonic() < deadline:
-            orphans.update(runner.claude_pids())
-            await asyncio.sleep(0.1)
-        assert orphans, "claude started on the runner"
+        orphans.update(await eventually_async(runner.claude_pids, timeout=60, interval=0.1,
+                                              what="claude started on the runner"))
         runner.stop(signal.SIGKILL)  # the lane pod is gone: the runner with it
 
     try:
@@ -268,15 +267,10 @@ def test_a_runner_lost_mid_build_is_a_lane_fault(claude_bin, lane: tuple[Lane, L
 def test_claudes_timeout_on_the_runner_is_a_timeout(claude_bin, lane: tuple[Lane, Ledger], model, runner, tmp_path: Path,
                                                     script_override: Switch) -> None:
     script_override.override = lambda request: Hang(120)
-    started = time.monotonic()
     result, workflow, _, _ = asyncio.run(_build(*lane, runner.url, tmp_path, build_timeout_ms=4_000))
     assert result.status == BuildStatus.timeout and workflow is None
     assert not result.retry_elsewhere
-    assert time.monotonic() - started < 60
-    deadline = time.monotonic() + 20
-    while runner.claude_pids() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not runner.claude_pids()
+    eventually(lambda: not runner.claude_pids(), timeout=20, interval=0.2, what="claude gone from the runner")
 
 
 @pytest.mark.claude
@@ -289,10 +283,9 @@ async def test_a_runner_past_the_deadline_gets_its_build_cancelled(claude_bin, t
         try:
             with pytest.raises(RunnerDeadline, match="cancelled"):
                 await remote.run("deadline-1", "Build.", "mcp-key-deadline-0001", deadline_s=3, timeout_ms=120_000)
-            deadline = time.monotonic() + 20
-            while (server.running() or list(server.root.iterdir())) and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-            assert server.running() == 0 and list(server.root.iterdir()) == [] and server.builds == {}
+            await eventually_async(lambda: server.running() == 0 and list(server.root.iterdir()) == [], timeout=20,
+                                   what="the cancelled build stopped and its staged dir removed")
+            assert server.builds == {}
         finally:
             await remote.aclose()
             server.stop()

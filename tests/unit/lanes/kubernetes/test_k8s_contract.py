@@ -1,7 +1,7 @@
 """Contract test of the ``kubernetes`` lane backend: the exact API calls it makes, in order.
 
 No real Kubernetes API server can run on this machine, so the real backend drives the real
-``kubernetes`` Python client against :class:`k8s_fake_api.FakeApiServer` (tests/k8s_fake_api.py),
+``kubernetes`` Python client against :class:`k8s_fake_api.FakeApiServer` (tests/support/k8s_fake_api.py),
 a loopback stand-in that records every request and models watches, a kubelet's pod phases,
 owner-reference garbage collection and 429s. The tests assert the call sequence and the bodies;
 every body is also validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict).
@@ -23,6 +23,7 @@ import pytest
 from kubernetes import client
 from pydantic import ValidationError
 from support.k8s_fake_api import FakeApiServer, Request, rbac_of
+from support.polling import eventually_async
 
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import LaneError, get_backend
@@ -225,10 +226,13 @@ async def test_image_pull_errors_are_retried_until_the_pod_runs(server, tmp_path
     server.state.pod_plan = ((0.05, "ErrImagePull"), (0.6, "ImagePullBackOff"), (1.0, "ready"))
     backend = make_backend(server, tmp_path, pod={"readyTimeoutSeconds": 20})
     lane = await backend.start_lane(0, lane_spec())
-    await asyncio.sleep(0.3)
+
+    async def pull_failing() -> bool:
+        return bool(re.search("ErrImagePull|ImagePullBackOff", await backend.logs(lane)))
+
+    await eventually_async(pull_failing, what="the pull error in the lane's logs")
     assert await backend.health(lane) is False
     assert await backend.is_gone(lane) is False
-    assert re.search("ErrImagePull|ImagePullBackOff", await backend.logs(lane))
     await backend.wait_ready(lane, 1)  # the backend's own ready timeout (20 s here) wins over 1 s
     assert await backend.health(lane) is True
     await backend.teardown(lane)
@@ -251,10 +255,7 @@ async def test_an_ended_pod_is_gone_at_once_and_logs_say_why(server, tmp_path, o
     backend = make_backend(server, tmp_path)
     lane = await backend.start_lane(0, lane_spec())
     await backend.wait_ready(lane, 5)
-    deadline = time.monotonic() + 5
-    while not await backend.is_gone(lane):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.05)
+    await eventually_async(lambda: backend.is_gone(lane), timeout=5, what=f"the {outcome} pod gone")
     assert await backend.health(lane) is False
     assert outcome in await backend.logs(lane)
     with pytest.raises(LaneError, match=outcome):
@@ -485,12 +486,11 @@ async def test_an_unschedulable_lane_fails_with_the_schedulers_message_after_its
     server.state.pod_plan = ((0.05, "Unschedulable"),)
     backend = make_backend(server, tmp_path, pod={"unschedulableGraceSeconds": 1})
     lane = await backend.start_lane(0, lane_spec())
-    await asyncio.sleep(0.5)
+    await eventually_async(lambda: backend._watch().stuck_for(lane.handle), what="the pod seen Unschedulable")
     assert await backend.is_gone(lane) is False  # within the grace: a node may be on its way
-    t0 = time.monotonic()
+    # given up after the grace (1 s), not after wait_ready's 60 s
     with pytest.raises(LaneError, match=f"unschedulable: {re.escape(UNSCHEDULABLE_MESSAGE)}; gave up after 1 s"):
         await backend.wait_ready(lane, 60)
-    assert time.monotonic() - t0 < 2
     assert await backend.is_gone(lane) is True
     await backend.teardown(lane)
     await backend.close()
@@ -547,20 +547,26 @@ async def test_the_run_watch_survives_compaction_bookmarks_and_5xx(server, tmp_p
     server.add("services", NS, {"metadata": {"name": "unrelated"}})  # history moves on past the watch's version
     server.compact()
     server.fail_next(1, 503)
-    await asyncio.sleep(2.5)  # the current watch ends (1 s); the next one from the old version: 410
+    # the current watch ends (1 s); the next one, from the old version, gets 410: a list, then a watch again
+    await eventually_async(lambda: watch.lists > lists, what="a list after the 410")
+    listed_at = watch.watches
+    await eventually_async(lambda: watch.watches > listed_at, what="a watch after that list")
     assert watch.lists == lists + 1
     server.state.bookmark_s = 0.2
-    await asyncio.sleep(2.5)  # a watch that asked for bookmarks now runs
+    asked = watch.watches
+    await eventually_async(lambda: watch.watches > asked, what="a watch asking for bookmarks")
     server.add("services", NS, {"metadata": {"name": "unrelated-2"}})
-    await asyncio.sleep(0.5)  # a bookmark carries the new version
+    version = server.state.version
+    # a bookmark carries the new version (two of them: the watch has read the first)
+    await eventually_async(lambda: len([v for v in server.state.bookmarks_sent if v >= version]) >= 2,
+                           what="bookmarks at the new version")
     server.compact()
-    await asyncio.sleep(2.5)
+    compacted_at = watch.watches
+    # the watch open at the compaction ends, the next resumes: from a compacted version it would list first
+    await eventually_async(lambda: watch.watches >= compacted_at + 2, what="two watches after the compaction")
     assert watch.lists == lists + 1  # resumed from a bookmark's version: no 410, no list
     server.set_pod(lanes[0].handle, "OOMKilled")
-    deadline = time.monotonic() + 5
-    while not await backend.is_gone(lanes[0]):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.05)
+    await eventually_async(lambda: backend.is_gone(lanes[0]), timeout=5, what="the OOMKilled pod gone")
     assert await backend.health(lanes[1]) is True
     for lane in lanes:
         await backend.teardown(lane)

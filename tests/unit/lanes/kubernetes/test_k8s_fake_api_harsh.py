@@ -1,4 +1,4 @@
-"""The fake API server's harsher behaviours (tests/k8s_fake_api.py), through the real ``kubernetes``
+"""The fake API server's harsher behaviours (tests/support/k8s_fake_api.py), through the real ``kubernetes``
 client: what the backend and janitor tests rely on must itself be right.
 
 The behaviours follow the Kubernetes API conventions (watch ``ERROR`` 410 after compaction,
@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from support.k8s_fake_api import UNSCHEDULABLE_MESSAGE, FakeApiServer
+from support.polling import eventually
 
 from orchestrator.lanes.kubernetes import objects
 from orchestrator.lanes.model import LaneSpec
@@ -75,8 +76,7 @@ def test_graceful_deletion_terminating_then_gone_and_uid_preconditions(server) -
     assert err.value.status == 409 and "Precondition failed" in str(err.value.body)
     core.delete_namespaced_pod("a", NS, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)))
     assert core.read_namespaced_pod("a", NS).metadata.deletion_timestamp is not None  # Terminating
-    time.sleep(0.8)
-    assert "a" not in server.names("pods")
+    eventually(lambda: "a" not in server.names("pods"), what="the Terminating pod gone after its grace")
 
 
 def test_pod_security_restricted_and_quota(server) -> None:
@@ -109,7 +109,10 @@ def test_lease_replace_is_optimistic_and_unschedulable_outcome(server) -> None:
     core: Any = client.CoreV1Api(server.api_client())  # dict bodies, as the backend sends them
     server.state.pod_plan = ((0.01, "Unschedulable"),)
     core.create_namespaced_pod(NS, pod("p"))
-    time.sleep(0.2)
-    cond = core.read_namespaced_pod("p", NS).status.conditions[0]
+    def unscheduled() -> Any:
+        conditions = core.read_namespaced_pod("p", NS).status.conditions or []
+        return conditions and conditions[0].reason == "Unschedulable" and conditions[0]
+
+    cond = eventually(unscheduled, what="p's scheduling condition turned Unschedulable")
     assert (cond.type, cond.status, cond.reason, cond.message) == ("PodScheduled", "False", "Unschedulable",
                                                                    UNSCHEDULABLE_MESSAGE)

@@ -12,9 +12,11 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.k8s_fake_api import FakeApiServer
+from support.polling import eventually_async
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
@@ -204,16 +206,17 @@ async def test_an_expired_lease_removes_a_live_looking_runs_lanes(server, tmp_pa
     lease = server.get("leases", NS, "n8n-lanes-run-hung")
     assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 2
     renewed = lease["spec"]["renewTime"]
-    deadline = time.monotonic() + 30
-    while server.get("leases", NS, "n8n-lanes-run-hung")["spec"]["renewTime"] == renewed:  # renewed every TTL/3
-        assert time.monotonic() < deadline, "the Lease was never renewed"
-        await asyncio.sleep(0.1)
+    await eventually_async(lambda: server.get("leases", NS, "n8n-lanes-run-hung")["spec"]["renewTime"] != renewed,
+                           timeout=30, interval=0.1, what="the Lease renewed (every TTL/3)")
     janitor = Janitor(server.api_client(), NS, lease_grace_s=1)
     assert (await asyncio.to_thread(janitor.run)).dead_runs == []
     await backend.close()  # the loop "hangs": no more renewals; the Pod still runs
-    while not (report := await asyncio.to_thread(janitor.run)).dead_runs:
-        assert time.monotonic() < deadline + 30, report.verdicts
-        await asyncio.sleep(0.2)
+
+    async def pass_finding_a_dead_run() -> Any:
+        report = await asyncio.to_thread(janitor.run)
+        return report if report.dead_runs else None
+
+    report = await eventually_async(pass_finding_a_dead_run, timeout=60, interval=0.2, what="a janitor pass finds run-hung dead")
     verdict = report.verdicts[0]
     assert not verdict.alive and verdict.why.startswith("lease expired") and "not renewed while watched" in verdict.why
     assert not run_objects(server, "run-hung")

@@ -2,7 +2,7 @@
 
 Objects are validated against the Kubernetes OpenAPI schemas (kubernetes-validate, strict, 1.27 /
 1.30 / 1.33) and created by the real backend against the loopback fake API server
-(tests/k8s_fake_api.py). Whether a real kubelet and runtime run the sandbox's securityContext —
+(tests/support/k8s_fake_api.py). Whether a real kubelet and runtime run the sandbox's securityContext —
 user namespaces for the pod, the unmasked /proc, the unconfined seccomp/AppArmor profiles — needs a
 real cluster (docs/cluster.md, "The sandbox container's privileges").
 """

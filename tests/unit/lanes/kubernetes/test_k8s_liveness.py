@@ -12,7 +12,6 @@ Our own liveness rules (orchestrator/lanes/kubernetes/lease.py), Kubernetes Leas
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.k8s_fake_api import FakeApiServer
+from support.polling import eventually_async
 
 from orchestrator.lanes.backend import BackendEvents, LaneError
 from orchestrator.lanes.kubernetes import objects as k8s
@@ -100,10 +100,7 @@ def lease_expiry(server: FakeApiServer, run: str) -> float:
 
 
 async def until(predicate, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.05)
+    await eventually_async(predicate, timeout=timeout_s, what=what)
 
 
 async def test_an_outage_of_twice_the_ttl_never_kills_the_live_run_and_the_dead_run_still_goes(

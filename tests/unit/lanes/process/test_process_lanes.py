@@ -6,18 +6,17 @@ lane folder, no open ledger entry.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from support.polling import eventually, eventually_async
 from support.process_lanes import alive, lane_pids, leftovers
 from support.workflow_samples import main, node
 
@@ -126,14 +125,12 @@ async def test_killed_lane_is_detected_by_health_within_10s(tmp_path: Path) -> N
     try:
         assert await backend.health(lane)
         os.kill(int(lane.handle), signal.SIGKILL)
-        t0 = time.monotonic()
-        while await backend.health(lane):
-            assert time.monotonic() - t0 < 10, "dead lane still reported healthy after 10 s"
-            await asyncio.sleep(0.2)
-        assert time.monotonic() - t0 < 10
-        while not await backend.is_gone(lane):  # the exit itself may trail the closed port a little
-            assert time.monotonic() - t0 < 10, "killed lane not reported gone within 10 s"
-            await asyncio.sleep(0.1)
+        async def unhealthy() -> bool:
+            return not await backend.health(lane)
+
+        await eventually_async(unhealthy, timeout=10, interval=0.2, what="the dead lane reported unhealthy")
+        # the exit itself may trail the closed port a little
+        await eventually_async(lambda: backend.is_gone(lane), timeout=10, what="the killed lane reported gone")
     finally:
         await teardown_pool(backend, [lane])
         await backend.sweep(run_id)
@@ -163,10 +160,11 @@ def test_ctrl_c_during_up_tears_down_what_was_created(tmp_path: Path) -> None:
     ledger_path = tmp_path / "runs" / "cli-int" / "ledger.jsonl"
     proc = subprocess.Popen([*ORCH, "lanes", "up", "--count", "2", "--run-id", "cli-int", "--state-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (ledger_path.exists() and len(lane_pids(ledger_path)) >= 2):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.2)
+    def both_lanes_started() -> bool:
+        assert proc.poll() is None, "lanes up ended before its lanes started"
+        return ledger_path.exists() and len(lane_pids(ledger_path)) >= 2
+
+    eventually(both_lanes_started, timeout=120, interval=0.2, what="both lanes in the ledger")
     pids = lane_pids(ledger_path)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
@@ -209,10 +207,7 @@ def _members_by_role(pgid: int) -> dict[str, list[int]]:
 
 
 async def _wait_for(condition, what: str, within_s: float = 10.0) -> None:
-    t0 = time.monotonic()
-    while not condition():
-        assert time.monotonic() - t0 < within_s, f"{what} not within {within_s:.0f} s"
-        await asyncio.sleep(0.1)
+    await eventually_async(condition, timeout=within_s, interval=0.1, what=what)
 
 
 async def test_task_runner_starts_with_the_first_code_node_again_after_it_dies_and_ends_with_n8n(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import shutil
 import time
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from support.lanes import READY_TIMEOUT_S, _seed
+from support.polling import eventually_async
 from support.tools import need, require
 
 from orchestrator.lanes.bringup import wait_ready
@@ -141,12 +141,12 @@ async def test_agent_creates_its_sandbox_on_the_lanes_service(tmp_path: Path) ->
                 started = time.monotonic()
                 sent = await http.post(f"/instance-ai/chat/{thread_id}", json={"message": "probe", "timeZone": "UTC"})
                 assert sent.status_code == 200, sent.text
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
+
+                async def run_over() -> bool:
                     status = (await http.get(f"/instance-ai/threads/{thread_id}/status")).json()
-                    if not status.get("data", status).get("hasActiveRun"):
-                        break
-                    await asyncio.sleep(0.5)
+                    return not status.get("data", status).get("hasActiveRun")
+
+                await eventually_async(run_over, timeout=120, interval=0.5, what="the thread's run over")
                 sandbox_id = str(uuid.uuid5(N8N_THREAD_NS, f"instance-ai-thread-{thread_id}"))
                 assert "result" in seen, {k: v for k, v in seen.items() if k != "schema"}
                 assert (root / sandbox_id / "home" / "workspace" / "probe.txt").read_text() == "from-agent\n"
