@@ -34,7 +34,7 @@ from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import load_disk
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n import instance_ai as ia_client
 from orchestrator.n8n import rest

@@ -117,7 +117,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     from rich.console import Console
 
     from orchestrator.lanes.bringup import teardown_pool
-    from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+    from orchestrator.lanes.kubernetes.backend import KubernetesBackend
     from orchestrator.lanes.model import LaneSpec
     from orchestrator.ledger import Ledger
     from orchestrator.run.config import RunConfig
@@ -138,7 +138,7 @@ async def one_run(args: argparse.Namespace, lanes: int) -> dict[str, Any]:
     cfg_k8s.host = url
     options: dict[str, Any] = {"namespace": "evals", "url_template": url + "/lanes/{pod}",
                                "existing_secret": "n8n-eval-keys"}
-    from orchestrator.lanes.k8s_options import KubernetesOptions
+    from orchestrator.lanes.kubernetes.options import KubernetesOptions
 
     defaults = KubernetesOptions.model_validate({})
     cfg_k8s.connection_pool_maxsize = defaults.api_workers  # what load_api_client does in a cluster

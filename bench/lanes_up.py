@@ -15,7 +15,7 @@ Variants, each adding to the one before:
 - ``headless``: tuned, and no editor (``N8N_DISABLE_UI``: n8n would rewrite its editor bundle
   into the user folder at every start);
 - ``lazy-runner``: headless, and the JS task runner starts with the lane's first Code node instead
-  of with n8n (``orchestrator.lanes.task_launcher``, n8n's launcher protocol);
+  of with n8n (``orchestrator.lanes.process.launcher``, n8n's launcher protocol);
 - ``default``: the default path: lazy-runner, and staggered starts (lanes after the first start at
   a lower CPU priority until they are ready, so the first one, and the first build, comes early;
   while more lanes start than there are CPUs, each is held to one CPU; as root only).
@@ -43,7 +43,7 @@ from pathlib import Path
 from orchestrator.lanes.bringup import PoolEvents, bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.procs import group_members

@@ -1,6 +1,6 @@
 """Bench: where the memory of concurrent MCP builds goes with ``--builder remote``.
 
-A build runner (``python -m orchestrator.builders.build_runner serve``) runs as its own process — the
+A build runner (``python -m orchestrator.builders.claude.build_runner serve``) runs as its own process — the
 lane pod's ``build-runner`` container — with the real claude CLI against the scripted model server,
 which holds every model request ``--hold`` seconds before answering with a ``WORKFLOW_ID=`` trailer.
 This process plays the orchestrator: it sends N builds at once with :class:`RemoteBuildRunner` and
@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.builders.build_runner import RemoteBuildRunner
+from orchestrator.builders.claude.build_runner import RemoteBuildRunner
 from orchestrator.scripted.replies import text_reply
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.toolchain import Toolchain, default_cache_dir
@@ -106,7 +106,7 @@ def main() -> int:
     with ScriptedModelServer(script) as model, tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         env = {**os.environ, "ANTHROPIC_API_KEY": "sk-bench-0000", "ANTHROPIC_BASE_URL": model.base_url}
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.builders.build_runner", "serve", "--host", "127.0.0.1",
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.builders.claude.build_runner", "serve", "--host", "127.0.0.1",
                                  "--port", str(port), "--root", tmp, "--n8n-url", f"http://127.0.0.1:{_free_port()}",
                                  "--slots", str(max(levels))], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.lanes.model import LaneState
-from orchestrator.lanes.process import labelled_processes
+from orchestrator.lanes.process.backend import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run

@@ -145,9 +145,9 @@ def janitor_pass(namespace: str | None, context: str | None, run_id: str | None,
                  dry_run: bool, *, say: Callable[[str], object], lease_grace_s: float | None = None) -> int:
     """One pass of the Kubernetes janitor (``cleanup --kubernetes``), told line by line through ``say``;
     returns the number of failures."""
-    from orchestrator.lanes.k8s_api import kubeconfig_namespace, load_api_client
-    from orchestrator.lanes.k8s_janitor import DEFAULT_LEASE_GRACE_S, Janitor
-    from orchestrator.lanes.kubernetes_lanes import SA_NAMESPACE_FILE
+    from orchestrator.lanes.kubernetes.api import kubeconfig_namespace, load_api_client
+    from orchestrator.lanes.kubernetes.backend import SA_NAMESPACE_FILE
+    from orchestrator.lanes.kubernetes.janitor import DEFAULT_LEASE_GRACE_S, Janitor
 
     api_client, in_cluster = load_api_client(context)
     ns = (namespace or os.environ.get("ORCHESTRATOR_K8S_NAMESPACE") or os.environ.get("POD_NAMESPACE")

@@ -15,7 +15,8 @@ fails to import costs only the runs that ask for it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from importlib import metadata
 from typing import ClassVar, Generic, Protocol, TypeVar
 
@@ -45,6 +46,24 @@ class Registry(Generic[T]):
         """Class decorator: ``cls.name`` now names ``cls``."""
         self._classes[cls.name] = cls
         return cls
+
+    def unregister(self, name: str) -> None:
+        """Forget the class registered as ``name`` (a built-in one is imported again when asked for)."""
+        self._classes.pop(name, None)
+
+    @contextmanager
+    def registered(self, cls: type[T]) -> Iterator[type[T]]:
+        """``cls`` registered for the ``with`` block only (a test's plug-in); whatever its name
+        named before is named so again afterwards."""
+        before = self._classes.get(cls.name)
+        self.register(cls)
+        try:
+            yield cls
+        finally:
+            if before is None:
+                self.unregister(cls.name)
+            else:
+                self._classes[cls.name] = before
 
     def names(self) -> list[str]:
         """Every name that may be asked for (built in, registered, or an installed entry point)."""

@@ -16,10 +16,12 @@ import selectors
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from orchestrator.errors import OrchestratorError
+
 T = TypeVar("T")
 
 
-class VirtualClockDeadlock(RuntimeError):
+class VirtualClockDeadlock(OrchestratorError, RuntimeError):
     """Nothing is ready and no timer is scheduled: on a virtual clock the program would hang."""
 
 

@@ -26,8 +26,8 @@ from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
+from orchestrator.handoff import CredentialSetupFacts
 from orchestrator.plugins import Registry
-from orchestrator.verify.credential_setup import CredentialSetupFacts
 
 #: the reference harness's ``--build-via-mcp`` names the claude/MCP path
 ALIASES = {"build-via-mcp": "mcp"}
@@ -39,7 +39,12 @@ DEFAULT_BUILDER = "mcp"
 
 
 class BuilderOptions(BaseModel):
-    """Base of a builder's typed options: unknown options are refused, values are checked."""
+    """Base of a builder's typed options: frozen, unknown options refused, values checked.
+
+    Each field is the run config's field of the same name (``run/stack.py`` reads them, a bad one
+    is one ``ConfigError`` line naming its flag); its ``description`` says what it does (the help of
+    the flag made from it). A builder that takes no options has this empty model.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
@@ -54,10 +59,6 @@ class BuilderSettings:
     api_key: str | None = field(default=None, repr=False)  # the model route's key (secret)
     base_url: str | None = None  # the model route's base URL (a scripted server when offline)
     claude_bin: Path | None = None
-    mcp_timeout_ms: int = 60_000
-    max_retries: int | None = None
-    mcp_server: str = "n8n-local"
-    build_cwd: Path | None = None
     outage_waits_s: tuple[float, ...] = (30.0, 90.0)
     keep_workflows: bool = False
     lane_env: Mapping[str, str] = field(default_factory=dict)  # the env every lane of the pool starts with
@@ -116,7 +117,7 @@ class BuildResult:
     not_judged_reason: str | None = None
     #: ground truth the judge sees with the expectations (e.g. observational-memory rows)
     judge_context: str | None = None
-    #: Agents and config-evals the build produced (``orchestrator.verify.artifacts.ArtifactRef``),
+    #: Agents and config-evals the build produced (``orchestrator.handoff.ArtifactRef``),
     #: rendered into the expectation judge's context
     artifact_refs: list[Any] = field(default_factory=list)
     attempts: int = 0
@@ -139,16 +140,16 @@ class BuildResult:
     #: steps' prompt, messages, reply and usage), oldest first; None when the lane keeps none. What
     #: ``contextAssertions`` and ``memoryExpectations`` grade, and the judge's token figures
     run_debug: list[dict[str, Any]] | None = None
-    #: renames the harness made behind the agent's back (``orchestrator.builders.external_edits``),
+    #: renames the harness made behind the agent's back (``orchestrator.builders.instance_ai.external_edits``),
     #: each checked at the end of the build
     external_edits: list[dict[str, Any]] = field(default_factory=list)
     #: plans the simulated user rejected (n8n's ``proxyDecisionStats.rejection``)
     plan_rejections: int = 0
     #: the case's execution-scenario data tables the build created empty
-    #: (:class:`orchestrator.verify.scenarios.ScenarioTables`; ``seedDataTables``): verification
+    #: (:class:`orchestrator.handoff.ScenarioTables`; ``seedDataTables``): verification
     #: seeds each scenario's rows into them through their still-open thread
     scenario_tables: Any = None
-    #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.credential_setup`): the unit
+    #: a ``credentialFixture`` case's facts (:mod:`orchestrator.builders.instance_ai.credential_setup`): the unit
     #: appends n8n's three credential-setup checks from them on every path
     credential_setup: CredentialSetupFacts | None = None
     #: what a harness's builder found besides the build (``orchestrator.harnesses``: a routing
@@ -175,8 +176,9 @@ class Builder(abc.ABC):
     model_env: ClassVar[str | None] = None
     #: builds score what already exists on one lane someone else runs (a backend that owns no lanes, one lane)
     needs_existing_lane: ClassVar[bool] = False
-    #: the builder's typed options (pydantic): each field is the run config's field of the same name
-    options_model: ClassVar[type[BuilderOptions] | None] = None
+    #: the builder's typed options (a frozen pydantic model): each field is the run config's field of
+    #: the same name; the base takes none
+    options_model: ClassVar[type[BuilderOptions]] = BuilderOptions
     #: options of :attr:`options_model` that, once set, select this builder when the run names the default one
     selected_by: ClassVar[tuple[str, ...]] = ()
     #: its options name cases: :meth:`check_cases` sees the selection before anything starts
@@ -218,10 +220,10 @@ def _unknown_builder(name: str, names: list[str]) -> ConfigError:
 
 #: the built-in builders by module: imported the first time their name is asked for
 BUILTIN_BUILDERS = {
-    "mcp": "orchestrator.builders.mcp_builder",
-    "instance-ai": "orchestrator.builders.instance_ai",
-    "prebuilt": "orchestrator.builders.prebuilt_builder",
-    "remote": "orchestrator.builders.remote_builder",
+    "mcp": "orchestrator.builders.claude.mcp",
+    "instance-ai": "orchestrator.builders.instance_ai.builder",
+    "prebuilt": "orchestrator.builders.prebuilt.builder",
+    "remote": "orchestrator.builders.claude.remote",
 }
 BUILDERS: Registry[Builder] = Registry("builder", ENTRY_POINT_GROUP, BUILTIN_BUILDERS, unknown=_unknown_builder,
                                       aliases=ALIASES)

@@ -55,6 +55,7 @@ from orchestrator.cases.model import Attachment
 from orchestrator.cases.seed import InlineSeed, SeedFolder, seed_slot
 from orchestrator.deletion import delete_one, in_delete_order
 from orchestrator.domain import CleanupFailure, ResourceKind
+from orchestrator.errors import HarnessError
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nNotFound
 from orchestrator.n8n.instance_ai import InstanceAiChat
@@ -72,11 +73,11 @@ _ALNUM = string.ascii_letters + string.digits
 _MESSAGE_NS = uuid.UUID("6f1d0c52-3b7e-4d8a-9a43-5e0c2f9b7d11")
 
 
-class SeedUnsupported(Exception):
+class SeedUnsupported(HarnessError):
     """The seed asks for something n8n 2.41.1 cannot restore (the unit is a framework fault)."""
 
 
-class SeedRestoreFailed(Exception):
+class SeedRestoreFailed(HarnessError):
     """The restore answered, but not with what the seed needs (the unit is a framework fault)."""
 
 

@@ -18,6 +18,7 @@ from orchestrator.cases.issues import (
     issues_from_validation_error,
 )
 from orchestrator.cases.model import EvalCase
+from orchestrator.errors import UserError
 
 ParseResult = tuple[EvalCase | None, list[CaseIssue]]
 
@@ -81,7 +82,7 @@ def parse_case(data: object, source: str) -> ParseResult:
         return None, [CaseIssue(source, ROOT_FIELD, "the case is nested too deeply to validate")]
 
 
-class _DuplicateKeys(Exception):
+class _DuplicateKeys(UserError):
     def __init__(self, key: str) -> None:
         self.key = key
 
@@ -95,7 +96,7 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-class _NotJson(Exception):
+class _NotJson(UserError):
     def __init__(self, name: str) -> None:
         self.name = name
 

@@ -50,6 +50,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from orchestrator.errors import ModelCallError
 from orchestrator.gateway.attribution import STAGE_HEADER, STAGES, UNIT_HEADER, Leases, lane_stage, parse_body
 from orchestrator.gateway.control import Concurrency, ConcurrencyRule, ProviderHealth, RatePacer, retry_after_s
 from orchestrator.gateway.ledger import PROVIDER_FAILURES, CallLedger, CallRecord, outcome_of
@@ -99,7 +100,7 @@ class GatewayEvents:
     def provider(self, up: bool, detail: str) -> None: ...
 
 
-class _Refused(Exception):
+class _Refused(ModelCallError):
     """The call was held while the provider was down, longer than the gateway holds calls."""
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.lanes.model import Lane, LaneSpec
@@ -31,9 +32,51 @@ log = logging.getLogger(__name__)
 
 
 class BackendOptions(BaseModel):
-    """Base of a backend's typed options: unknown options are refused, values are checked."""
+    """Base of a backend's typed options: frozen, unknown options refused, values checked.
+
+    Each field is one keyword option of the backend; its ``description`` says what it does (the
+    text a flag contributed from it shows as its help). A backend configured from the environment
+    too (kubernetes: the Helm chart) names in :attr:`env_vars` the variable read for an option not
+    given. :meth:`parse` turns a bad or unknown option into one :class:`ConfigError` line naming it.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: option → the environment variable read when the option is not given
+    env_vars: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def parse(cls, backend: str, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> Self:
+        """``options`` (``None`` values dropped), else their :attr:`env_vars` in ``environ``, validated.
+
+        Raises:
+            ConfigError: one line naming the option (and its env variable) that is unknown or bad.
+        """
+        given: dict[str, object] = {k: v for k, v in options.items() if v is not None}
+        for key, var in cls.env_vars.items():
+            if key not in given and environ and environ.get(var):
+                given[key] = environ[var]
+        try:
+            return cls.model_validate(given)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "?"
+            if first["type"] == "extra_forbidden":
+                known = ", ".join(sorted(cls.model_fields)) or "none"
+                raise ConfigError(f"{backend} backend: unknown option {field!r} (its options: {known})") from None
+            env_var = cls.env_vars.get(str(first["loc"][0])) if first["loc"] else None
+            where = f"option {field!r}" + (f" (env {env_var})" if env_var else "")
+            raise ConfigError(f"{backend} backend: {where}: {first['msg']}") from None
+
+
+class SandboxOptions(BackendOptions):
+    """The options of a backend that gives every lane an Instance AI sandbox (``supports_sandbox``):
+    the run sets ``sandbox`` or ``sandbox_url`` when its builder needs one (``run/stack.py``)."""
+
+    sandbox: bool = Field(False, description="start an Instance AI sandbox service for every lane")
+    sandbox_url: str | None = Field(None, description="an external n8n sandbox service every lane uses instead")
+    sandbox_api_key: str | None = Field(None, repr=False, description=(
+        "the external sandbox service's API key (default: env N8N_SANDBOX_SERVICE_API_KEY)"))
 
 
 class LaneError(OrchestratorError):
@@ -76,18 +119,22 @@ class LaneBackend(abc.ABC):
     #: another process) are taken over — once that process is proven dead — instead of a collision
     takes_over_resumed_runs: ClassVar[bool] = False
 
-    #: the backend's typed options (pydantic); ``None``: the backend reads its own (kubernetes: with env fallbacks)
-    options_model: ClassVar[type[BackendOptions] | None] = None
+    #: the backend's typed options (a frozen pydantic model); the base takes none
+    options_model: ClassVar[type[BackendOptions]] = BackendOptions
 
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
         self.run_id = run_id
         self.ledger = ledger
         self.state_dir = state_dir
         self.options = options
-        self.config: BackendOptions | None = self.parse_options(options)
+        self.config: BackendOptions = self.parse_options(options, self.options_environ())
         #: the run replaces this with its own (metrics, stopping the run)
         self.events = BackendEvents()
 
+    def options_environ(self) -> Mapping[str, str]:
+        """Where the options' env fallbacks (:attr:`BackendOptions.env_vars`) are read: this process's
+        environment (a backend that takes another, e.g. a test's, overrides it)."""
+        return os.environ
     @property
     def min_ready_timeout_s(self) -> float:
         """The least time a lane of this backend may need to become ready (node scale-up, image pull)."""
@@ -98,16 +145,9 @@ class LaneBackend(abc.ABC):
         """Before anything starts: what this backend needs exists (one-line ``ConfigError`` if not)."""
 
     @classmethod
-    def parse_options(cls, options: Mapping[str, object]) -> BackendOptions | None:
-        """Validate ``options`` against :attr:`options_model`; a bad one is one line naming it."""
-        if cls.options_model is None:
-            return None
-        try:
-            return cls.options_model.model_validate({k: v for k, v in options.items() if v is not None})
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "?"
-            raise ConfigError(f"{cls.name} backend: option {where!r}: {first['msg']}") from None
+    def parse_options(cls, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> BackendOptions:
+        """``options`` validated into :attr:`options_model` (see :meth:`BackendOptions.parse`)."""
+        return cls.options_model.parse(cls.name, options, environ)
 
     @abc.abstractmethod
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
@@ -156,10 +196,10 @@ def _unknown_backend(name: str, names: list[str]) -> LaneError:
 DEFAULT_BACKEND = "process"
 #: the built-in backends by module: imported the first time their name is asked for
 BUILTIN_BACKENDS = {
-    "process": "orchestrator.lanes.process",
-    "docker": "orchestrator.lanes.docker_lanes",
-    "kubernetes": "orchestrator.lanes.kubernetes_lanes",
-    "static": "orchestrator.lanes.static",
+    "process": "orchestrator.lanes.process.backend",
+    "docker": "orchestrator.lanes.docker.backend",
+    "kubernetes": "orchestrator.lanes.kubernetes.backend",
+    "static": "orchestrator.lanes.static.backend",
 }
 BACKENDS: Registry[LaneBackend] = Registry("lane backend", "orchestrator.lane_backends", BUILTIN_BACKENDS,
                                            unknown=_unknown_backend)

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.domain import Attribution, BuildStatus, Verdict
+from orchestrator.errors import UserError
 from orchestrator.results.model import (
     BuildRecord,
     EvalResults,
@@ -390,7 +391,7 @@ def _gate(results: EvalResults, test_cases: list[dict[str, Any]], total: int) ->
 # --------------------------------------------------------------------------- reading
 
 
-class NotEvalResults(ValueError):
+class NotEvalResults(UserError, ValueError):
     """The document is none of the shapes :func:`from_document` knows; the message says why."""
 
 

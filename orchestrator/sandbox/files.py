@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox.isolation import SANDBOX_HOME, SANDBOX_TMP
 
 
-class HttpError(Exception):
+class HttpError(SandboxError):
     """A refused request: the route answers ``status`` with ``{"error": message}``."""
 
     def __init__(self, status: int, message: str) -> None:

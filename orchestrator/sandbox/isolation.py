@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.errors import SandboxError
+
 SANDBOX_HOME = "/home/user"
 SANDBOX_WORKSPACE = f"{SANDBOX_HOME}/workspace"
 SANDBOX_TMP = "/tmp"
@@ -35,7 +37,7 @@ READ_ONLY_SYSTEM = ("/usr", "/etc")
 USR_LINKS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 
 
-class IsolationError(RuntimeError):
+class IsolationError(SandboxError, RuntimeError):
     """bubblewrap is missing or cannot create namespaces here."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 
+from orchestrator.errors import SandboxError
 from orchestrator.procs import group_members
 from orchestrator.redact import register_secret
 from orchestrator.sandbox.isolation import remove_stale_cgroups
@@ -38,7 +39,7 @@ START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
 
 
-class SandboxServiceError(RuntimeError):
+class SandboxServiceError(SandboxError, RuntimeError):
     """The sandbox service could not be started or stopped; the message says which and why."""
 
 

@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.errors import SandboxError
 from orchestrator.toolchain import Log, Toolchain
 
 #: What n8n 2.41.1 writes (read from its dist); used only when the dist cannot be evaluated.
@@ -39,7 +40,7 @@ NPM_CLI_CANDIDATES = (Path("/usr/lib/node_modules/npm/bin"), Path("/usr/share/no
 COPIED_ENTRIES = (".bin", ".package-lock.json")
 
 
-class TemplateError(RuntimeError):
+class TemplateError(SandboxError, RuntimeError):
     """The template could not be prepared; the message names the step and its log."""
 
 

@@ -1,4 +1,4 @@
-"""The scripted user proxy: deterministic answers to :mod:`orchestrator.builders.user_proxy`'s requests.
+"""The scripted user proxy: deterministic answers to :mod:`orchestrator.builders.instance_ai.user_proxy`'s requests.
 
 A proxy request is recognised by its system prompt (it starts with :data:`PROXY_MARKER`); its user
 message carries the state as one fenced JSON document (the screenplay, the pending stage
@@ -27,7 +27,7 @@ from typing import Any
 
 from orchestrator.scripted.replies import Action, text_reply
 
-#: Must equal :data:`orchestrator.builders.proxy_decision.PROXY_MARKER` (a test holds them together).
+#: Must equal :data:`orchestrator.builders.instance_ai.proxy_decision.PROXY_MARKER` (a test holds them together).
 PROXY_MARKER = "[n8n-eval user proxy]"
 NEUTRAL_ANSWER = "Use your best judgement and sensible defaults."
 NONE_ANSWER = "I don't have one. Please skip it and carry on without it."

@@ -30,12 +30,12 @@ from typing import Any
 
 from orchestrator.cases import EvalCase
 from orchestrator.domain import FAILURE_BUCKETS, Attribution, Verdict
+from orchestrator.handoff import ArtifactRef
 from orchestrator.n8n.errors import N8nError, N8nHTTPError, N8nTransportError
 from orchestrator.n8n.mock_execution import EVAL_SCENARIO_HINTS_MAX
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
 from orchestrator.results.model import ScenarioResult
-from orchestrator.verify.artifacts import ArtifactRef
 from orchestrator.verify.judge import Judge
 
 EXECUTE_PATH = "/rest/instance-ai/eval/execute-agent-with-llm-mock/{agent_id}"

@@ -24,51 +24,18 @@ Authors grade these sections with ordinary outcome expectations; there is no sep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from orchestrator.handoff import ArtifactRef, ArtifactType
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
 from orchestrator.transcript import scrub
 
-ArtifactType = Literal["agent", "config-eval"]
 #: the section order and titles of the judge context
 SECTIONS: tuple[tuple[ArtifactType, str], ...] = (("agent", "Agent"), ("config-eval", "Config-eval"))
-EVAL_CONFIG_TOOL = "eval-config"
 #: cut of one rendered artifact (a long skill reference must not crowd out the expectations)
 MAX_RENDERED_CHARS = 30_000
-
-
-@dataclass(frozen=True)
-class ArtifactRef:
-    type: ArtifactType
-    id: str  # the agent id, or the owning workflow id of a config-eval
-    project_id: str | None = None
-
-
-def add_ref(refs: list[ArtifactRef], ref: ArtifactRef) -> None:
-    if all((r.type, r.id) != (ref.type, ref.id) for r in refs):
-        refs.append(ref)
-
-
-def agent_ref(payload: dict[str, Any]) -> ArtifactRef | None:
-    """The Agent an ``agent-spawned`` event announces (its ``targetResource``), if any."""
-    target = payload.get("targetResource")
-    if isinstance(target, dict) and target.get("type") == "agent" and isinstance(target.get("id"), str) and target["id"]:
-        project = target.get("projectId")
-        return ArtifactRef("agent", target["id"], project if isinstance(project, str) else None)
-    return None
-
-
-def config_eval_ref(tool: str, args: Any, result: Any) -> ArtifactRef | None:
-    """A config-eval an ``eval-config`` ``create`` call made: the ref is the owning workflow id."""
-    if tool != EVAL_CONFIG_TOOL or not isinstance(args, dict) or args.get("action") != "create":
-        return None
-    if not isinstance(result, dict) or not isinstance(result.get("config"), dict):
-        return None
-    workflow_id = args.get("workflowId")
-    return ArtifactRef("config-eval", workflow_id) if isinstance(workflow_id, str) and workflow_id else None
 
 
 def sanitize(value: Any) -> Any:

@@ -2,7 +2,7 @@
 
 n8n ``harness/credential-setup-checks.ts`` (``evaluateCredentialSetup``, ``probeCredentialValue``,
 ``credentialsCreatedByThisBuild``): three deterministic checks, no judge. The builder gathers the
-facts while the provider fixture still listens (:mod:`orchestrator.builders.credential_setup`);
+facts while the provider fixture still listens (:mod:`orchestrator.builders.instance_ai.credential_setup`);
 this module only judges them, and is pure:
 
 1. **created** — ``A <type> credential is created in n8n``: passes iff a credential of the
@@ -28,11 +28,9 @@ before anything is redacted, and keeps the key itself in the fixture's memory on
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Literal
 
 from orchestrator.domain import Verdict
+from orchestrator.handoff import CredentialSetupFacts
 from orchestrator.results.model import ExpectationResult
 
 log = logging.getLogger(__name__)
@@ -48,76 +46,6 @@ def created_expectation(credential_type: str | None) -> str:
 
 def expectation_texts(credential_type: str | None) -> list[str]:
     return [created_expectation(credential_type), VALUE_EXPECTATION, LEAK_EXPECTATION]
-
-
-@dataclass(frozen=True)
-class CredentialRecord:
-    id: str
-    name: str
-    type: str
-
-
-@dataclass(frozen=True)
-class ValueProbe:
-    """How the value check was resolved (n8n's ``CredentialValueProbe``): ``passed``,
-    ``rejected`` (``detail``: n8n's test message) or ``unsupported`` (``detail``: why not)."""
-
-    kind: Literal["passed", "rejected", "unsupported"]
-    detail: str = ""
-    target: Literal["stand-in", "real"] = "stand-in"
-
-
-@dataclass
-class CredentialSetupFacts:
-    """What one ``credentialFixture`` build established (data only; never the minted key)."""
-
-    fixture: str
-    credential_type: str | None
-    #: the fixture's create-key action ran (its ledger), so a key was issued to the page
-    secret_was_issued: bool = False
-    #: the minted key appeared verbatim in an event, tool call or tool result of the run
-    secret_in_run: bool = False
-    #: credentials of the type created by this build (not before it, not another build's)
-    created: list[CredentialRecord] = field(default_factory=list)
-    value_probe: ValueProbe | None = None
-    #: the fixture or browser gateway could not start (n8n's ``laneBootFailed``): nothing was checked
-    boot_error: str | None = None
-    #: the checks could not be judged (a listing failed after the build): all three incomplete
-    not_checked: str | None = None
-
-
-def credentials_created_by_build(listed: Iterable[dict[str, object]], *, before: Iterable[str],
-                                 foreign: Iterable[str] = (), credential_type: str | None = None
-                                 ) -> list[CredentialRecord]:
-    """The credentials this build's agent created (n8n ``credentialsCreatedByThisBuild``):
-    listed now, absent from the snapshot taken before the build, not registered by another build
-    meanwhile (``foreign``: the lanes share one owner, so a concurrent build's seeding lands in
-    the same listing), and of ``credential_type`` when one is given."""
-    seen, others = set(before), set(foreign)
-    out = []
-    for row in listed:
-        cid, ctype = str(row.get("id")), str(row.get("type"))
-        if cid in seen or cid in others or (credential_type and ctype != credential_type):
-            continue
-        out.append(CredentialRecord(cid, str(row.get("name") or ""), ctype))
-    return out
-
-
-def aggregate_probes(outcomes: Iterable[ValueProbe]) -> ValueProbe:
-    """One verdict over every candidate's probe (n8n ``probeCredentialValue``): the first pass
-    wins; otherwise a discarded probe beats a rejection (a rejection may belong to a credential
-    that is not this agent's), and no candidate at all is unsupported."""
-    last_rejected: ValueProbe | None = None
-    last_unsupported: ValueProbe | None = None
-    for outcome in outcomes:
-        if outcome.kind == "passed":
-            return outcome
-        if outcome.kind == "rejected":
-            last_rejected = outcome
-        else:
-            last_unsupported = outcome
-    return last_unsupported or last_rejected or ValueProbe(
-        "unsupported", "no credential was created, so there was nothing to test")
 
 
 def _row(text: str, verdict: Verdict, reason: str) -> ExpectationResult:

@@ -1,7 +1,7 @@
 """n8n's external-edit checks: did a rename made behind the agent's back survive the build?
 
 As ``harness/external-edit-checks.ts`` (bcc99b28; test ``__tests__/external-edit-checks.test.ts``
-at 667e8725): one unit per recorded edit (:mod:`orchestrator.builders.external_edits`), labelled
+at 667e8725): one unit per recorded edit (:mod:`orchestrator.builders.instance_ai.external_edits`), labelled
 by the name it set. Not applied (nothing saved yet, already so named, the rename failed) →
 ``incomplete``, charged to the framework: the premise is missing. Otherwise the workflow is read
 at the end of the build: still named so → pass; renamed back → fail (the agent overwrote state it

@@ -34,6 +34,7 @@ from typing import Any
 
 from orchestrator.cases.model import IntentAccept, IntentExpectation
 from orchestrator.domain import Verdict
+from orchestrator.errors import ModelCallError
 from orchestrator.results.model import ExpectationResult
 
 NO_AGENT_OUTPUT = "no agent output captured"
@@ -50,7 +51,7 @@ _ANCHORS = {
 NA = "n/a"
 
 
-class IntentBlockError(ValueError):
+class IntentBlockError(ModelCallError, ValueError):
     """The fenced block is there but is not a classification (the message says why)."""
 
 

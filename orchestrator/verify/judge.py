@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, StrictBool, StrictInt, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
 from orchestrator.domain import Attribution, Verdict
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, ModelCallError
 from orchestrator.gateway.attribution import attribution_hook
 from orchestrator.outage import classify_exception
 from orchestrator.redact import redact, register_secret
@@ -218,7 +218,7 @@ NO_VERDICT_RETURNED = "no verdict returned"
 JUDGE_PRODUCED_NOTHING = "judge produced no result"
 
 
-class _UnusableReply(Exception):
+class _UnusableReply(ModelCallError):
     """The judge answered, but not with the verdict list asked for (worth another try)."""
 
 

@@ -8,12 +8,9 @@ errors are retried (5 attempts), timeouts twice, like the reference harness.
 from __future__ import annotations
 
 import asyncio
-import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
-from orchestrator.n8n.instance_ai import InstanceAiChat
 from orchestrator.n8n.mock_execution import (
     EVAL_SCENARIO_HINTS_MAX,
     EVAL_TIMEOUT_MS_MAX,
@@ -22,8 +19,6 @@ from orchestrator.n8n.mock_execution import (
 )
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
-
-log = logging.getLogger(__name__)
 
 NETWORK_ATTEMPTS = 5
 TIMEOUT_ATTEMPTS = 2
@@ -34,38 +29,6 @@ class ScenarioRun:
     result: MockExecutionResult | None
     gap: str | None = None  # why it could not be measured
     framework_error: str | None = None
-
-
-@dataclass
-class ScenarioTables:
-    """The execution-scenario data tables one build created empty (``seedDataTables``; see
-    :func:`orchestrator.builders.scenario_tables.create_scenario_tables`): the thread their rows are seeded
-    through, and each table's lane id by its DECLARED name (what a scenario writes)."""
-
-    thread_id: str
-    ids_by_name: dict[str, str] = field(default_factory=dict)
-    #: what the agent's opening message was told about them (never the recorded turn)
-    note: str = ""
-
-
-class ScenarioSeedFailed(Exception):
-    """A scenario's rows could not be put in its tables (the scenario is the harness's failure)."""
-
-
-async def seed_scenario_rows(owner: N8nSession, tables: ScenarioTables, scenario: Any) -> None:
-    """Just before ``scenario`` runs: each table it declares holds exactly its declared rows (none
-    declared: emptied), whatever an earlier scenario or the build left there. A declared name with
-    no created table is the harness's fault (raised, never skipped)."""
-    chat = InstanceAiChat(owner)
-    for table in scenario.seed_data_tables:
-        name = str(table.get("name") or "")
-        table_id = tables.ids_by_name.get(name)
-        if table_id is None:
-            raise ScenarioSeedFailed(f'scenario "{scenario.name}" declares seed table "{name}", which was not '
-                                     "created before the build")
-        rows = [r for r in table.get("rows") or [] if isinstance(r, dict)]
-        await chat.seed_data_table_rows(tables.thread_id, table_id, rows)
-        log.debug("scenario %s: table %s holds its %d declared row(s)", scenario.name, name, len(rows))
 
 
 def _clamp_timeout(timeout_ms: int) -> int:

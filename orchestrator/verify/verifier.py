@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.cases import EvalCase
 from orchestrator.domain import BUILD_TIMEOUT_CATEGORY, Attribution, Verdict
+from orchestrator.handoff import ArtifactRef, ScenarioSeedFailed, ScenarioTables, seed_scenario_rows
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nSession
 from orchestrator.redact import redact
@@ -34,7 +35,7 @@ from orchestrator.results.model import (
 from orchestrator.results.usage import usage_meter
 from orchestrator.transcript import gradable, read_transcript, render_for_judge
 from orchestrator.verify.agent_scenarios import agent_scenario
-from orchestrator.verify.artifacts import ArtifactRef, artifact_context, fetch_agent, render_agent
+from orchestrator.verify.artifacts import artifact_context, fetch_agent, render_agent
 from orchestrator.verify.context import NO_THREAD, check_context_assertions
 from orchestrator.verify.context import not_graded as context_not_graded
 from orchestrator.verify.expectations import JudgeScope, judge_build_expectations
@@ -47,7 +48,7 @@ from orchestrator.verify.judge import (
     scenario_prompt,
 )
 from orchestrator.verify.memory import not_graded as memory_not_graded
-from orchestrator.verify.scenarios import ScenarioSeedFailed, ScenarioTables, execute_scenario, seed_scenario_rows
+from orchestrator.verify.scenarios import execute_scenario
 from orchestrator.verify.workflow_checks import (
     check_context,
     execution_record,

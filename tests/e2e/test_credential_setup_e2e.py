@@ -30,11 +30,11 @@ from support.process_lanes import leftovers
 from support.static_lane import LaneTurn, StaticLane, lane_turn
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
-from orchestrator.builders.credential_setup import CredentialSetup, lane_lock
-from orchestrator.builders.credential_setup import fixture_server as fixture_module
-from orchestrator.builders.credential_setup import setup as lane_setup
-from orchestrator.builders.credential_setup.browser import Browser
-from orchestrator.builders.credential_setup.gateway import Gateway
+from orchestrator.builders.instance_ai.credential_setup import CredentialSetup, lane_lock
+from orchestrator.builders.instance_ai.credential_setup import fixture_server as fixture_module
+from orchestrator.builders.instance_ai.credential_setup import setup as lane_setup
+from orchestrator.builders.instance_ai.credential_setup.browser import Browser
+from orchestrator.builders.instance_ai.credential_setup.gateway import Gateway
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, load_disk
 from orchestrator.domain import BuildStatus, Verdict
@@ -176,7 +176,7 @@ def test_the_bundled_case_passes_all_three_checks_and_leaves_nothing(turn: LaneT
 async def _build(turn: LaneTurn, tmp: Path, *, redacts: bool = True) -> tuple[BuildResult, Path]:
     ctx = await BuildLane.open(turn.lane, turn.ledger)
     settings = BuilderSettings(run_id=turn.run_id, run_dir=tmp, model="claude-sonnet-4-6", outage_waits_s=(0.1,),
-                               api_key=KEY, base_url=turn.model.base_url, max_retries=0)
+                               api_key=KEY, base_url=turn.model.base_url)
     builder: Any = get_builder("instance-ai")(settings)
     builder.credential_setup_redacts = redacts
     case = _case()

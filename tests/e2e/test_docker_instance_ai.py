@@ -14,8 +14,8 @@ import docker
 import pytest
 from support.tools import need
 
-from orchestrator.lanes.docker_lanes import LANE_IMAGE_ENV
-from orchestrator.lanes.process import labelled_processes
+from orchestrator.lanes.docker.backend import LANE_IMAGE_ENV
+from orchestrator.lanes.process.backend import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import run

@@ -31,7 +31,8 @@ from orchestrator.builders.builder import (
     BuildResult,
     get_builder,
 )
-from orchestrator.builders.compaction import NO_CURSOR
+from orchestrator.builders.claude.options import ClaudeOptions
+from orchestrator.builders.instance_ai.compaction import NO_CURSOR
 from orchestrator.builders.lane import BuildLane
 from orchestrator.cases import EvalCase, LoadedCase, load_disk
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus, CleanupFailure, Verdict
@@ -95,7 +96,9 @@ async def _build(lane, ledger: Ledger, tmp: Path, slug: str | EvalCase, *, build
     ctx = await BuildLane.open(lane, ledger)
     settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-opus-4-8", outage_waits_s=(0.1, 0.1),
                                claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key=FAKE_KEY,
-                               base_url=SERVER_URL[0], max_retries=0)
+                               base_url=SERVER_URL[0],
+                               # the claude builders' retries are their options' (the instance-ai builder takes none)
+                               options=ClaudeOptions.model_validate({"build_max_retries": 0}) if builder_name == "mcp" else None)
     builder = get_builder(builder_name)(settings, events)
     await builder.prepare_lane(ctx)
     case = slug if isinstance(slug, EvalCase) else _case(slug).case

@@ -29,8 +29,8 @@ from support.k8s_fake_rbac import authorizer
 from support.lanes import StartedLane
 from support.process_lanes import REPO, offline_env, run_and_sweep
 
-from orchestrator.lanes import k8s_objects as k8s
-from orchestrator.lanes.process import labelled_processes
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.process.backend import labelled_processes
 
 pytestmark = [pytest.mark.n8n, pytest.mark.claude, pytest.mark.slow]
 

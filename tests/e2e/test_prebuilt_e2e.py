@@ -15,7 +15,7 @@ import pytest
 from support.model_switch import SharedModel
 from support.static_lane import LaneTurn, StaticLane, lane_turn
 
-from orchestrator.builders.prebuilt_builder import PrebuiltBuilder
+from orchestrator.builders.prebuilt.builder import PrebuiltBuilder
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.results.schema import published_schema
 from orchestrator.run.config import RunConfig

@@ -178,7 +178,7 @@ async def test_a_lane_still_preparing_when_units_start_joins_the_allocator_once(
     preparation, once, and runs units. (It used to be counted by the allocator made meanwhile, so
     its own ``add_lane`` failed with "already in the pool" and the lane was removed; found by
     ``bench/real_lanes.py``.)"""
-    from orchestrator.builders.mcp_builder import McpBuilder
+    from orchestrator.builders.claude.mcp import McpBuilder
 
     lane, owner = static_lane
     monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_KEY)

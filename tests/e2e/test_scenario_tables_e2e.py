@@ -85,7 +85,7 @@ def test_each_scenario_runs_on_its_own_rows_and_the_tables_go_with_the_member(
     async def scenario() -> None:
         ctx = await BuildLane.open(lane, ledger)
         settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-sonnet-4-6", outage_waits_s=(0.1,),
-                                   api_key=KEY, base_url=model.base_url, max_retries=0, lane_env=lane_env)
+                                   api_key=KEY, base_url=model.base_url, lane_env=lane_env)
         builder = get_builder("instance-ai")(settings)
         user = await ctx.users.acquire(case.credentials, mcp_key=False)
         project = user.project_id

@@ -105,7 +105,7 @@ def test_a_seeded_case_is_on_the_lane_during_its_build_and_gone_after(seed_lane,
         ctx = await BuildLane.open(lane, ledger)
         settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
-                                   base_url=model.base_url, max_retries=0)
+                                   base_url=model.base_url)
         builder = get_builder("instance-ai")(settings, None)
         user = await ctx.users.acquire(case.credentials, mcp_key=False)
         seen: dict[str, Any] = {}
@@ -193,7 +193,7 @@ def test_a_seed_this_n8n_cannot_restore_fails_the_build_as_the_harness_s_fault(s
         ctx = await BuildLane.open(lane, ledger)
         settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
-                                   base_url=model.base_url, max_retries=0)
+                                   base_url=model.base_url)
         user = await ctx.users.acquire([], mcp_key=False)
         try:
             return await get_builder("instance-ai")(settings, None).build(
@@ -222,7 +222,7 @@ def test_an_outage_retry_restores_the_seed_afresh_without_a_second_copy(seed_lan
         ctx = await BuildLane.open(lane, ledger)
         settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
-                                   base_url=model.base_url, max_retries=0)
+                                   base_url=model.base_url)
         builder = get_builder("instance-ai")(settings, BuildEvents(on_outage_retry=GATE.storm.clear))
         user = await ctx.users.acquire([], mcp_key=False)
         seen: dict[str, Any] = {}
@@ -275,7 +275,7 @@ def test_a_session_boundary_seed_is_an_earlier_thread_and_the_live_turn_opens_a_
         ctx = await BuildLane.open(lane, ledger)
         settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp_path, model="claude-opus-4-8", outage_waits_s=(0.1,),
                                    claude_bin=Toolchain(default_cache_dir()).claude_bin, api_key="sk-ant-seeds-fake-000",
-                                   base_url=model.base_url, max_retries=0)
+                                   base_url=model.base_url)
         user = await ctx.users.acquire([], mcp_key=False)
         seen: dict[str, Any] = {}
         try:

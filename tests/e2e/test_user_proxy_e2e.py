@@ -47,7 +47,7 @@ async def _build(lane, ledger: Ledger, model, lane_env: dict[str, str], tmp: Pat
                  case: EvalCase, name: str) -> tuple[Any, list[dict[str, Any]]]:
     ctx = await BuildLane.open(lane, ledger)
     settings = BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-sonnet-4-6", outage_waits_s=(0.1,),
-                               api_key=KEY, base_url=model.base_url, max_retries=0, lane_env=lane_env)
+                               api_key=KEY, base_url=model.base_url, lane_env=lane_env)
     builder = get_builder("instance-ai")(settings)
     await builder.prepare_lane(ctx)
     user = await ctx.users.acquire(case.credentials, mcp_key=False)

@@ -20,7 +20,7 @@ import pytest
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.scripted.scripts import demo_script
 from orchestrator.toolchain import Toolchain, default_cache_dir

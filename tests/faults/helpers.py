@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from orchestrator.lanes.model import Lane
-from orchestrator.lanes.process import labelled_processes
+from orchestrator.lanes.process.backend import labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.owner import OwnerCredentials
 from orchestrator.n8n.rest import N8nClient

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.lanes.model import Lane, LaneState
-from orchestrator.lanes.process import INDEX_LABEL, _environ, labelled_processes
+from orchestrator.lanes.process.backend import INDEX_LABEL, _environ, labelled_processes
 from orchestrator.procs import group_members
 from orchestrator.run.pipeline import Run
 from orchestrator.run.resolve import prepare

@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.lanes.backend import register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunOutcome
 from orchestrator.run.resolve import prepare

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from unit.lanes.kubernetes.test_k8s_contract import RecordingApiServer, rbac_of
 
-from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.kubernetes import objects as k8s
 from repo.test_workflows import PLANNED_SURFACE
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "n8n-eval-orchestrator"
@@ -254,7 +254,7 @@ async def backend_and_janitor_calls(tmp_path: Path, owner_kind: str = "pod") -> 
     Lease — and of a janitor pass over a dead run after it."""
     from unit.lanes.kubernetes.test_k8s_contract import IN_CLUSTER_ENV, NS, lane_spec, make_backend
 
-    from orchestrator.lanes.k8s_janitor import Janitor
+    from orchestrator.lanes.kubernetes.janitor import Janitor
 
     env = dict(IN_CLUSTER_ENV, JOB_NAME="nightly-1", JOB_UID="dddddddd-0000-4000-8000-000000000004")
     with RecordingApiServer() as server:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.kubernetes import objects as k8s
 from repo.test_helm_chart import (
     AB_VALUES,
     CHART,

@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from orchestrator.lanes.docker_lanes import label_filter
+from orchestrator.lanes.docker.backend import label_filter
 from orchestrator.lanes.labels import MANAGED_BY, MANAGED_BY_LABEL
 from orchestrator.toolchain import Toolchain, default_cache_dir
 from support.tools import require

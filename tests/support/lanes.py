@@ -25,7 +25,7 @@ import httpx
 from orchestrator.lanes.bringup import wait_ready
 from orchestrator.lanes.model import Lane
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.redact import register_secret
 from orchestrator.toolchain import Toolchain, default_cache_dir

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.lanes.process import labelled_processes
+from orchestrator.lanes.process.backend import labelled_processes
 from orchestrator.procs import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]

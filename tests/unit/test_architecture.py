@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"outage", "transcript", "ledger"},
     # stand-alone stages and clients: each stands on the ground only
     {"toolchain", "n8n", "cases", "allocator", "results", "scripted", "gateway"},
+    {"handoff"},  # what a build hands to verification (on n8n): below both, so neither imports the other
     {"deletion", "sandbox", "compare", "verify"},  # deletion/verify: n8n; sandbox: the toolchain's Node
     {"lanes"},  # a lane may carry its Instance AI sandbox
     {"builders", "metrics"},
@@ -149,6 +150,126 @@ def test_no_upward_import_and_no_circle() -> None:
     assert check(PKG, LAYERS) == []
 
 
+#: imports the floors would allow but the architecture forbids: (importing unit, imported unit, why)
+FORBIDDEN: list[tuple[str, str, str]] = [
+    ("builders", "verify", "a builder never verifies: what both need is orchestrator.handoff's"),
+]
+
+
+def test_no_forbidden_import() -> None:
+    modules = module_names(PKG)
+    found = [f"{name} imports {target}: {why}" for name, path in sorted(modules.items())
+             for target in sorted(imports_of(name, path, modules))
+             for here, there, why in FORBIDDEN if unit_of(name) == here and unit_of(target) == there]
+    assert found == []
+
+
+# --------------------------------------------------------------------------- inside a plug-in package
+
+#: each plug-in package: its own floors (its modules, or sub-packages, lowest first: what the user
+#: configures at the bottom, the registered class on top, the package's face above all), and the
+#: modules code elsewhere in ``orchestrator/`` may import (tests and benches may reach any module)
+PLUGIN_PACKAGES: dict[str, tuple[list[set[str]], set[str]]] = {
+    "orchestrator.lanes.kubernetes": (
+        [{"pod_options", "api"}, {"objects", "watch"}, {"options"}, {"lease"}, {"janitor", "backend"}, {"__init__"}],
+        {"backend", "options", "janitor", "api"}),  # cleanup --kubernetes: the janitor, on the backend's client
+    "orchestrator.lanes.docker": ([{"options"}, {"backend"}, {"__init__"}], {"backend", "options"}),
+    "orchestrator.lanes.process": ([{"options", "launcher"}, {"backend"}, {"__init__"}], {"backend", "options"}),
+    "orchestrator.lanes.static": ([{"options"}, {"backend"}, {"__init__"}], {"backend", "options"}),
+    "orchestrator.builders.instance_ai": (
+        [{"compaction", "credential_setup", "external_edits", "proxy_decision", "replay_seed", "run_errors",
+          "scenario_tables", "user_run"}, {"stream", "user_proxy"}, {"builder"}, {"__init__"}],
+        {"builder", "replay_seed", "stream", "user_proxy"}),  # the routing trial drives the same conversation
+    "orchestrator.builders.claude": (
+        [{"options", "prompt", "trailer"}, {"runner"}, {"build_runner", "mcp"}, {"remote"}, {"__init__"}],
+        {"mcp", "remote", "options", "build_runner"}),
+    "orchestrator.builders.prebuilt": ([{"options"}, {"builder"}, {"__init__"}], {"builder", "options"}),
+}
+
+
+def inner_unit(package: str, module: str) -> str | None:
+    """The unit of ``module`` inside ``package`` (its first name below it; ``__init__`` for the
+    package itself), or None when it is not in the package."""
+    if module == package:
+        return "__init__"
+    return module[len(package) + 1:].split(".")[0] if module.startswith(package + ".") else None
+
+
+def check_inside(root: Path, package: str, floors: list[set[str]], public: set[str], entry: str | None = None) -> list[str]:
+    """Problems of one plug-in package: a unit with no floor, an upward or sideways import inside
+    it, its registered module ``entry`` not on the top floor below its face, and an import from
+    elsewhere in the package at ``root`` of a module that is not ``public``."""
+    modules = module_names(root)
+    floor = {unit: i for i, units in enumerate(floors) for unit in units}
+    units = {u for m in modules if (u := inner_unit(package, m)) is not None}
+    problems = [f"{package}.{u}: no floor in PLUGIN_PACKAGES" for u in sorted(units - set(floor))]
+    problems += [f"{package}.{u}: in PLUGIN_PACKAGES but not in the package" for u in sorted(set(floor) - units)]
+    if entry is not None and inner_unit(package, entry) not in floors[-2]:
+        problems.append(f"{entry}: the registered module is not on the package's top floor")
+    for name, path in sorted(modules.items()):
+        here = inner_unit(package, name)
+        for target in sorted(imports_of(name, path, modules)):
+            there = inner_unit(package, target)
+            if there is None:
+                continue
+            if here is None:
+                if there not in public:
+                    problems.append(f"{name} imports {target}: not the public face of {package} ({sorted(public)})")
+            elif here != there and here in floor and there in floor and floor[there] >= floor[here]:
+                problems.append(f"{name} imports {target}: {there!r} is not below {here!r} inside {package}")
+    return problems
+
+
+def test_every_plugin_is_a_package_layered_inside() -> None:
+    from orchestrator.builders.builder import BUILTIN_BUILDERS
+    from orchestrator.lanes.backend import BUILTIN_BACKENDS
+
+    entries = {m.rpartition(".")[0]: m for m in (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values())}
+    assert set(entries) == set(PLUGIN_PACKAGES)
+    problems = [p for package, (floors, public) in sorted(PLUGIN_PACKAGES.items())
+                for p in check_inside(PKG, package, floors, public, entries[package])]
+    assert problems == []
+
+
+def test_the_inside_checker_finds_a_sideways_import_and_a_reach_past_the_face(tmp_path: Path) -> None:
+    pkg = _plant(tmp_path, {"__init__.py": "", "lanes/__init__.py": "", "lanes/far/__init__.py": "",
+                            "lanes/far/options.py": "from orchestrator.lanes.far import backend\n",
+                            "lanes/far/backend.py": "from . import options, wire\n", "lanes/far/wire.py": "",
+                            "lanes/far/stray.py": "", "cleanup.py": "from orchestrator.lanes.far.wire import X\n"})
+    floors = [{"options", "wire"}, {"backend"}, {"__init__"}]
+    assert check_inside(pkg, "orchestrator.lanes.far", floors, {"backend"}, "orchestrator.lanes.far.options") == [
+        "orchestrator.lanes.far.stray: no floor in PLUGIN_PACKAGES",
+        "orchestrator.lanes.far.options: the registered module is not on the package's top floor",
+        "orchestrator.cleanup imports orchestrator.lanes.far.wire: not the public face of orchestrator.lanes.far "
+        "(['backend'])",
+        "orchestrator.lanes.far.options imports orchestrator.lanes.far.backend: 'backend' is not below 'options' "
+        "inside orchestrator.lanes.far",
+    ]
+
+
+# --------------------------------------------------------------------------- bench/
+
+BENCH = PKG.parent / "bench"
+#: what a bench may not stand on: the commands (a bench drives the stages, and times the CLI as a process)
+BENCH_NEVER = {"cli", "__main__"}
+
+
+def test_bench_stands_on_the_package_and_nothing_stands_on_bench() -> None:
+    modules = module_names(PKG) | module_names(BENCH)
+    benches = {name: path for name, path in modules.items() if name.split(".")[0] == "bench"}
+    assert len(benches) > 5  # the checker sees the benches
+    problems = []
+    for name, path in sorted(benches.items()):
+        for target in sorted(imports_of(name, path, modules)):
+            if target.split(".")[0] == "bench":
+                problems.append(f"{name} imports {target}: one bench never imports another")
+            elif unit_of(target) in BENCH_NEVER:
+                problems.append(f"{name} imports {target}: a bench stands below the commands")
+    problems += [f"{name} imports {target}" for name, path in sorted(module_names(PKG).items())
+                 for target in sorted(imports_of(name, path, modules)) if target.split(".")[0] == "bench"]
+    assert problems == []
+
+
 # --------------------------------------------------------------------------- the checker itself
 
 
@@ -206,8 +327,9 @@ def _plugin_names_and_modules() -> tuple[set[str], tuple[str, ...]]:
     from orchestrator.lanes.backend import BUILTIN_BACKENDS
 
     names = set(BUILTIN_BUILDERS) | set(ALIASES) | set(BUILTIN_BACKENDS)
-    modules = (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values(), "orchestrator.builders.claude_runner",
-               "orchestrator.builders.build_runner", "orchestrator.lanes.k8s_", "orchestrator.lanes.docker_")
+    # every module of a plug-in's package (``lanes/kubernetes/…``, ``builders/claude/…``), not only its entry
+    packages = {m.rpartition(".")[0] + "." for m in (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values())}
+    modules = (*BUILTIN_BUILDERS.values(), *BUILTIN_BACKENDS.values(), *sorted(packages))
     return names, modules
 
 

@@ -194,8 +194,8 @@ def test_final_narration_is_the_root_agents_last_turn(tmp_path: Path) -> None:
 
 
 def test_mcp_narration_is_claudes_result_without_the_trailer() -> None:
-    from orchestrator.builders.claude_runner import AttemptResult
-    from orchestrator.builders.mcp_builder import narration_of
+    from orchestrator.builders.claude.mcp import narration_of
+    from orchestrator.builders.claude.runner import AttemptResult
 
     def attempt(text: str | None) -> AttemptResult:
         return AttemptResult(workflow_id="W1", cost_usd=0, turns=1, duration_s=1, exit_code=0, timed_out=False,

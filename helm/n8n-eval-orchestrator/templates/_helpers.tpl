@@ -297,7 +297,7 @@ spec:
               optional: true
         - name: ORCHESTRATOR_K8S_CLUSTER_DOMAIN
           value: {{ $v.lanes.clusterDomain | quote }}
-        # lanes.pod and lanes.egress as JSON (orchestrator/lanes/k8s_lane_options.py: LanePod, LaneEgress)
+        # lanes.pod and lanes.egress as JSON (orchestrator/lanes/kubernetes/pod_options.py: LanePod, LaneEgress)
         - name: ORCHESTRATOR_K8S_LANE_POD
           value: {{ include "eval.lanePodJson" $root | quote }}
         - name: ORCHESTRATOR_K8S_LANE_EGRESS
@@ -382,7 +382,7 @@ spec:
 {{- $_ := set $pod "imagePullSecrets" . -}}
 {{- end -}}
 {{- end -}}
-{{- /* lane pods carry the orchestrator pod's do-not-disrupt annotations (k8s_lane_options.LanePod) */ -}}
+{{- /* lane pods carry the orchestrator pod's do-not-disrupt annotations (lanes/kubernetes/pod_options.py LanePod) */ -}}
 {{- $_ := set $pod "doNotDisrupt" (.Values.disruption.doNotDisrupt | default false) -}}
 {{- toJson $pod -}}
 {{- end }}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.builders.prebuilt_builder import COPIED_FIELDS, load_manifest
+from orchestrator.builders.prebuilt.builder import COPIED_FIELDS, load_manifest
 from orchestrator.harnesses.common import write_json
 from orchestrator.results.model import EvalResults
 from orchestrator.run.stages import Stages, UnitCheck, Verified

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.errors import ModelCallError
 from orchestrator.harnesses.common import json_object
 from orchestrator.verify.judge import Judge
 
@@ -44,7 +45,7 @@ Answer with one JSON object and no other text:
 {{"passes": [{{"rule": "…", "justification": "…"}}], "violations": [{{"rule": "…", "justification": "…"}}]}}"""
 
 
-class PanelFailed(Exception):
+class PanelFailed(ModelCallError):
     """A judge of the panel gave no usable verdict."""
 
 

@@ -30,11 +30,11 @@ from typing import Any, ClassVar
 
 from orchestrator.builders import seeds
 from orchestrator.builders.builder import BuilderSettings, BuildEvents, BuildRequest, BuildResult
-from orchestrator.builders.instance_ai import CANCEL_GRACE_S, InstanceAiBuilder, answer_confirmation, user_turns
-from orchestrator.builders.instance_ai_stream import RunReader, RunState
+from orchestrator.builders.instance_ai.builder import CANCEL_GRACE_S, InstanceAiBuilder, answer_confirmation, user_turns
+from orchestrator.builders.instance_ai.replay_seed import ReplayUnavailable, materialize_replay
+from orchestrator.builders.instance_ai.stream import RunReader, RunState
+from orchestrator.builders.instance_ai.user_proxy import ProxyConfig, UserProxy, conversation_driver
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.replay_seed import ReplayUnavailable, materialize_replay
-from orchestrator.builders.user_proxy import ProxyConfig, UserProxy, conversation_driver
 from orchestrator.builders.users import BuildUser
 from orchestrator.domain import BuildStatus
 from orchestrator.harnesses.routing.cases import RoutingCase

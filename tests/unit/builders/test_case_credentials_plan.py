@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from support.lanes import StartedLane
 
-from orchestrator.builders.compaction import NOT_CHECKABLE, CompactionCheck
 from orchestrator.builders.credentials import (
     INVALID_PLACEHOLDER,
     PLACEHOLDER,
@@ -22,6 +21,7 @@ from orchestrator.builders.credentials import (
     needs_lane_types,
     plan_credentials,
 )
+from orchestrator.builders.instance_ai.compaction import NOT_CHECKABLE, CompactionCheck
 from orchestrator.builders.users import BuildUserPool
 from orchestrator.cases import CredentialSpec
 from orchestrator.lanes.model import Lane

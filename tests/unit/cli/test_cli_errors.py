@@ -198,7 +198,7 @@ def test_docker_missing_lane_image_names_the_build_command(tmp_path: Path) -> No
     sock = Path("/run/n8n-eval-docker.sock")
     require("docker", sock.exists, "the private dockerd is not running: scripts/dockerd.sh start")
     from orchestrator.errors import ConfigError
-    from orchestrator.lanes.docker_lanes import check_lane_image
+    from orchestrator.lanes.docker.backend import check_lane_image
 
     with pytest.raises(ConfigError) as info:
         check_lane_image("n8n-eval-lane:never-built", f"unix://{sock}")

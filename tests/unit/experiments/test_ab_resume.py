@@ -33,9 +33,9 @@ from orchestrator.experiments.ab import (
 )
 from orchestrator.experiments.langsmith_sync import COMPLETION_MARKER, LangSmithHooks
 from orchestrator.experiments.sequential import Decision, SequentialDesign
-from orchestrator.lanes.backend import BACKENDS, register_backend
+from orchestrator.lanes.backend import BACKENDS
 from orchestrator.lanes.model import Lane, LaneSpec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.results.model import UnitResult
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import RunHooks
@@ -146,12 +146,9 @@ class _Watched(ProcessBackend):
 
 @pytest.fixture
 def watched() -> Iterator[list[str]]:
-    register_backend(_Watched)
     _Watched.calls = []
-    try:
+    with BACKENDS.registered(_Watched):
         yield _Watched.calls
-    finally:
-        BACKENDS._classes.pop(_Watched.name, None)
 
 
 async def _first_attempt(base: RunConfig, first_root: Path, hooks_for: HooksFactory | None = None) -> int:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builders.builder import BUILTIN_BUILDERS, get_builder
-from orchestrator.builders.prebuilt_builder import PrebuiltOptions
+from orchestrator.builders.builder import BUILTIN_BUILDERS, BuilderOptions, get_builder
+from orchestrator.builders.claude.options import ClaudeOptions
+from orchestrator.builders.prebuilt.options import PrebuiltOptions
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import BUILTIN_BACKENDS, get_backend
 from orchestrator.run.config import RunConfig
-from orchestrator.run.stack import resolve_stack, select_builder
+from orchestrator.run.stack import builder_options, resolve_stack, select_builder
 
 URL = "http://127.0.0.1:9"
 BY_URL = {"base_url": URL, "email": None, "password": None}
@@ -82,8 +83,42 @@ def test_a_builder_on_an_existing_lane_takes_one_lane() -> None:
 def test_the_builder_gets_its_typed_options_from_the_config_fields_of_their_names() -> None:
     cfg = _config(delete_prebuilt_workflows=True)
     stack = resolve_stack(get_builder("prebuilt"), get_backend("static"), cfg)
-    assert stack.builder_options == PrebuiltOptions(prebuilt_workflows=Path("m.json"), delete_prebuilt_workflows=True)
-    assert resolve_stack(get_builder("mcp"), get_backend("static"), cfg).builder_options is None
+    assert stack.builder_options == PrebuiltOptions.model_validate({"prebuilt_workflows": Path("m.json"),
+                                                                    "delete_prebuilt_workflows": True})
+    mcp = resolve_stack(get_builder("mcp"), get_backend("static"), cfg.model_copy(update={
+        "build_mcp_timeout_ms": 5_000, "mcp_server": "lane", "build_max_retries": 2}))
+    assert mcp.builder_options == ClaudeOptions.model_validate({"build_mcp_timeout_ms": 5_000, "mcp_server": "lane",
+                                                                "build_max_retries": 2})
+    # the instance-ai builder takes no option: the empty model
+    assert type(resolve_stack(get_builder("instance-ai"), get_backend("static"), RunConfig(lanes=1, base_url=URL))
+                .builder_options) is BuilderOptions
+
+
+def test_a_bad_builder_option_is_one_line_naming_its_flag() -> None:
+    class Config:
+        mcp_server = ""
+        build_mcp_timeout_ms = 5_000
+
+    with pytest.raises(ConfigError, match=r"^--mcp-server: String should have at least 1 character$"):
+        builder_options(get_builder("mcp"), Config())
+
+
+def test_every_builder_has_a_frozen_self_describing_options_model() -> None:
+    """Each builder's options model refuses what it does not know, cannot be changed once made,
+    and describes every field (the help of the flag made from it)."""
+    from pydantic import ValidationError
+
+    builders = [get_builder(name) for name in BUILTIN_BUILDERS]
+    undescribed = {f"{cls.name}.{name}" for cls in builders
+                   for name, field in cls.options_model.model_fields.items() if not field.description}
+    assert undescribed == set()
+    for cls in builders:
+        assert cls.options_model.model_config.get("frozen") and cls.options_model.model_config.get("extra") == "forbid"
+    options = ClaudeOptions.model_validate({})
+    with pytest.raises(ValidationError):
+        options.mcp_server = "other"
+    with pytest.raises(ValidationError, match="mcp_sever"):
+        ClaudeOptions.model_validate({"mcp_sever": "x"})
 
 
 def test_a_selecting_option_picks_its_builder_unless_another_is_named() -> None:

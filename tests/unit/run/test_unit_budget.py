@@ -13,10 +13,10 @@ from support.stand_ins import UnusedBuilder, unused_judge
 from typer.testing import CliRunner
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, available_builders, get_builder
-from orchestrator.builders.claude_runner import AttemptResult, ClaudeConfig, EventSink
+from orchestrator.builders.claude.mcp import McpBuilder
+from orchestrator.builders.claude.remote import DEADLINE_MARGIN_S, RemoteBuilder
+from orchestrator.builders.claude.runner import AttemptResult, ClaudeConfig, EventSink
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.mcp_builder import McpBuilder
-from orchestrator.builders.remote_builder import DEADLINE_MARGIN_S, RemoteBuilder
 from orchestrator.cases import EvalCase
 from orchestrator.cli.main import app
 from orchestrator.domain import BuildStatus

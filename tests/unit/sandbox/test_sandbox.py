@@ -491,7 +491,7 @@ async def test_stop_is_prompt_while_a_stream_is_open(tmp_path: Path, template: S
 
 async def test_sweep_after_a_crash_removes_service_jails_cgroups_and_folders(tmp_path: Path) -> None:
     """Orchestrator and service both SIGKILLed: ``ProcessBackend.sweep`` finds the rest by label and ledger."""
-    from orchestrator.lanes.process import RUN_LABEL, ProcessBackend, labelled_processes
+    from orchestrator.lanes.process.backend import RUN_LABEL, ProcessBackend, labelled_processes
     from orchestrator.ledger import Ledger
     from orchestrator.sandbox.lanes import LaneSandboxes
 

@@ -12,6 +12,7 @@ from support.stand_ins import unused_session
 
 from orchestrator.cases import EvalCase
 from orchestrator.domain import Verdict
+from orchestrator.handoff import ArtifactRef
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import Transcript
@@ -21,7 +22,6 @@ from orchestrator.verify.agent_scenarios import (
     agent_scenario_prompt,
     draft_reason,
 )
-from orchestrator.verify.artifacts import ArtifactRef
 from orchestrator.verify.expectations import JudgeScope
 from orchestrator.verify.judge import Judge, JudgeConfig
 from orchestrator.verify.verifier import AGENT_SCENARIO_NOT_RUN, verify_workflow

@@ -10,20 +10,14 @@ from typing import Any
 
 from orchestrator.cases import EvalCase
 from orchestrator.domain import Verdict
+from orchestrator.handoff import ArtifactRef, agent_ref, config_eval_ref
 from orchestrator.n8n.mock_execution import MockExecutionResult
 from orchestrator.n8n.rest import N8nClient, N8nSession, RetryPolicy
 from orchestrator.results.model import ExpectationResult
 from orchestrator.scripted.scripts import judge, verdict_list
 from orchestrator.scripted.server import ScriptedModelServer
 from orchestrator.transcript import Transcript
-from orchestrator.verify.artifacts import (
-    ArtifactRef,
-    agent_ref,
-    artifact_context,
-    config_eval_ref,
-    render_agent,
-    render_config_eval,
-)
+from orchestrator.verify.artifacts import artifact_context, render_agent, render_config_eval
 from orchestrator.verify.expectations import (
     MCP_FAILED_NOT_JUDGED,
     MCP_PROCESS_SKIPPED,

@@ -20,19 +20,21 @@ from support.stand_ins import build_lane, build_user
 from orchestrator.allocator import WorkUnit
 from orchestrator.builders.builder import BuildResult
 from orchestrator.domain import Attribution, BuildStatus, Verdict
+from orchestrator.handoff import (
+    CredentialRecord,
+    CredentialSetupFacts,
+    ValueProbe,
+    aggregate_probes,
+    credentials_created_by_build,
+)
 from orchestrator.results.model import DETERMINISTIC_KINDS, ExpectationResult, UnitResult
 from orchestrator.run import unit as unit_module
 from orchestrator.run.unit import Attempts
 from orchestrator.verify.credential_setup import (
     LEAK_EXPECTATION,
     VALUE_EXPECTATION,
-    CredentialRecord,
-    CredentialSetupFacts,
-    ValueProbe,
-    aggregate_probes,
     created_expectation,
     credential_setup_rows,
-    credentials_created_by_build,
     evaluate,
 )
 from orchestrator.verify.verifier import Verification, charged_to_framework, stamp_timeout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.builders.prompt import TRAILER_INSTRUCTION, build_prompt
+from orchestrator.builders.claude.prompt import TRAILER_INSTRUCTION, build_prompt
 from orchestrator.cases import EvalCase
 
 

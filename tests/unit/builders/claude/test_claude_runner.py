@@ -18,7 +18,7 @@ import pytest
 from support.lanes import SeededLane, StartedLane, seed
 from support.polling import eventually_async
 
-from orchestrator.builders.claude_runner import (
+from orchestrator.builders.claude.runner import (
     AttemptResult,
     ClaudeConfig,
     _terminate,
@@ -27,7 +27,7 @@ from orchestrator.builders.claude_runner import (
     run_build_attempt,
     should_retry_attempt,
 )
-from orchestrator.builders.trailer import last_workflow_id
+from orchestrator.builders.claude.trailer import last_workflow_id
 from orchestrator.outage import (
     OutageInfo,
     classify_cli_text,

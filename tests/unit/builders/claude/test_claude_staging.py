@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builders.claude_runner import ClaudeConfig, stage_build
+from orchestrator.builders.claude.runner import ClaudeConfig, stage_build
 
 
 def test_relative_work_root_gives_absolute_private_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,14 +18,14 @@ import httpx
 import pytest
 from support.polling import eventually_async
 
-from orchestrator.builders.build_runner import (
+from orchestrator.builders.claude.build_runner import (
     BuildRunnerServer,
     RemoteBuildRunner,
     RunnerError,
     result_from_json,
     result_to_json,
 )
-from orchestrator.builders.claude_runner import AttemptResult
+from orchestrator.builders.claude.runner import AttemptResult
 from orchestrator.outage import OutageInfo
 from orchestrator.scripted import scripts as ms
 from orchestrator.scripted.replies import Hang

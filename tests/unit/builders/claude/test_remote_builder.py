@@ -28,10 +28,11 @@ from support.polling import eventually, eventually_async
 from support.static_lane import StaticLane, lane_turn
 from support.tools import free_port
 
-from orchestrator.builders.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
 from orchestrator.builders.builder import BuilderSettings, BuildRequest, BuildResult, get_builder
+from orchestrator.builders.claude.build_runner import BuildRunnerServer, RemoteBuildRunner, RunnerDeadline
+from orchestrator.builders.claude.options import ClaudeOptions
+from orchestrator.builders.claude.remote import ENDPOINT, RemoteBuilder
 from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.remote_builder import ENDPOINT, RemoteBuilder
 from orchestrator.cases import load_disk
 from orchestrator.domain import BuildStatus
 from orchestrator.errors import ConfigError
@@ -90,7 +91,7 @@ def lane(shared_sandbox_lane: StaticLane, shared_model: SharedModel) -> Iterator
 
 
 class RunnerProcess:
-    """``python -m orchestrator.builders.build_runner serve`` as its own process, next to the lane."""
+    """``python -m orchestrator.builders.claude.build_runner serve`` as its own process, next to the lane."""
 
     def __init__(self, lane_url: str, model_url: str, root: Path, log_path: Path) -> None:
         self.port = free_port()
@@ -99,7 +100,7 @@ class RunnerProcess:
                "N8N_EVAL_RUNNER_TOKEN": TOKEN, "CLAUDE_CODE_MAX_RETRIES": "0"}
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.builders.build_runner", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "orchestrator.builders.claude.build_runner", "serve", "--host", "127.0.0.1",
              "--port", str(self.port), "--root", str(root), "--n8n-url", lane_url, "--slots", "2"],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -177,7 +178,8 @@ async def _build(lane: Lane, ledger: Ledger, runner_url: str, tmp: Path, *, buil
     try:
         # claude_bin deliberately absent: the orchestrator side never starts claude
         builder = RemoteBuilder(BuilderSettings(run_id=lane.run_id, run_dir=tmp, model="claude-opus-4-8",
-                                                outage_waits_s=(0.1,), max_retries=0))
+                                                outage_waits_s=(0.1,),
+                                                options=ClaudeOptions.model_validate({"build_max_retries": 0})))
     finally:
         del os.environ["N8N_EVAL_RUNNER_TOKEN"]
     await builder.prepare_lane(ctx)

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchestrator.builders.compaction import (
+from orchestrator.builders.instance_ai.compaction import (
     NO_CURSOR,
     NO_ROWS,
     NOT_CHECKABLE,
@@ -144,7 +144,7 @@ def test_without_the_memory_route_the_premise_is_read_from_the_run_debug() -> No
     agent's prompt as ``<observations>`` (``@n8n/agents`` ``observation-log-renderer``): a step that
     carried them means the thread was compacted, and its rows are the ground truth; no block:
     the premise did not hold; no run debug: not checkable."""
-    from orchestrator.builders.compaction import NO_CURSOR, premise_from_run_debug
+    from orchestrator.builders.instance_ai.compaction import NO_CURSOR, premise_from_run_debug
 
     def step(prompt: str) -> dict[str, Any]:
         return {"stepNumber": 0, "input": {"instructions": {"role": "system", "content": prompt}, "messages": []}}

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.builders.credential_setup import LeakWatch
-from orchestrator.builders.credential_setup.browser import CONFIRMATION_PREFIX, TOOLS, Browser
-from orchestrator.builders.credential_setup.fixture_server import FixtureServer, mint_secret
+from orchestrator.builders.instance_ai.credential_setup import LeakWatch
+from orchestrator.builders.instance_ai.credential_setup.browser import CONFIRMATION_PREFIX, TOOLS, Browser
+from orchestrator.builders.instance_ai.credential_setup.fixture_server import FixtureServer, mint_secret
 from orchestrator.cases.provider_fixtures import (
     MINT_PATH,
     ProviderFixture,

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.builders.external_edits import NOTHING_SAVED, external_edits, rename_behind_the_agents_back
-from orchestrator.builders.proxy_decision import ProxyDecision
+from orchestrator.builders.instance_ai.external_edits import (
+    NOTHING_SAVED,
+    external_edits,
+    rename_behind_the_agents_back,
+)
+from orchestrator.builders.instance_ai.proxy_decision import ProxyDecision
 from orchestrator.domain import Attribution, Verdict
 from orchestrator.n8n.errors import N8nNotFound
 from orchestrator.n8n.rest import N8nClient, N8nSession

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.builders.instance_ai import answer_confirmation, unsupported_reason, user_turns
-from orchestrator.builders.instance_ai_stream import RunReader, RunState
-from orchestrator.builders.run_errors import classify_run_error, sandbox_fault
+from orchestrator.builders.instance_ai.builder import answer_confirmation, unsupported_reason, user_turns
+from orchestrator.builders.instance_ai.run_errors import classify_run_error, sandbox_fault
+from orchestrator.builders.instance_ai.stream import RunReader, RunState
 from orchestrator.cases import EvalCase
 from orchestrator.n8n.errors import N8nHTTPError, N8nTransportError
 from orchestrator.n8n.instance_ai import EventStream, FrameParser, StreamEvent

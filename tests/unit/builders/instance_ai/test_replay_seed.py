@@ -14,14 +14,14 @@ import pytest
 from support.tools import require
 
 from orchestrator.builders.builder import BuilderSettings, BuildRequest
-from orchestrator.builders.instance_ai import InstanceAiBuilder
-from orchestrator.builders.lane import BuildLane
-from orchestrator.builders.replay_seed import (
+from orchestrator.builders.instance_ai.builder import InstanceAiBuilder
+from orchestrator.builders.instance_ai.replay_seed import (
     ReplayUnavailable,
     compile_sdk_code,
     materialize_replay,
     resolve_replay_seed,
 )
+from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.users import BuildUser, BuildUserPool
 from orchestrator.cases import EvalCase
 from orchestrator.cases.seed import InlineSeed, ReplaySeed

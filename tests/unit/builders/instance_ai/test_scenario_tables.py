@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.builders import scenario_tables, seeds
+from orchestrator.builders import seeds
+from orchestrator.builders.instance_ai import scenario_tables
 from orchestrator.cases import EvalCase
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from support.scripted_reply import reply_of, reply_text, text_of, tool_of
 
-from orchestrator.builders import user_proxy as bp
-from orchestrator.builders.instance_ai import answer_confirmation
-from orchestrator.builders.proxy_decision import SYSTEM_PROMPT
-from orchestrator.builders.user_proxy import (
+from orchestrator.builders.instance_ai import user_proxy as bp
+from orchestrator.builders.instance_ai.builder import answer_confirmation
+from orchestrator.builders.instance_ai.proxy_decision import SYSTEM_PROMPT
+from orchestrator.builders.instance_ai.user_proxy import (
     AutoApprove,
     ProxyConfig,
     UserProxy,
@@ -412,7 +412,7 @@ def test_the_scripted_agent_replies_with_text_instead_of_a_build_for_both_archet
 
 
 def test_the_instance_ai_builder_checks_the_proxy_effort_before_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator.builders.instance_ai import InstanceAiBuilder
+    from orchestrator.builders.instance_ai.builder import InstanceAiBuilder
     from orchestrator.errors import ConfigError
 
     monkeypatch.setenv("N8N_INSTANCE_AI_EVAL_EFFORT", "huge")
@@ -425,7 +425,7 @@ def test_the_instance_ai_builder_checks_the_proxy_effort_before_the_run(monkeypa
 def test_without_message_budget_five_follow_ups_are_allowed() -> None:
     """n8n ``utils/user-proxy/index.ts``: ``DEFAULT_MESSAGE_BUDGET = 5`` follow-ups (the opening
     not counted)."""
-    from orchestrator.builders.user_proxy import DEFAULT_MESSAGE_BUDGET, Screenplay
+    from orchestrator.builders.instance_ai.user_proxy import DEFAULT_MESSAGE_BUDGET, Screenplay
 
     case = corpus("behaviour-applies-changes-in-order", message_budget=None)
     assert DEFAULT_MESSAGE_BUDGET == 5 and Screenplay.of(case).budget == 5

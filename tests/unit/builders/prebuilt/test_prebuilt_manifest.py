@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.builders.prebuilt_builder import (
+from orchestrator.builders.prebuilt.builder import (
     PrebuiltBuilder,
     check_manifest_slugs,
     load_manifest,
@@ -47,7 +47,7 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     """The run hands the prebuilt builder its flags as ``BuilderSettings.options`` (its typed
     ``options_model``, taken by the stack from the config): nothing is read back from the run's folder."""
     from orchestrator.builders.builder import BuilderSettings, get_builder
-    from orchestrator.builders.prebuilt_builder import PrebuiltOptions
+    from orchestrator.builders.prebuilt.options import PrebuiltOptions
     from orchestrator.lanes.backend import get_backend
     from orchestrator.run.config import RunConfig
     from orchestrator.run.resolve import resolve
@@ -62,7 +62,7 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     cls = get_builder(resolved.config.builder)
     options = resolve_stack(cls, get_backend(cfg.backend), cfg).builder_options
     assert options == resolved.stack.builder_options
-    assert options == PrebuiltOptions(prebuilt_workflows=manifest, delete_prebuilt_workflows=True)
+    assert options == PrebuiltOptions.model_validate({"prebuilt_workflows": manifest, "delete_prebuilt_workflows": True})
     run_dir = tmp_path / "run"  # empty: no run.json to fall back on
     builder = cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m", options=options))
     assert isinstance(builder, PrebuiltBuilder)
@@ -70,4 +70,5 @@ def test_the_builder_takes_its_options_through_the_builder_interface(tmp_path: P
     assert builder.delete_after is True
     with pytest.raises(ConfigError, match="needs --prebuilt-workflows"):
         cls(BuilderSettings(run_id="r", run_dir=run_dir, model="m"))
-    assert resolve_stack(get_builder("mcp"), get_backend(cfg.backend), cfg).builder_options is None
+    assert not isinstance(resolve_stack(get_builder("mcp"), get_backend(cfg.backend), cfg).builder_options,
+                          PrebuiltOptions)  # the mcp builder gets its own options, never the prebuilt ones

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from orchestrator.lanes.backend import LaneBackend, LaneError, get_backend
-from orchestrator.lanes.docker_lanes import INDEX_LABEL, DockerBackend
+from orchestrator.lanes.docker.backend import INDEX_LABEL, DockerBackend
 from orchestrator.lanes.labels import MANAGED_BY, MANAGED_BY_LABEL, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import make_spec

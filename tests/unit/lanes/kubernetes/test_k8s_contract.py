@@ -21,13 +21,14 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 from kubernetes import client
+from pydantic import ValidationError
 from support.k8s_fake_api import FakeApiServer, Request, rbac_of
 from support.polling import eventually_async
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes import k8s_objects as k8s
 from orchestrator.lanes.backend import LaneError, get_backend
-from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.backend import KubernetesBackend
 from orchestrator.lanes.model import LaneSpec
 from orchestrator.ledger import Ledger
 
@@ -316,11 +317,10 @@ async def test_owner_gc_deletes_lanes_only_when_the_owner_is_deleted(server, tmp
 
 async def test_unreachable_api_is_unhealthy_not_a_crash(tmp_path) -> None:
     with RecordingApiServer() as srv:
-        backend = make_backend(srv, tmp_path)
+        # resets and timeouts are retried: give up soon here (the options are frozen once parsed)
+        backend = make_backend(srv, tmp_path, request_timeout_s=2, retry_budget_s=1)
         lane = await backend.start_lane(0, lane_spec())
     # the server is gone now: connection refused on 127.0.0.1
-    backend.opts.request_timeout_s = 2
-    backend.opts.retry_budget_s = 1  # resets and timeouts are retried: give up soon here
     assert await backend.health(lane) is False
     assert await backend.is_gone(lane) is False
     with pytest.raises(LaneError, match=r"API server http://127\.0\.0\.1:\d+ unreachable"):
@@ -388,10 +388,17 @@ def test_registered_by_name_and_bad_options_are_named() -> None:
     with pytest.raises(ConfigError, match="ORCHESTRATOR_K8S_OWNER_KIND"):
         KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(),
                           environ={"ORCHESTRATOR_K8S_OWNER_KIND": "deployment"})
-    # options other backends take (the run passes them to whichever backend it picked) are ignored
-    backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), base_url=None,
-                                email="owner@n8n-eval.invalid", password="Pw-0123456789", cache="/tmp/x")
+    # the run gives a backend only the options its flags ask for (run/stack.py): an unknown one is a
+    # typo, refused by name; a None is an option not given
+    with pytest.raises(ConfigError, match=r"^kubernetes backend: unknown option 'namespce' \(its options: .*namespace"):
+        KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), namespce="evals")
+    with pytest.raises(ConfigError, match="option 'pod' \\(env ORCHESTRATOR_K8S_LANE_POD\\): .*not JSON"):
+        KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(),
+                          environ={"ORCHESTRATOR_K8S_LANE_POD": "{nope"})
+    backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), namespace=None)
     assert backend.opts.namespace is None
+    with pytest.raises(ValidationError):  # frozen: what the run was started with stays so
+        backend.opts.namespace = "other"
     # env fallbacks: the Helm chart configures the in-cluster orchestrator this way
     backend = KubernetesBackend("r", Ledger(ledger_dir), ledger_dir, api_client=client.ApiClient(), environ={
         "ORCHESTRATOR_K8S_NAMESPACE": "evals", "ORCHESTRATOR_LANE_IMAGE": "reg.invalid/lane:1",

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from support.k8s_fake_api import UNSCHEDULABLE_MESSAGE, FakeApiServer
 from support.polling import eventually
 
-from orchestrator.lanes import k8s_objects as objects
+from orchestrator.lanes.kubernetes import objects
 from orchestrator.lanes.model import LaneSpec
 
 NS = "evals"

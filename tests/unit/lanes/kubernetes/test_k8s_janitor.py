@@ -20,8 +20,8 @@ from support.polling import eventually_async
 from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
-from orchestrator.lanes import k8s_objects as k8s
-from orchestrator.lanes.k8s_janitor import Janitor
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.janitor import Janitor
 from unit.lanes.kubernetes.test_k8s_contract import NS, lane_spec, make_backend
 
 DEAD = {"POD_NAME": "orch-dead", "POD_NAMESPACE": NS, "POD_UID": "aaaaaaaa-0000-4000-8000-000000000001"}

@@ -17,9 +17,9 @@ import kubernetes_validate
 import pytest
 from support.k8s_fake_api import FakeApiServer
 
-from orchestrator.builders.remote_builder import ENDPOINT
-from orchestrator.lanes import k8s_objects as k8s
-from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+from orchestrator.builders.claude.remote import ENDPOINT
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.backend import KubernetesBackend
 from orchestrator.lanes.model import LaneSpec
 from orchestrator.ledger import Ledger
 

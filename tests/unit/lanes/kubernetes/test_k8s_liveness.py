@@ -7,7 +7,7 @@ backend, its Lease keeper and the real janitor running pass after pass in a thre
 * the orchestrator notices a lost Service / NetworkPolicy / Lease and re-creates it, and stops the run
   loudly when its Lease is another's, or was removed after it could not renew it for a TTL.
 
-Our own liveness rules (orchestrator/lanes/k8s_lease.py), Kubernetes Lease semantics; not an n8n file.
+Our own liveness rules (orchestrator/lanes/kubernetes/lease.py), Kubernetes Lease semantics; not an n8n file.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import pytest
 from support.k8s_fake_api import FakeApiServer
 from support.polling import eventually_async
 
-from orchestrator.lanes import k8s_objects as k8s
 from orchestrator.lanes.backend import BackendEvents, LaneError
-from orchestrator.lanes.k8s_api import parse_time
-from orchestrator.lanes.k8s_janitor import Janitor
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.api import parse_time
+from orchestrator.lanes.kubernetes.janitor import Janitor
 from unit.lanes.kubernetes.test_k8s_contract import NS, lane_spec, make_backend
 
 TTL = 2

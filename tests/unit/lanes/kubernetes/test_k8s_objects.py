@@ -13,7 +13,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.kubernetes import objects as k8s
 from orchestrator.lanes.model import LaneSpec, Resources
 
 #: The Kubernetes version every object is validated against (kubernetes-validate's schema set).
@@ -342,7 +342,7 @@ def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
     n8n, runner, sandbox = pod["spec"]["containers"]
     assert (n8n["name"], runner["name"], sandbox["name"]) == ("n8n", "build-runner", "sandbox")
     assert runner["image"] == sandbox["image"] == "registry.invalid/n8n-eval-orchestrator:1"
-    assert runner["command"][:4] == ["python", "-m", "orchestrator.builders.build_runner", "serve"]
+    assert runner["command"][:4] == ["python", "-m", "orchestrator.builders.claude.build_runner", "serve"]
     assert "http://127.0.0.1:5678" in runner["command"]
     assert sandbox["command"][:4] == ["python", "-m", "orchestrator.sandbox", "serve"]
     assert {"name": "N8N_EVAL_SANDBOX_URL", "value": "http://127.0.0.1:8791"} in n8n["env"]

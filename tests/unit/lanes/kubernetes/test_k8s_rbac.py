@@ -22,10 +22,10 @@ from support.k8s_fake_api import FakeApiServer
 from support.k8s_fake_rbac import authorizer
 from support.polling import eventually_async
 
-from orchestrator.lanes import k8s_objects as k8s
 from orchestrator.lanes.backend import LaneError
-from orchestrator.lanes.k8s_janitor import Janitor
-from orchestrator.lanes.kubernetes_lanes import KubernetesBackend
+from orchestrator.lanes.kubernetes import objects as k8s
+from orchestrator.lanes.kubernetes.backend import KubernetesBackend
+from orchestrator.lanes.kubernetes.janitor import Janitor
 from orchestrator.ledger import Ledger
 from unit.lanes.kubernetes.test_k8s_contract import NS, lane_spec
 

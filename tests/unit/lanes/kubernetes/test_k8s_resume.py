@@ -15,7 +15,7 @@ import pytest
 from support.k8s_fake_api import FakeApiServer
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes import k8s_objects as k8s
+from orchestrator.lanes.kubernetes import objects as k8s
 from unit.lanes.kubernetes.test_k8s_contract import NS, RUN_ID, lane_spec, make_backend
 
 OLD = {"POD_NAME": "nightly-7-old", "POD_NAMESPACE": NS, "POD_UID": "aaaaaaaa-0000-4000-8000-00000000000a"}

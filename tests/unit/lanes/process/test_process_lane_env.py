@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from support.tools import need
 
-from orchestrator.lanes import task_launcher
 from orchestrator.lanes.backend import READINESS_PATH
 from orchestrator.lanes.model import Lane, LaneSpec
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process import launcher as task_launcher
+from orchestrator.lanes.process.backend import ProcessBackend
+from orchestrator.lanes.process.options import ProcessOptions
 from orchestrator.ledger import Ledger
 from orchestrator.redact import redact
 from orchestrator.toolchain import RESOLVE_CACHE_JS, Toolchain
@@ -152,7 +153,7 @@ def test_lanes_start_their_task_runner_on_demand_unless_a_runner_mode_is_chosen(
     assert env[task_launcher.NODE_OPTIONS_ENV] == f'--max-semi-space-size=32 --require "{RESOLVE_CACHE_JS}"'
     cmd = backend._command(env)
     assert cmd[:2] == ["/bin/sh", "-c"] and cmd[-3:] == [str(backend.toolchain.node_bin), str(backend.toolchain.n8n_entry), "start"]
-    assert 'task_launcher.py & exec "$@"' in cmd[2] and cmd[2].startswith(f"{task_launcher.LANE_PID_ENV}=$$ ")
+    assert 'process/launcher.py & exec "$@"' in cmd[2] and cmd[2].startswith(f"{task_launcher.LANE_PID_ENV}=$$ ")
 
     # n8n's own way (the runner starts with n8n) when asked for, or when this n8n has no runner file
     internal = backend._lane_env(make_spec("eval", ["N8N_RUNNERS_MODE=internal"]), 0, tmp_path / "lane", 5701, 5702)
@@ -185,3 +186,33 @@ def test_the_runner_gets_what_n8ns_internal_mode_gives_it_and_never_the_auth_tok
     missing = {k: v for k, v in env.items() if k != "N8N_RUNNERS_AUTH_TOKEN"}
     with pytest.raises(ValueError, match="N8N_RUNNERS_AUTH_TOKEN"):
         task_launcher.LauncherConfig.from_env(missing)
+
+
+def test_the_options_are_typed_a_typo_or_a_bad_value_is_one_line_naming_it(tmp_path: Path) -> None:
+    """The process backend's options were read with ``options.get``: ``lazy_runer=False`` started
+    lanes with the runner on, silently. Now each is a field of a frozen model."""
+    from pydantic import ValidationError
+
+    from orchestrator.errors import ConfigError
+
+    ledger = Ledger.for_run("opt-run", tmp_path)
+    with pytest.raises(ConfigError, match=r"^process backend: unknown option 'lazy_runer' \(its options: .*lazy_runner"):
+        ProcessBackend("opt-run", ledger, tmp_path, lazy_runer=False)
+    with pytest.raises(ConfigError, match=r"^process backend: option 'stagger': Input should be a valid boolean"):
+        ProcessBackend("opt-run", ledger, tmp_path, stagger="sometimes")
+    backend = ProcessBackend("opt-run", ledger, tmp_path, cache=str(tmp_path / "c"), lazy_runner=False, node_tuning=None)
+    assert (backend.lazy_runner, backend.node_tuning, backend.toolchain.cache) == (False, True, tmp_path / "c")
+    assert isinstance(backend.config, ProcessOptions)
+    with pytest.raises(ValidationError):
+        backend.config.lazy_runner = True
+
+
+def test_every_backend_option_says_what_it_does() -> None:
+    """Each backend's options model describes every field (the help of a flag made from it)."""
+    from orchestrator.lanes.backend import BACKENDS
+
+    undescribed = {f"{cls.name}.{name}" for cls in BACKENDS.load_all()
+                   for name, field in cls.options_model.model_fields.items() if not field.description}
+    assert undescribed == set()
+    assert all(cls.options_model.model_config.get("frozen") and cls.options_model.model_config.get("extra") == "forbid"
+               for cls in BACKENDS.load_all())

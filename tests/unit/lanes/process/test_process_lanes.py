@@ -23,7 +23,7 @@ from support.workflow_samples import main, node
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import LaneState
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend
+from orchestrator.lanes.process.backend import ProcessBackend
 from orchestrator.ledger import Ledger
 from orchestrator.n8n.rest import N8nClient
 from orchestrator.procs import group_members
@@ -201,7 +201,7 @@ def _members_by_role(pgid: int) -> dict[str, list[int]]:
         except OSError:
             continue
         text = b" ".join(argv).decode(errors="replace")
-        role = ("runner" if "task-runner/dist/start.js" in text else "launcher" if "task_launcher.py" in text
+        role = ("runner" if "task-runner/dist/start.js" in text else "launcher" if "process/launcher.py" in text
                 else "n8n" if text.rstrip().endswith("n8n start") else "other")
         roles[role].append(pid)
     return roles

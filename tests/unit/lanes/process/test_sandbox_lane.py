@@ -17,7 +17,7 @@ from support.tools import need, require
 
 from orchestrator.lanes.bringup import wait_ready
 from orchestrator.lanes.pool import make_spec
-from orchestrator.lanes.process import ProcessBackend, labelled_processes
+from orchestrator.lanes.process.backend import ProcessBackend, labelled_processes
 from orchestrator.ledger import Ledger
 from orchestrator.procs import pid_alive
 from orchestrator.scripted.replies import Reply, TextBlock, ToolUseBlock

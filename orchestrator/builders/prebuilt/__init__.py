@@ -1,0 +1,1 @@
+"""The ``prebuilt`` builder: scores workflows that already exist on one lane."""

@@ -1,0 +1,1 @@
+"""The ``docker`` lane backend: one container per lane on the local Docker daemon."""

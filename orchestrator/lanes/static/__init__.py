@@ -1,0 +1,1 @@
+"""The ``static`` lane backend: lanes someone else runs, reached by URL and owner login."""
