@@ -34,11 +34,15 @@ class Registry(Generic[T]):
     """Classes of one kind by their ``name``; ``builtin`` names the module of each built-in one."""
 
     def __init__(self, kind: str, group: str, builtin: Mapping[str, str], *,
-                 unknown: Callable[[str, list[str]], Exception], aliases: Mapping[str, str] | None = None) -> None:
+                 unknown: Callable[[str, list[str]], Exception], aliases: Mapping[str, str] | None = None,
+                 options: Mapping[str, str] | None = None) -> None:
         self.kind = kind
         self.group = group
         self.builtin = dict(builtin)
         self.aliases = dict(aliases or {})
+        #: name → ``module:Class`` of a built-in plug-in's options model, in a module light enough to
+        #: import when the CLI is made (never the plug-in's own module)
+        self.options = dict(options or {})
         self._unknown = unknown
         self._classes: dict[str, type[T]] = {}
 
@@ -85,6 +89,15 @@ class Registry(Generic[T]):
             return self._classes[name]
         except KeyError:
             raise self._unknown(name, self.names()) from None
+
+    def options_models(self) -> dict[str, type]:
+        """The options model of every built-in plug-in that has one, by name, imported from its own
+        light module (:attr:`options`): the plug-ins themselves are not imported."""
+        models: dict[str, type] = {}
+        for name, target in sorted(self.options.items()):
+            module, _, attr = target.partition(":")
+            models[name] = getattr(importlib.import_module(module), attr)
+        return models
 
     def load_all(self) -> list[type[T]]:
         """Every built-in class (imported) and every one registered so far, by name."""

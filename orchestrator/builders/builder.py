@@ -48,6 +48,16 @@ class BuilderOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
+    #: the fields that are flags of the run commands (``--build-cwd`` for ``build_cwd``): the CLI
+    #: makes them from the field (its type, default and description), ``orchestrator.plugin_flags``
+    flags: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def mcp_server_name(self) -> str | None:
+        """The name the builder's agent knows the lane's MCP server by (its tools are
+        ``mcp__<name>__…``), for the offline scripted model; None: it builds through no MCP server."""
+        return None
+
 
 @dataclass(frozen=True)
 class BuilderSettings:
@@ -65,6 +75,14 @@ class BuilderSettings:
     extra_env: Mapping[str, str] = field(default_factory=dict)
     #: the builder's own options (its :attr:`Builder.options_model`, taken from the run's config)
     options: BuilderOptions | None = None
+
+
+@dataclass(frozen=True)
+class BuilderReport:
+    """What a builder says after the run (:meth:`Builder.closing_report`)."""
+
+    notes: tuple[str, ...] = ()
+    cleanup_failures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,6 +231,11 @@ class Builder(abc.ABC):
     async def aclose(self) -> None:
         """Release what the builder holds for the run."""
 
+    def closing_report(self) -> BuilderReport:
+        """After :meth:`aclose`: what the run says of the builder's own clean-up (lines to print, and
+        what it could not clean up: reported, and the command exits 1). The default has nothing."""
+        return BuilderReport()
+
 
 def _unknown_builder(name: str, names: list[str]) -> ConfigError:
     return ConfigError(f"--builder: unknown builder {name!r}: choose one of {', '.join(names)}")
@@ -225,8 +248,14 @@ BUILTIN_BUILDERS = {
     "prebuilt": "orchestrator.builders.prebuilt.builder",
     "remote": "orchestrator.builders.claude.remote",
 }
+#: the built-in builders' options models (light modules: the CLI makes their flags without the builders)
+BUILTIN_BUILDER_OPTIONS = {
+    "mcp": "orchestrator.builders.claude.options:ClaudeOptions",
+    "remote": "orchestrator.builders.claude.options:ClaudeOptions",
+    "prebuilt": "orchestrator.builders.prebuilt.options:PrebuiltOptions",
+}
 BUILDERS: Registry[Builder] = Registry("builder", ENTRY_POINT_GROUP, BUILTIN_BUILDERS, unknown=_unknown_builder,
-                                      aliases=ALIASES)
+                                      aliases=ALIASES, options=BUILTIN_BUILDER_OPTIONS)
 
 
 def register_builder(cls: type[Builder]) -> type[Builder]:

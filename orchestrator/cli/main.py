@@ -39,7 +39,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "lanes": ("orchestrator.cli.lanes_cmd", "app", "Bring lanes up, list them, tear them down."),
     "merge": ("orchestrator.cli.merge_cmd", "register", "Merge sharded runs' eval-results.json into one (merge-results)."),
     "mcp-manifest": ("orchestrator.cli.manifest_cmd", "register",
-                     "Build cases via claude -p over MCP into a --prebuilt-workflows manifest (eval:build-mcp-manifest)."),
+                     "Build cases via claude -p over MCP into a manifest of prebuilt workflows (eval:build-mcp-manifest)."),
     "pairwise": ("orchestrator.cli.pairwise_cmd", "register",
                  "Build examples and score them with an LLM judge panel (the seed's eval:pairwise)."),
     "pairwise-compare": ("orchestrator.cli.pairwise_cmd", "register",

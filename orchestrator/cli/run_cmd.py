@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -37,22 +36,13 @@ def register(app: typer.Typer) -> None:
             help="With --run-id: resume that run if the state dir holds it (a replaced orchestrator pod), else start it."),
         verbose: bool = typer.Option(False, "--verbose", "-v",
                                      help="Log build/execute/verify timing and events; two lines per unit."),
-        prebuilt_workflows: Optional[Path] = typer.Option(
-            None, "--prebuilt-workflows",
-            help="JSON manifest mapping case slugs to lists of workflow ids: score these workflows of the one static lane "
-                 "instead of building (iteration i uses the (i mod n)-th of its n ids)."),
-        delete_prebuilt_workflows: bool = typer.Option(
-            False, "--delete-prebuilt-workflows",
-            help="With --prebuilt-workflows: delete the manifest's workflows used successfully after the run."),
     ) -> None:
         """Build every selected case on the lanes with claude via MCP, verify it there, write results, tear down."""
         from orchestrator.cli.main import configure_logging
 
         if verbose:
             configure_logging(True)
-        resolved = resolve(cfg.replace(resume=resume, resume_existing=resume_existing, verbose=verbose,
-                                       prebuilt_workflows=prebuilt_workflows,
-                                       delete_prebuilt_workflows=delete_prebuilt_workflows))
+        resolved = resolve(cfg.replace(resume=resume, resume_existing=resume_existing, verbose=verbose))
         run_async(preflight(resolved))  # after --resume: the selection it will run is the one checked
         cfg = resolved.config
         # only now (seconds of imports): a flag error above answers at once
@@ -65,8 +55,7 @@ def register(app: typer.Typer) -> None:
                 console.print(unit_line(unit, verbose=verbose), markup=False, highlight=False)
 
         hooks = [ConsoleLines(), *default_hooks(cfg)]
-        runner = Run(resolved, hooks)
-        outcome = run_async(runner.execute())
+        outcome = run_async(Run(resolved, hooks).execute())
         summary = outcome.results.summary
         for line in summary_lines(outcome.results):
             console.print(line, markup=False, highlight=False)
@@ -82,11 +71,9 @@ def register(app: typer.Typer) -> None:
                 + (f", stopped: {summary.stopped_reason}" if summary.stopped_reason else "")
             )
         console.print(f"results: {outcome.results_path}")
+        for note in outcome.notes:
+            console.print(note, markup=False, highlight=False)
         failures = list(outcome.cleanup_failures)
-        deleted = getattr(runner.builder, "deleted", None)
-        if deleted:
-            console.print(f"deleted {len(deleted)} prebuilt workflow(s): {', '.join(deleted)}")
-        failures += list(getattr(runner.builder, "delete_failures", []) or [])
         for failure in failures:
             console.print(f"[red]cleanup failed:[/red] {failure}")
         for error in outcome.errors:

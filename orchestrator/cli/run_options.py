@@ -21,6 +21,7 @@ from orchestrator.builders.builder import ALIASES, BUILD_VIA_MCP, DEFAULT_BUILDE
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends
 from orchestrator.ledger import default_state_dir
+from orchestrator.plugin_flags import plugin_flags
 from orchestrator.run.config import RunConfig
 
 P = inspect.Parameter
@@ -44,8 +45,7 @@ SHARED: list[P] = [
          "which backend each needs is checked before anything starts)."),
     _opt("build_via_mcp", bool, False, "The reference harness's flag: the same as --builder mcp.", "--build-via-mcp"),
     _opt("sandbox_url", Optional[str], None, "External n8n-sandbox for every lane (key: N8N_SANDBOX_SERVICE_API_KEY)."),
-    _opt("lanes", int, 2, "Lanes to bring up (static: how many --base-url lanes to use)."),
-    _opt("base_url", Optional[str], None, "Comma-separated lane URLs (static backend)."),
+    _opt("lanes", int, 2, "Lanes to bring up (lanes someone else runs: how many of their URLs to use)."),
     _opt("profile", str, "eval", "Env profile from lanes/profiles/."),
     _opt("env", list[str], [], "KEY=VALUE for every lane (repeatable).", "--env"),
     _opt("concurrency", Optional[int], None, "A fixed global cap on concurrent builds (default: the model "
@@ -69,9 +69,6 @@ SHARED: list[P] = [
          f"{DEFAULT_TURN_BUDGET_MS}; the conversation gets 2×, 240 s of silence ends a run). Complex cases × 1.5. "
          "0 disables."),
     _opt("build_max_attempts", int, 3, "Attempts per unit when claude prints no workflow id."),
-    _opt("build_mcp_timeout_ms", int, 120_000, "MCP_TIMEOUT for claude: one MCP tool call."),
-    _opt("mcp_server", str, "n8n-local", "MCP server name in the staged claude config."),
-    _opt("build_cwd", Optional[Path], None, "Working directory for claude."),
     _opt("output_dir", Optional[Path], None, "Where results go (default results/<run-id>)."),
     _opt("keep_workflows", bool, False, "Keep built workflows and build users."),
     _opt("judge_mcp_process", bool, False, "Also judge process expectations of MCP builds (an extra, reported "
@@ -92,12 +89,19 @@ SHARED: list[P] = [
     _opt("run_id", Optional[str], None, "Run id (default: a new one)."),
     _opt("state_dir", Path, default_state_dir(), "Where ledgers and unit logs live."),
     _opt("seed", int, 0, "Allocator seed (deterministic schedule)."),
-    _opt("email", Optional[str], None, "Owner email of static lanes.", envvar="N8N_EVAL_EMAIL"),
-    _opt("password", Optional[str], None, "Owner password of static lanes.", envvar="N8N_EVAL_PASSWORD", show_default=False),
     _opt("model_server", str, "auto", "auto (real if ANTHROPIC_API_KEY is set), real, or scripted (embedded offline model)."),
     _opt("outage_waits", str, "30,90", "Seconds to wait before each provider-outage retry."),
 ]
-_NAMES = {p.name for p in SHARED}
+
+
+def _contributed() -> list[P]:
+    """The plug-ins' own flags (``orchestrator.plugin_flags``), after the shared ones."""
+    return [_opt(f.name, f.annotation, f.default, f.help, f.flag, envvar=f.envvar, show_default=not f.secret)
+            for f in plugin_flags().values()]
+
+
+PLUGIN_FLAGS = _contributed()
+_NAMES = {p.name for p in SHARED} | {p.name for p in PLUGIN_FLAGS}
 
 
 def _builder(values: dict[str, Any], default_builder: str) -> None:
@@ -120,7 +124,11 @@ def _config(values: dict[str, Any], default_builder: str = DEFAULT_BUILDER) -> R
         raise ConfigError(f"--outage-waits: expected comma-separated seconds, got {waits_text!r}") from None
     cases = values.pop("cases")
     values["env"] = list(values["env"])
-    return RunConfig(cases_paths=list(cases) if cases else [Path("cases")], outage_waits_s=waits, **values)
+    flags = plugin_flags()
+    given = {k: values.pop(k) for k in list(values) if k in flags}
+    plugin_options = {k: v for k, v in given.items() if v is not None and v != flags[k].default}
+    return RunConfig(cases_paths=list(cases) if cases else [Path("cases")], outage_waits_s=waits,
+                     plugin_options=plugin_options, **values)
 
 
 @overload
@@ -148,7 +156,7 @@ def _shared(defaults: dict[str, Any]) -> list[P]:
     if unknown:
         raise TypeError(f"run_options: no shared option(s) {sorted(unknown)}")
     out = []
-    for p in SHARED:
+    for p in [*SHARED, *PLUGIN_FLAGS]:
         if p.name in defaults:
             info = copy.copy(p.default)
             info.default = defaults[p.name]

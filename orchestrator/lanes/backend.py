@@ -44,6 +44,9 @@ class BackendOptions(BaseModel):
 
     #: option → the environment variable read when the option is not given
     env_vars: ClassVar[Mapping[str, str]] = {}
+    #: the fields that are flags of the run commands (``--base-url`` for ``base_url``): the CLI makes
+    #: them from the field (its type, default, description and env variable), ``orchestrator.plugin_flags``
+    flags: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def parse(cls, backend: str, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> Self:
@@ -144,6 +147,22 @@ class LaneBackend(abc.ABC):
     def preflight(cls, spec: LaneSpec) -> None:
         """Before anything starts: what this backend needs exists (one-line ``ConfigError`` if not)."""
 
+    @property
+    def owner_password(self) -> str | None:
+        """The password of the lanes' owner when the run was given it (lanes someone else runs);
+        None: the run makes its own owner."""
+        return None
+
+    @classmethod
+    def check_options(cls, options: BackendOptions, lanes: int) -> None:
+        """What the run must give this backend for ``lanes`` lanes, checked as the run is resolved
+        (one-line ``ConfigError`` naming the flag; e.g. static: a URL per lane). Default: nothing."""
+
+    @classmethod
+    async def lanes_answer(cls, options: BackendOptions, lanes: int) -> None:
+        """Before anything starts: lanes someone else runs answer (one-line ``ConfigError`` naming
+        the flag when one does not). Default: the backend starts its own, nothing to ask."""
+
     @classmethod
     def parse_options(cls, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> BackendOptions:
         """``options`` validated into :attr:`options_model` (see :meth:`BackendOptions.parse`)."""
@@ -201,8 +220,13 @@ BUILTIN_BACKENDS = {
     "kubernetes": "orchestrator.lanes.kubernetes.backend",
     "static": "orchestrator.lanes.static.backend",
 }
+#: the built-in backends' options models (light modules: the CLI makes their flags without the SDKs)
+BUILTIN_BACKEND_OPTIONS = {name: f"{module.rsplit('.', 1)[0]}.options:{model}" for name, module, model in (
+    ("process", BUILTIN_BACKENDS["process"], "ProcessOptions"), ("docker", BUILTIN_BACKENDS["docker"], "DockerOptions"),
+    ("kubernetes", BUILTIN_BACKENDS["kubernetes"], "KubernetesOptions"),
+    ("static", BUILTIN_BACKENDS["static"], "StaticOptions"))}
 BACKENDS: Registry[LaneBackend] = Registry("lane backend", "orchestrator.lane_backends", BUILTIN_BACKENDS,
-                                           unknown=_unknown_backend)
+                                           unknown=_unknown_backend, options=BUILTIN_BACKEND_OPTIONS)
 
 
 def register_backend(cls: type[LaneBackend]) -> type[LaneBackend]:

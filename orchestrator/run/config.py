@@ -14,11 +14,12 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.builders.builder import DEFAULT_BUILDER
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import DEFAULT_BACKEND
+from orchestrator.plugin_flags import plugin_option_names, secret_option_names
 
 DEFAULT_BUILD_MODEL = "claude-opus-4-8"
 DEFAULT_BASELINE_PREFIX = "instance-ai-baseline-"
@@ -27,7 +28,7 @@ DEFAULT_BASELINE_PREFIX = "instance-ai-baseline-"
 #: flags whose name is not ``--`` + the field name with dashes
 _FLAG_OF = {"cases_paths": "CASES", "outage_waits_s": "--outage-waits"}
 #: fields with no flag (set by tests, the A/B runner or a resumed run): named as they are
-_NO_FLAG = {"build_max_retries", "judge_attempt_timeout_s", "lane_retries", "health_interval_s",
+_NO_FLAG = {"judge_attempt_timeout_s", "lane_retries", "health_interval_s",
             "reprobe_interval_s", "abort_after_all_quarantined_s", "claude_bin", "model_route_tag",
             "lane_model_key_env", "gateway_hold_s"}
 
@@ -62,7 +63,7 @@ class RunConfig(BaseModel):
     """The flags of one run, as given (frozen). :func:`orchestrator.run.resolve.resolve` decides
     what they imply, once, into a :class:`~orchestrator.run.resolve.ResolvedRun`."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True, extra="forbid")
 
     cases_paths: list[Path] = Field(default_factory=lambda: [Path("cases")])
     source: Literal["disk", "langtracer"] = "disk"
@@ -73,8 +74,10 @@ class RunConfig(BaseModel):
     iterations: int = Field(1, ge=1)
     backend: str = DEFAULT_BACKEND
     builder: str = DEFAULT_BUILDER  # plug-ins by name (``--prebuilt-workflows`` selects its builder)
+    #: the plug-ins' own options by field name (their flags: ``orchestrator.plugin_flags``); each
+    #: plug-in takes the fields of its options model (``run/stack.py``)
+    plugin_options: dict[str, Any] = Field(default_factory=dict, repr=False)
     lanes: int = Field(2, ge=1)
-    base_url: str | None = None
     profile: str = "eval"
     env: list[str] = Field(default_factory=list)
     concurrency: int | None = Field(None, ge=1)  # fixed; default: the model gateway's rule (else lanes × 2)
@@ -86,9 +89,6 @@ class RunConfig(BaseModel):
     #: ``complex`` cases 1.5×); 0 disables it
     build_timeout_ms: int | None = Field(None, ge=0)
     build_max_attempts: int = Field(3, ge=1)
-    build_mcp_timeout_ms: int = Field(120_000, ge=1)
-    mcp_server: str = "n8n-local"
-    build_cwd: Path | None = None
     build_model: str = Field(default_factory=lambda: os.environ.get("ANTHROPIC_MODEL") or DEFAULT_BUILD_MODEL)
     output_dir: Path | None = None
     keep_workflows: bool = False
@@ -113,8 +113,6 @@ class RunConfig(BaseModel):
     run_id: str | None = None
     state_dir: Path = Path(".orchestrator")
     seed: int = 0
-    email: str | None = None
-    password: str | None = Field(None, repr=False)
     outage_waits_s: tuple[float, ...] = (30.0, 90.0)
     lane_retries: int = Field(1, ge=0)
     health_interval_s: float = Field(2.0, gt=0)
@@ -122,13 +120,8 @@ class RunConfig(BaseModel):
     abort_after_all_quarantined_s: float = Field(300.0, ge=0)
     model_server: Literal["auto", "real", "scripted"] = "auto"  # scripted = the embedded offline model
     claude_bin: str | None = None
-    #: CLAUDE_CODE_MAX_RETRIES for builds (None: the CLI's own default, ~10 retries over minutes).
-    build_max_retries: int | None = Field(None, ge=0)
     #: Per-attempt judge timeout (None: JudgeConfig's default).
     judge_attempt_timeout_s: float | None = Field(None, gt=0)
-    #: Score the workflows of this manifest (slug → workflow ids) instead of building (static lane).
-    prebuilt_workflows: Path | None = None
-    delete_prebuilt_workflows: bool = False
     #: Build/execute/verify timing and events on the console (``run --verbose``).
     verbose: bool = False
     #: An external n8n-sandbox (or Daytona) for every lane instead of the embedded one; its key comes
@@ -159,6 +152,21 @@ class RunConfig(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise _config_error(exc) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _file_plugin_options(cls, data: Any) -> Any:
+        """A plug-in's option given as a keyword (``RunConfig(base_url=…)``, as the CLI and tests
+        give them) goes into :attr:`plugin_options`; an unknown keyword stays, for pydantic to refuse."""
+        if not isinstance(data, dict):
+            return data
+        known = set(cls.model_fields)
+        moved = {k: v for k, v in data.items() if k not in known and k in plugin_option_names()}
+        if not moved:
+            return data
+        rest = {k: v for k, v in data.items() if k not in moved}
+        rest["plugin_options"] = {**dict(rest.get("plugin_options") or {}), **moved}
+        return rest
 
     @field_validator("metrics_host")
     @classmethod
@@ -195,5 +203,8 @@ class RunConfig(BaseModel):
 
     def public(self) -> dict[str, object]:
         """The config as recorded in eval-results.json (no password)."""
-        data: dict[str, object] = self.model_dump(mode="json", exclude={"password"})
+        data: dict[str, object] = self.model_dump(mode="json", exclude={"plugin_options"})
+        secrets = secret_option_names()
+        data["plugin_options"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in self.plugin_options.items()
+                                  if k not in secrets}
         return data

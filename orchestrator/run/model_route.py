@@ -59,10 +59,10 @@ class ModelRoute:
             self.server = None
 
 
-def open_route(mode: str, server_name: str) -> ModelRoute:
+def open_route(mode: str, server_name: str | None = None) -> ModelRoute:
     """The run's model provider for ``--model-server`` ``mode``: the real one (``ANTHROPIC_API_KEY``,
     ``ANTHROPIC_BASE_URL``) or the embedded scripted server (offline; ``N8N_EVAL_SCRIPTED_PROVIDER``
-    puts it under pressure), whose MCP tool names use ``server_name``.
+    puts it under pressure), whose MCP tool names use ``server_name`` (the builder's, if it has one).
 
     Raises:
         ConfigError: ``real`` without a key, or a bad ``N8N_EVAL_SCRIPTED_PROVIDER``.
@@ -81,7 +81,8 @@ def open_route(mode: str, server_name: str) -> ModelRoute:
         pressure = Pressure.from_env()
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{PRESSURE_ENV}: {exc}") from None
-    server = ScriptedModelServer(demo_script(server_name), pressure=pressure).start()
+    script = demo_script(server_name) if server_name else demo_script()
+    server = ScriptedModelServer(script, pressure=pressure).start()
     log.warning(
         "no ANTHROPIC_API_KEY: using the embedded scripted model at %s (offline run: it measures "
         "the pipeline, not a model)", server.base_url,

@@ -74,6 +74,8 @@ class RunOutcome:
     results: EvalResults
     cleanup_failures: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: what the builder said of its own clean-up (``Builder.closing_report``), to print
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -134,6 +136,9 @@ class Run:
         self.stop_reason: str | None = None
         self.errors: list[str] = []
         self.cleanup_failures: list[CleanupFailure] = []
+        #: what the builder said after its own clean-up (``Builder.closing_report``)
+        self.notes: list[str] = []
+        self.builder_failures: list[str] = []
         self.spent_usd = 0.0
         self.allocator: Allocator | None = None
         self.builder: Builder | None = None
@@ -217,15 +222,16 @@ class Run:
                 raise
         finally:
             await down.run()
-        return RunOutcome(plan.run_id, plan.writer.results_path, plan.results, [str(f) for f in self.cleanup_failures],
-                          self.errors)
+        return RunOutcome(plan.run_id, plan.writer.results_path, plan.results,
+                          [str(f) for f in self.cleanup_failures] + self.builder_failures, self.errors, self.notes)
 
     async def _start_and_run(self, plan: Plan, tc: Toolchain) -> None:
         """Open what the run needs (each registered with the teardown as it opens), then run the units."""
         cfg, resolved, down = self.cfg, self.resolved, self._teardown
         stack = resolved.stack
         builder_cls, backend_cls = stack.builder, stack.backend
-        route = open_route(cfg.model_server, cfg.mcp_server)
+        server = stack.builder_options.mcp_server_name if stack.builder_options else None
+        route = open_route(cfg.model_server, server)
         down.add("model route", lambda: self._close_route(route, plan))
         plan.results.config["model_server"] = route.kind
         plan.results.config["builder"] = builder_cls.name
@@ -256,7 +262,7 @@ class Run:
             judge_overrides["attempt_timeout_s"] = cfg.judge_attempt_timeout_s
         judge = Judge(JudgeConfig.from_env(**judge_overrides))
         down.add("judge", judge.aclose)
-        self.builder = builder_cls(
+        self.builder = builder = builder_cls(
             BuilderSettings(
                 run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=model_key,
                 base_url=model_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
@@ -267,12 +273,18 @@ class Run:
             ),
             BuildEvents(on_cost=self.observers.on_cost, on_outage_retry=self.metrics.outage_retry),
         )
-        down.add("builder", self.builder.aclose)
+        down.add("builder", lambda: self._close_builder(builder))
         down.add("results", lambda: self._finish(plan))  # from here on, whatever happens, results are written
         if plan.units and self.stop_reason is None:
             await self._provision_and_execute(plan, backend, spec, judge, build_budget_ms)
         elif cfg.resume:  # nothing to run: what a replaced orchestrator left of the run goes all the same
             await backend.take_over_leftovers()
+
+    async def _close_builder(self, builder: Builder) -> None:
+        await builder.aclose()
+        report = builder.closing_report()
+        self.notes += report.notes
+        self.builder_failures += report.cleanup_failures
 
     async def _tear_lanes_down(self, backend: LaneBackend, plan: Plan) -> None:
         self.cleanup_failures += await teardown(backend, plan.ledger, self.pool.lanes, self.pool.contexts,

@@ -84,7 +84,7 @@ class Provisioner:
         self.spec = spec
         #: lane ``index``'s own spec (the model gateway gives each lane its own model route); None: ``spec``
         self.spec_for: Callable[[int], LaneSpec] | None = None
-        self.owner = make_owner(run_id, cfg.password if not backend.owns_lanes else None)
+        self.owner = make_owner(run_id, backend.owner_password)
         self.events = PoolEvents(lane_ready=observer.on_lane_ready)
         self.allocator: Allocator | None = None
         self.reference: tuple[Lane, dict[str, str]] | None = None

@@ -24,19 +24,17 @@ answering. :func:`prepare` is both, what a caller of :class:`~orchestrator.run.p
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-import httpx
-
 from orchestrator.builders.builder import Builder
 from orchestrator.errors import ConfigError
 from orchestrator.ids import new_run_id
-from orchestrator.lanes.backend import LaneBackend, available_backends, get_backend, readiness_status
+from orchestrator.lanes.backend import BackendOptions, LaneBackend, available_backends, get_backend
 from orchestrator.lanes.model import LaneSpec
-from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.lanes.profiles import parse_overrides, resolve_env
 from orchestrator.results.writer import RUN_FILENAME, stored_run
 from orchestrator.run.config import DEFAULT_BASELINE_PREFIX, RunConfig
@@ -57,6 +55,8 @@ class ResolvedRun:
     #: ``run_id`` and ``output_dir`` set, a LangTracer suite's dataset and baseline prefix
     config: RunConfig
     stack: Stack
+    #: the backend's options, parsed (its model; the run adds ``takeover`` when it resumes)
+    backend_config: BackendOptions
     #: the build budget before a case's factor: ``--build-timeout-ms``, else the builder's default
     build_timeout_ms: int
     #: the lanes' environment from ``--profile`` and ``--env`` (secrets apart, never logged)
@@ -144,9 +144,6 @@ def resolve(cfg: RunConfig, builder: type[Builder] | None = None) -> ResolvedRun
         changes["dataset"] = cfg.dataset or scoped
         if cfg.baseline_prefix == DEFAULT_BASELINE_PREFIX:
             changes["baseline_prefix"] = scoped
-    reached_by_url = not backend_cls.owns_lanes  # lanes someone else runs
-    if reached_by_url and not cfg.base_url:
-        raise ConfigError(f"--base-url: required with --backend {cfg.backend}")
     if cfg.concurrency_max is not None and cfg.concurrency_max < cfg.concurrency_min:
         raise ConfigError(f"--concurrency-max: {cfg.concurrency_max} is below --concurrency-min {cfg.concurrency_min}")
     for flag, url in (("--model-gateway-url", cfg.model_gateway_url), ("--sandbox-url", cfg.sandbox_url)):
@@ -159,19 +156,17 @@ def resolve(cfg: RunConfig, builder: type[Builder] | None = None) -> ResolvedRun
     config = cfg.replace(**changes)
     builder_cls.check_config(builder_options(builder_cls, config))  # its own flags (a manifest: an input file)
     stack = resolve_stack(builder_cls, backend_cls, config)  # the builder on the backend
-    if reached_by_url and cfg.base_url and cfg.lanes > len(urls := parse_base_urls(cfg.base_url)):
-        raise ConfigError(f"--lanes: {cfg.lanes} exceeds the {len(urls)} --base-url lane(s) given")
+    backend_config = backend_cls.parse_options(stack.backend_options, os.environ)
+    backend_cls.check_options(backend_config, config.lanes)  # e.g. static: a --base-url per lane
     env, secrets = resolve_env(config.profile, config.env)  # --profile and --env, parsed once
     budget = config.build_timeout_ms if config.build_timeout_ms is not None else builder_cls.default_build_timeout_ms
     explicit = frozenset(parse_overrides(config.env))
-    return ResolvedRun(config, stack, budget, MappingProxyType(env), MappingProxyType(secrets), explicit)
+    return ResolvedRun(config, stack, backend_config, budget, MappingProxyType(env), MappingProxyType(secrets), explicit)
 
 
 async def preflight(run: ResolvedRun) -> None:
     """The I/O checks before anything starts (one-line :class:`ConfigError` naming the flag)."""
     cfg = run.config
-    if cfg.build_cwd is not None and not cfg.build_cwd.is_dir():
-        raise ConfigError(f"--build-cwd: {cfg.build_cwd} is not a directory")
     if cfg.baseline is not None and not cfg.baseline.is_file():
         raise ConfigError(f"--baseline: {cfg.baseline} is not a file")
     if cfg.durations_from is not None and not cfg.durations_from.is_file():
@@ -179,7 +174,7 @@ async def preflight(run: ResolvedRun) -> None:
     run.backend.preflight(run.lane_spec())  # e.g. docker: the lane image
     JudgeConfig.from_env()  # N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT
     await _check_case_selection(run)
-    await _lanes_answer(run)
+    await run.backend.lanes_answer(run.backend_config, cfg.lanes)  # e.g. static: every --base-url lane answers
 
 
 async def _check_case_selection(run: ResolvedRun) -> None:
@@ -194,18 +189,6 @@ async def _check_case_selection(run: ResolvedRun) -> None:
     selected = await load_selected(cfg.source, cfg.cases_paths, cfg.suite, cfg.filter, cfg.exclude, cfg.tier)
     known = [c.slug for c in load_disk(cfg.cases_paths)[0]] if cfg.source == "disk" else [c.slug for c in selected]
     run.builder.check_cases(run.stack.builder_options, [c.slug for c in selected], known)
-
-
-async def _lanes_answer(run: ResolvedRun) -> None:
-    """Lanes someone else runs must answer before a run starts anything: a closed port is one line."""
-    cfg = run.config
-    if run.backend.owns_lanes or not cfg.base_url:
-        return
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        for index, url in enumerate(parse_base_urls(cfg.base_url)[: cfg.lanes]):
-            status = await readiness_status(http, url)
-            if isinstance(status, str):
-                raise ConfigError(f"--base-url: lane s{index} at {url} is unreachable: {status}")
 
 
 async def prepare(cfg: RunConfig, builder: type[Builder] | None = None) -> ResolvedRun:

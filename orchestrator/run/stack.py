@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
@@ -48,11 +48,7 @@ class StackConfig(Protocol):
     @property
     def claude_bin(self) -> str | None: ...
     @property
-    def base_url(self) -> str | None: ...
-    @property
-    def email(self) -> str | None: ...
-    @property
-    def password(self) -> str | None: ...
+    def plugin_options(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -76,12 +72,19 @@ def _names(flag: str) -> list[str]:
     return [cls.name for cls in BACKENDS.load_all() if getattr(cls, flag)]
 
 
+def _option(config: object, name: str) -> Any:
+    """A plug-in option of the run: its ``plugin_options`` entry, else the run's field of that name
+    (a builder may read a run-wide flag such as ``keep_workflows``)."""
+    given: Mapping[str, Any] = getattr(config, "plugin_options", {}) or {}
+    return given[name] if name in given else getattr(config, name, None)
+
+
 def builder_options(builder: type[Builder], config: object) -> BuilderOptions | None:
-    """The builder's typed options from the config's fields of the same names (one line when bad)."""
+    """The builder's typed options from the run's options of the same names (one line when bad)."""
     model = builder.options_model
     if model is None:
         return None
-    values = {name: getattr(config, name) for name in model.model_fields if getattr(config, name, None) is not None}
+    values = {name: _option(config, name) for name in model.model_fields if _option(config, name) is not None}
     try:
         return model.model_validate(values)
     except ValidationError as exc:
@@ -96,7 +99,7 @@ def select_builder(name: str, config: object) -> type[Builder]:
     asked = BUILDERS.get(name)  # one line naming --builder when unknown
     for cls in BUILDERS.load_all():
         for option in cls.selected_by:
-            value = getattr(config, option, None)
+            value = _option(config, option)
             if value is None or value is False or cls is asked:
                 continue
             if asked.name != DEFAULT_BUILDER:
@@ -107,14 +110,14 @@ def select_builder(name: str, config: object) -> type[Builder]:
 
 def resolve_stack(builder: type[Builder], backend: type[LaneBackend], config: StackConfig) -> Stack:
     """Decide sandbox, build runner, toolchain and options for ``builder`` on ``backend``."""
-    options: dict[str, object] = {}
-    if not backend.owns_lanes:  # lanes someone else runs: reached by URL and owner login
-        options.update({"base_url": config.base_url, "email": config.email, "password": config.password})
+    # the backend's own options: those of the run's plug-in options that its options model has
+    options: dict[str, object] = {name: value for name, value in config.plugin_options.items()
+                                  if name in backend.options_model.model_fields and value is not None}
     if builder.needs_existing_lane:
         who = _who(builder, config)
         if backend.owns_lanes:
             raise ConfigError(f"{who}: scores workflows that exist on one lane someone else runs, not on --backend "
-                              f"{backend.name}: use --backend {' or '.join(_names_not_owning())} --base-url URL")
+                              f"{backend.name}: use {_lanes_of_others()}")
         if config.lanes != 1:
             raise ConfigError(f"{who}: scores workflows on a single lane: use --lanes 1")
     sandbox: SandboxPlace = "none"
@@ -146,9 +149,15 @@ def resolve_stack(builder: type[Builder], backend: type[LaneBackend], config: St
 
 def _who(builder: type[Builder], config: object) -> str:
     """The flag that chose ``builder``: its selecting option when one is set, else ``--builder``."""
-    flags = [f"--{o.replace('_', '-')}" for o in builder.selected_by if getattr(config, o, None) not in (None, False)]
+    flags = [f"--{o.replace('_', '-')}" for o in builder.selected_by if _option(config, o) not in (None, False)]
     return f"{flags[0]} (--builder {builder.name})" if flags else f"--builder {builder.name}"
 
 
-def _names_not_owning() -> list[str]:
-    return [cls.name for cls in BACKENDS.load_all() if not cls.owns_lanes]
+def _lanes_of_others() -> str:
+    """How a run names lanes someone else runs: each such backend, with its first flag (the lanes' URLs)."""
+    hints = []
+    for cls in BACKENDS.load_all():
+        if not cls.owns_lanes:
+            flags = cls.options_model.flags
+            hints.append(f"--backend {cls.name}" + (f" --{flags[0].replace('_', '-')} URL" if flags else ""))
+    return " or ".join(hints)

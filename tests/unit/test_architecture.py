@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"deletion", "sandbox", "compare", "verify"},  # deletion/verify: n8n; sandbox: the toolchain's Node
     {"lanes"},  # a lane may carry its Instance AI sandbox
     {"builders", "metrics"},
+    {"plugin_flags"},  # the plug-ins' own flags, made from their options models (both registries)
     {"run", "cleanup"},
     {"experiments"},
     {"harnesses"},  # the seed's other harnesses: stage sets on run (and LangSmith for their experiments)

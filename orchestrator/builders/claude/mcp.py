@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.builders.builder import Builder, BuildRequest, BuildResult, register_builder
+from orchestrator.builders.builder import Builder, BuilderOptions, BuildRequest, BuildResult, register_builder
 from orchestrator.builders.claude.options import ClaudeOptions
 from orchestrator.builders.claude.prompt import build_prompt
 from orchestrator.builders.claude.runner import (
@@ -25,6 +25,7 @@ from orchestrator.builders.lane import BuildLane
 from orchestrator.builders.users import BuildUser
 from orchestrator.cases import EvalCase
 from orchestrator.domain import PROVIDER_OUTAGE_ROOT_CAUSE, BuildStatus
+from orchestrator.errors import ConfigError
 from orchestrator.n8n.errors import N8nError, N8nTransportError
 from orchestrator.outage import retry_provider_outage
 from orchestrator.redact import redact
@@ -50,6 +51,11 @@ class McpBuilder(Builder):
     needs_mcp_key = True
     needs_claude = True
     options_model = ClaudeOptions
+
+    @classmethod
+    def check_config(cls, options: BuilderOptions | None) -> None:
+        if isinstance(options, ClaudeOptions) and options.build_cwd is not None and not options.build_cwd.is_dir():
+            raise ConfigError(f"--build-cwd: {options.build_cwd} is not a directory")
 
     @property
     def options(self) -> ClaudeOptions:

@@ -5,6 +5,7 @@ its description is that flag's help."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -13,6 +14,12 @@ from orchestrator.builders.builder import BuilderOptions
 
 class ClaudeOptions(BuilderOptions):
     """Options of :class:`~orchestrator.builders.claude.mcp.McpBuilder` and its ``remote`` kind."""
+
+    flags: ClassVar[tuple[str, ...]] = ("build_mcp_timeout_ms", "mcp_server", "build_cwd")
+
+    @property
+    def mcp_server_name(self) -> str | None:
+        return self.mcp_server
 
     build_mcp_timeout_ms: int = Field(120_000, ge=1, description=(
         "claude's MCP_TIMEOUT: how long one call to the lane's MCP server may take, in ms"))

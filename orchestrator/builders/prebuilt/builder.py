@@ -26,6 +26,7 @@ from typing import Any
 from orchestrator.builders.builder import (
     Builder,
     BuilderOptions,
+    BuilderReport,
     BuildRequest,
     BuildResult,
     register_builder,
@@ -187,3 +188,7 @@ class PrebuiltBuilder(Builder):
             log.warning("%s", failure)
         if self.deleted:
             log.info("deleted %d prebuilt workflow(s): %s", len(self.deleted), ", ".join(self.deleted))
+
+    def closing_report(self) -> BuilderReport:
+        deleted = f"deleted {len(self.deleted)} prebuilt workflow(s): {', '.join(self.deleted)}"
+        return BuilderReport(notes=(deleted,) if self.deleted else (), cleanup_failures=tuple(self.delete_failures))

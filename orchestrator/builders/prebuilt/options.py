@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -12,6 +13,8 @@ from orchestrator.builders.builder import BuilderOptions
 class PrebuiltOptions(BuilderOptions):
     """The prebuilt builder's flags (``--prebuilt-workflows``, ``--delete-prebuilt-workflows``) and
     ``--keep-workflows``, which the delete contradicts."""
+
+    flags: ClassVar[tuple[str, ...]] = ("prebuilt_workflows", "delete_prebuilt_workflows")
 
     prebuilt_workflows: Path | None = Field(None, description=(
         "a JSON manifest mapping case slugs to the ids of workflows that already exist on the lane: "

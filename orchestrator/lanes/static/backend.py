@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
 
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneBackend, answers_ready, register_backend
+from orchestrator.lanes.backend import BackendOptions, LaneBackend, answers_ready, readiness_status, register_backend
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.pool import parse_base_urls
 from orchestrator.lanes.static.options import StaticOptions
@@ -31,11 +30,35 @@ class StaticBackend(LaneBackend):
         if not self.urls:
             raise ConfigError("--base-url: the static backend needs at least one lane URL")
         self._http = httpx.AsyncClient(timeout=5.0)
-        email = opts.email or os.environ.get("N8N_EVAL_EMAIL")
-        password = (opts.password.get_secret_value() if opts.password else None) or os.environ.get("N8N_EVAL_PASSWORD")
+        email = opts.email  # or N8N_EVAL_EMAIL / N8N_EVAL_PASSWORD (StaticOptions.env_vars)
+        password = opts.password.get_secret_value() if opts.password else None
         register_secret(str(password) if password else None)
         #: Given credentials → log in as that owner; none → seed our own owner with the e2e reset.
         self.owner = OwnerCredentials(str(email), str(password)) if email and password else None
+
+    @property
+    def owner_password(self) -> str | None:
+        opts = self.config
+        assert isinstance(opts, StaticOptions)
+        return opts.password.get_secret_value() if opts.password else None
+
+    @classmethod
+    def check_options(cls, options: BackendOptions, lanes: int) -> None:
+        assert isinstance(options, StaticOptions)
+        if not options.base_url:
+            raise ConfigError(f"--base-url: required with --backend {cls.name}")
+        urls = parse_base_urls(options.base_url)
+        if lanes > len(urls):
+            raise ConfigError(f"--lanes: {lanes} exceeds the {len(urls)} --base-url lane(s) given")
+
+    @classmethod
+    async def lanes_answer(cls, options: BackendOptions, lanes: int) -> None:
+        assert isinstance(options, StaticOptions)
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            for index, url in enumerate(parse_base_urls(options.base_url or "")[:lanes]):
+                status = await readiness_status(http, url)
+                if isinstance(status, str):
+                    raise ConfigError(f"--base-url: lane s{index} at {url} is unreachable: {status}")
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
         if index >= len(self.urls):

@@ -16,7 +16,7 @@ from orchestrator.run.config import RunConfig
 from orchestrator.run.stack import builder_options, resolve_stack, select_builder
 
 URL = "http://127.0.0.1:9"
-BY_URL = {"base_url": URL, "email": None, "password": None}
+BY_URL = {"base_url": URL}  # the static backend's own options the run was given (none unset)
 
 #: (builder, backend) → (sandbox, build runner, toolchain n8n, toolchain claude, backend options), or the
 #: error's words

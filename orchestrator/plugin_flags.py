@@ -1,0 +1,119 @@
+"""The flags the plug-ins contribute to the run commands, made from their options models.
+
+A builder's or a lane backend's options model (``BuilderOptions``, ``BackendOptions``) names in its
+``flags`` the fields that are flags of ``orchestrator run`` (and every command that shares its
+options): ``base_url`` is ``--base-url``, with the field's type, default, ``description`` as its
+help and, for a backend, its ``env_vars`` entry as the flag's environment variable. Neither the CLI
+nor the run names one of them: the CLI adds them to the shared options
+(:func:`orchestrator.cli.run_options.run_options`), :class:`~orchestrator.run.config.RunConfig`
+keeps their values in ``plugin_options`` and each plug-in takes its own from there
+(:mod:`orchestrator.run.stack`).
+
+The models come from the registries' ``options`` tables (light modules): making the CLI imports no
+plug-in, no SDK.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
+
+from orchestrator.builders.builder import BUILDERS
+from orchestrator.lanes.backend import BACKENDS
+
+
+@dataclass(frozen=True)
+class PluginFlag:
+    """One flag a plug-in contributes."""
+
+    name: str  # the field: ``base_url``
+    annotation: Any  # what typer parses: ``str | None``, ``Path | None``, ``bool``, ``int``
+    default: Any
+    help: str
+    envvar: str | None
+    secret: bool  # never recorded (a password)
+    owners: tuple[str, ...]  # who takes it: ``static backend``, ``mcp builder``…
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _cli_type(annotation: Any) -> tuple[Any, bool]:
+    """The type typer parses for a field's ``annotation`` (a secret is a string on the command line)."""
+    args = typing.get_args(annotation)
+    optional = type(None) in args
+    inner = [a for a in args if a is not type(None)] if args else [annotation]
+    base = inner[0] if len(inner) == 1 else str
+    secret = base is SecretStr
+    if secret:
+        base = str
+    if base not in (str, int, float, bool, Path):
+        raise TypeError(f"a plug-in flag of type {annotation!r} cannot be a command-line flag")
+    return (typing.Optional[base] if optional else base), secret
+
+
+def _models() -> list[tuple[str, type[BaseModel]]]:
+    """(owner, model) of every built-in plug-in with an options model."""
+    out: list[tuple[str, type[BaseModel]]] = []
+    for registry, kind in ((BACKENDS, "backend"), (BUILDERS, "builder")):
+        for name, model in registry.options_models().items():
+            assert isinstance(model, type) and issubclass(model, BaseModel)
+            out.append((f"{name} {kind}", model))
+    return out
+
+
+@functools.cache
+def plugin_flags() -> Mapping[str, PluginFlag]:
+    """Every contributed flag by field name (two plug-ins may share one, of the same type)."""
+    flags: dict[str, PluginFlag] = {}
+    for owner, model in _models():
+        env_vars: Mapping[str, str] = getattr(model, "env_vars", {})
+        for name in getattr(model, "flags", ()):
+            info = model.model_fields[name]
+            annotation, secret = _cli_type(info.annotation)
+            seen = flags.get(name)
+            if seen is not None:
+                if seen.annotation != annotation:
+                    raise TypeError(f"plug-in flag {name!r}: {owner} and {', '.join(seen.owners)} disagree on its type")
+                flags[name] = PluginFlag(name, annotation, seen.default, seen.help, seen.envvar, seen.secret,
+                                         (*seen.owners, owner))
+                continue
+            default = info.default if info.default is not None else None
+            flags[name] = PluginFlag(name, annotation, default, _help(info.description or name, owner),
+                                     env_vars.get(name), secret, (owner,))
+    return types.MappingProxyType(flags)
+
+
+def _help(description: str, owner: str) -> str:
+    text = description[:1].upper() + description[1:]
+    return f"{text.rstrip('.')} ({owner})."
+
+
+@functools.cache
+def plugin_option_names() -> frozenset[str]:
+    """Every field of every built-in plug-in's options model (flags or not): what ``RunConfig``
+    files under ``plugin_options`` when it is given one (``RunConfig(base_url=…)``)."""
+    return frozenset(name for _, model in _models() for name in model.model_fields)
+
+
+@functools.cache
+def secret_option_names() -> frozenset[str]:
+    """Plug-in options that are secrets (typed ``SecretStr``): never recorded with the run."""
+    return frozenset(name for _, model in _models() for name, info in model.model_fields.items()
+                     if _cli_type_or_none(info.annotation))
+
+
+def _cli_type_or_none(annotation: Any) -> bool:
+    args = typing.get_args(annotation) or (annotation,)
+    return SecretStr in args
+
+
+__all__ = ["PluginFlag", "plugin_flags", "plugin_option_names", "secret_option_names"]
