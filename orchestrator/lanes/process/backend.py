@@ -172,9 +172,11 @@ class ProcessBackend(LaneBackend):
         self.lazy_runner = opts.lazy_runner
 
     def lanes_dir(self) -> Path:
+        """Where this run's lanes keep their folders (``n8n.log``, user folder)."""
         return self.state_dir / "runs" / self.run_id / "lanes"
 
     def sandboxes_dir(self) -> Path:
+        """Where this run's lane sandboxes keep their state."""
         return self.state_dir / "runs" / self.run_id / "sandboxes"
 
     def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
