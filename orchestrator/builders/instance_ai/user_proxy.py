@@ -119,7 +119,6 @@ class ProxyConfig:
 
     @property
     def api_model(self) -> str:
-        """The model id the API takes (without an ``anthropic/`` prefix)."""
         return self.model.split("/", 1)[1] if self.model.startswith("anthropic/") else self.model
 
 
@@ -146,8 +145,7 @@ class Screenplay:
 
     @classmethod
     def of(cls, case: EvalCase) -> Screenplay:
-        """The screenplay of ``case``: what the user says in each turn (director notes stripped), the
-        directions to act on, and the assistant turns as references."""
+        """The screenplay of ``case``: spoken user turns (notes stripped), directions, assistant references."""
         turns: list[dict[str, Any]] = []
         directions: list[Direction] = []
         spoken: list[str] = []
@@ -167,7 +165,6 @@ class Screenplay:
         return cls(opening, turns, directions, spoken, case.message_budget or DEFAULT_MESSAGE_BUDGET)
 
     def to_json(self) -> list[dict[str, Any]]:
-        """The turns as JSON for the proxy's prompt, each direction given with its id and text."""
         out = []
         for t in self.turns:
             item = dict(t)
@@ -234,8 +231,7 @@ def is_network_prompt(payload: dict[str, Any]) -> bool:
 
 
 def situation_of(payload: dict[str, Any]) -> Situation:
-    """What a confirmation asks the user: network access, setup, a credential, questions, a plan review
-    or a plain approval."""
+    """What a confirmation asks: network access, setup, a credential, questions, a plan review or approval."""
     if is_network_prompt(payload):
         return "network"
     if payload.get("setupRequests"):
@@ -281,7 +277,6 @@ class UserProxy:
 
     @property
     def pending(self) -> list[Direction]:
-        """The directions not acted on yet."""
         return [d for d in self.play.directions if d.index not in self.done]
 
     @property
@@ -318,7 +313,6 @@ class UserProxy:
     # -- the conversation ---------------------------------------------------------------------------
 
     def opening(self) -> str:
-        """The first chat message: the screenplay's opening turn (recorded as sent)."""
         return self._send(self.play.opening)
 
     async def next_message(self) -> str | None:
