@@ -33,8 +33,9 @@ fi
 (cd tests && ../.venv/bin/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache \
   --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls --allow-subclassing-any \
   --no-warn-return-any --allow-any-generics --check-untyped-defs .)
+# --durations: the slowest tests are named at the end of every run (what to look at when the suite slows)
 set +e
-.venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider --durations=30 "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then
