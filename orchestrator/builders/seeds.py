@@ -422,6 +422,7 @@ class SeedDeleter:
         self.project_id = project_id
 
     async def delete_workflow(self, workflow_id: str) -> bool:
+        """Delete the workflow; False when it was already gone."""
         return await self.session.delete_workflow(workflow_id)
 
     async def delete_folder(self, folder_id: str) -> bool:
@@ -443,6 +444,7 @@ class SeedDeleter:
         return done is not None
 
     async def delete_credential(self, credential_id: str) -> bool:
+        """Delete the credential; False when it was already gone."""
         return await self.session.delete_credential(credential_id)
 
     async def delete_user(self, user_id: str, transfer_to_project_id: str | None = None) -> bool:
