@@ -228,6 +228,8 @@ class DockerBackend(LaneBackend):
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        """Start lane ``index``'s container (a stale one of the same name removed first) on reserved ports,
+        with the spec's env, limits and, when asked, a sandbox; recorded in the ledger."""
         client = await self.client()
         name = container_name(self.run_id, index)
         image_ref = lane_image(spec)
