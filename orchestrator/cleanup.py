@@ -89,6 +89,11 @@ async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], email: st
 
 async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str] | None = None, *,
                   email: str | None = None, password: str | None = None) -> CleanupReport:
+    """``orchestrator cleanup``: remove what finished or dead runs left, never a live run's (one whose
+    process holds its run lock). For ``run_id`` (every run in ``state_dir`` when None): tear down its
+    open lanes from the ledger, delete its users on static lanes (with the given owner login), sweep
+    each backend by label (failures reported only for ``backends`` named) and remove orphaned build
+    folders. Returns what went, what failed and what was left alone."""
     report = CleanupReport()
     ledgers = [Ledger.for_run(run_id, state_dir)] if run_id else all_runs(state_dir)
     live = {ledger.run_id for ledger in ledgers if run_is_live(ledger.run_dir)}  # never touch live work

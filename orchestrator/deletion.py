@@ -80,6 +80,7 @@ def _order(entry: Entry) -> int:
 
 
 def in_delete_order(entries: Iterable[Entry]) -> list[Entry]:
+    """The ledger entries that live in n8n, in the order they must be deleted (``DELETE_ORDER``)."""
     return sorted((e for e in entries if ResourceKind.of(e.kind) in N8N_KINDS), key=_order)
 
 

@@ -81,6 +81,7 @@ class ResourceKind(str, enum.Enum):
 
     @classmethod
     def of(cls, value: str) -> ResourceKind:
+        """The kind named ``value``; ``other`` for a name this version does not know (an old ledger's)."""
         try:
             return cls(value)
         except ValueError:

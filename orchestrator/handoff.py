@@ -35,6 +35,7 @@ class ArtifactRef:
 
 
 def add_ref(refs: list[ArtifactRef], ref: ArtifactRef) -> None:
+    """Append ``ref`` unless ``refs`` already holds one of the same type and id."""
     if all((r.type, r.id) != (ref.type, ref.id) for r in refs):
         refs.append(ref)
 

@@ -7,4 +7,5 @@ import time
 
 
 def new_run_id(prefix: str = "") -> str:
+    """A fresh run id: ``prefix``, the local time (``YYYYmmdd-HHMMSS``) and 6 random hex digits."""
     return prefix + time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)

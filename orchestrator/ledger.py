@@ -36,6 +36,7 @@ def _kind(kind: object) -> str:
 
 
 def default_state_dir() -> Path:
+    """Where runs keep their state: ``$ORCHESTRATOR_STATE_DIR``, else ``./.orchestrator``."""
     return Path(os.environ.get("ORCHESTRATOR_STATE_DIR", ".orchestrator"))
 
 
@@ -65,6 +66,7 @@ class Ledger:
 
     @classmethod
     def for_run(cls, run_id: str, state_dir: Path | None = None) -> Ledger:
+        """The ledger of ``run_id`` under ``state_dir`` (its folder created if need be)."""
         run_dir = (state_dir or default_state_dir()) / "runs" / run_id
         run_dir.mkdir(parents=True, exist_ok=True)
         return cls(run_dir)
@@ -83,15 +85,19 @@ class Ledger:
                 os.fsync(fh.fileno())
 
     def created(self, kind: str, id: str, *, lane: str = "", **meta: Any) -> None:
+        """Record that ``kind`` ``id`` was created (before it is used, so a crash cannot lose it)."""
         self._append({"op": "create", "kind": _kind(kind), "id": id, "lane": lane, "meta": meta})
 
     def deleted(self, kind: str, id: str, *, lane: str = "") -> None:
+        """Record that ``kind`` ``id`` is gone: it is no longer open."""
         self._append({"op": "delete", "kind": _kind(kind), "id": id, "lane": lane})
 
     def delete_failed(self, kind: str, id: str, error: str, *, lane: str = "") -> None:
+        """Record a failed delete of ``kind`` ``id`` and why; it stays open for ``orchestrator cleanup``."""
         self._append({"op": "delete_failed", "kind": _kind(kind), "id": id, "lane": lane, "error": error})
 
     def records(self) -> Iterator[dict[str, Any]]:
+        """Every record of the ledger in order; a line torn by a crash mid-write is skipped."""
         if not self.path.exists():
             return
         with self.path.open(encoding="utf-8") as fh:
@@ -166,6 +172,7 @@ class RunLock:
         return True
 
     def release(self) -> None:
+        """Release the run lock (a no-op when not held): the run no longer counts as live."""
         if self._fh is not None:
             fcntl.flock(self._fh, fcntl.LOCK_UN)
             self._fh.close()
@@ -184,6 +191,7 @@ def run_is_live(run_dir: Path) -> bool:
 
 
 def all_runs(state_dir: Path | None = None) -> list[Ledger]:
+    """The ledger of every run under ``state_dir`` that has one, by run id."""
     root = (state_dir or default_state_dir()) / "runs"
     if not root.is_dir():
         return []

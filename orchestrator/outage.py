@@ -73,6 +73,7 @@ class OutageInfo:
     source: str  # "claude" | "sdk"
 
     def describe(self) -> str:
+        """One line naming the outage's kind, status and message."""
         code = f" {self.status}" if self.status else ""
         return f"provider outage ({self.kind}{code}): {self.message}"
 

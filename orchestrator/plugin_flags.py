@@ -43,6 +43,7 @@ class PluginFlag:
 
     @property
     def flag(self) -> str:
+        """The command-line flag: ``--`` and the option's name with dashes."""
         return "--" + self.name.replace("_", "-")
 
 

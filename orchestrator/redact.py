@@ -83,6 +83,7 @@ def compiled_chars() -> int:
 
 
 def known_secrets() -> frozenset[str]:
+    """The secrets registered so far (a snapshot)."""
     with _lock:
         return frozenset(_secrets)
 
@@ -125,6 +126,7 @@ class RedactingFilter(logging.Filter):
     """Applied to the root handler so no log record carries a registered secret."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Redact the record's formatted message in place (its args dropped); never filters a record out."""
         try:
             message = record.getMessage()
         except Exception:  # pragma: no cover - a broken format string still gets logged
@@ -135,6 +137,7 @@ class RedactingFilter(logging.Filter):
 
 
 def install_log_redaction() -> None:
+    """Add a :class:`RedactingFilter` to every handler of the root logger that has none."""
     root = logging.getLogger()
     for handler in root.handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):

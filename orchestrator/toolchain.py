@@ -40,6 +40,7 @@ RESOLVE_CACHE_JS = Path(__file__).with_name("resolve_cache.cjs")
 
 
 def default_cache_dir() -> Path:
+    """Where the toolchain is installed: ``$N8N_EVAL_CACHE``, else ``~/.cache/n8n-eval-orchestrator``."""
     env = os.environ.get("N8N_EVAL_CACHE")
     if env:
         return Path(env)
@@ -93,9 +94,11 @@ class Toolchain:
         return f"{self.node_home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
     def n8n_ready(self) -> bool:
+        """Whether n8n and its Node are installed (the install finished)."""
         return (self.n8n_prefix / ".installed").exists() and self.node_bin.exists()
 
     def claude_ready(self) -> bool:
+        """Whether the claude CLI is installed (the install finished)."""
         return (self.claude_prefix / ".installed").exists()
 
     @property
@@ -157,6 +160,7 @@ def _npm_install(step: str, prefix: Path, spec: str, *extra: str) -> None:
 
 
 def install_node(tc: Toolchain, log: Log = print) -> None:
+    """Install the pinned Node through npm, unless already installed."""
     marker = tc.node_prefix / ".installed"
     if marker.exists() and tc.node_bin.exists():
         return
@@ -166,6 +170,8 @@ def install_node(tc: Toolchain, log: Log = print) -> None:
 
 
 def install_n8n(tc: Toolchain, log: Log = print) -> None:
+    """Install the pinned n8n (and its Node) unless already installed, rebuilding its native modules
+    against that Node. Raises :class:`InstallError` when npm fails."""
     install_node(tc, log)
     marker = tc.n8n_prefix / ".installed"
     if marker.exists():
@@ -179,6 +185,7 @@ def install_n8n(tc: Toolchain, log: Log = print) -> None:
 
 
 def install_claude(tc: Toolchain, log: Log = print) -> None:
+    """Install the pinned claude CLI through npm, unless already installed."""
     marker = tc.claude_prefix / ".installed"
     if marker.exists() and tc.claude_bin.exists():
         return
@@ -188,6 +195,8 @@ def install_claude(tc: Toolchain, log: Log = print) -> None:
 
 
 def ensure_toolchain(cache: Path | None = None, *, n8n: bool = True, claude: bool = True, log: Log = print) -> Toolchain:
+    """The toolchain in ``cache``, installing what is asked for and missing (one installer per cache at
+    a time). Raises :class:`InstallError` when npm is missing or an install fails."""
     if shutil.which("npm") is None:
         raise InstallError("npm is not on PATH: install Node.js and npm first (apt-get install nodejs npm)")
     tc = Toolchain(cache or default_cache_dir())
@@ -274,6 +283,8 @@ def ensure_lane_template(tc: Toolchain, env: dict[str, str] | None = None, log: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m orchestrator.toolchain``: install the toolchain and print where its parts are; 1 when
+    an install fails."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--skip-n8n", action="store_true")

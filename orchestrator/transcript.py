@@ -75,6 +75,8 @@ class Transcript:
         self.add("meta", builder=builder, **meta)
 
     def add(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Append one entry of ``kind`` (fields scrubbed, None values dropped), stamped with its sequence
+        number and seconds since the transcript opened, and flush it to the file; returns the entry."""
         entry = {"seq": len(self.entries), "t": round(time.monotonic() - self._t0, 3), "kind": kind}
         entry.update(scrub({k: v for k, v in fields.items() if v is not None}))
         self.entries.append(entry)
@@ -97,6 +99,7 @@ class Transcript:
     # -- convenience -----------------------------------------------------------------------------
 
     def user(self, text: str, turn: int) -> None:
+        """Record a user message of turn ``turn``."""
         self.add("user", text=text, turn=turn)
 
     def has_agent_output(self) -> bool:
@@ -148,6 +151,7 @@ def read_transcript(path: Path | None) -> list[dict[str, Any]]:
 
 
 def gradable(entries: list[dict[str, Any]]) -> bool:
+    """Whether a transcript shows the agent doing anything (text, a tool call or a confirmation) to grade."""
     return any(e.get("kind") in ("assistant", "tool_call", "confirmation") for e in entries)
 
 

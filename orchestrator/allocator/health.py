@@ -77,6 +77,8 @@ class LaneHealth:
     # ----------------------------------------------------------------- quarantine
 
     def quarantine(self, lane: Lane) -> None:
+        """Stop new units on ``lane``, emit ``quarantined`` and, with a probe, re-probe it every
+        ``reprobe_interval_s`` until a probe passes or the lane is drained."""
         self._sched.set_quarantined(lane, True)
         reason = f"{lane.consecutive_transport_failures} consecutive transport failures"
         log.warning("lane %s quarantined: %s", lane.lane_id, reason)
@@ -159,6 +161,7 @@ class LaneHealth:
         self._host.finish_waiting(ResultStatus.aborted, self.abort_reason)
 
     def end_abort(self) -> None:
+        """End an abort once some lane accepts work again (units already aborted stay aborted)."""
         if self.abort_reason is not None and self._sched.accepting > 0:
             self.abort_reason = None
 

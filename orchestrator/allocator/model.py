@@ -21,6 +21,7 @@ class WorkUnit:
 
     @property
     def key(self) -> str:
+        """``"<case>#<iteration>"``: the unit's id in logs, task names and duplicate checks."""
         return f"{self.case}#{self.iteration}"
 
 

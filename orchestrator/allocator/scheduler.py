@@ -113,6 +113,7 @@ class Lane:
 
     @property
     def accepting(self) -> bool:
+        """Whether the lane takes new units: neither dead nor quarantined (it may still be at its cap)."""
         return not self.dead and not self.quarantined
 
 
@@ -160,6 +161,7 @@ class Scheduler:
 
     @property
     def global_cap(self) -> int:
+        """The most builds running at once over all lanes: the fixed cap, else 2 x the live lanes."""
         return self._fixed_global_cap if self._fixed_global_cap is not None else 2 * self.live
 
     def set_global_cap(self, cap: int | None) -> None:
@@ -198,6 +200,7 @@ class Scheduler:
         return lane
 
     def lane(self, lane_id: str) -> Lane:
+        """The lane named ``lane_id``, dead or alive. Raises ``ValueError`` naming the known lanes if none."""
         try:
             return self.lanes[lane_id]
         except KeyError:
@@ -211,6 +214,8 @@ class Scheduler:
             self._open.pop(lane.lane_id, None)
 
     def set_quarantined(self, lane: Lane, quarantined: bool) -> None:
+        """Quarantine ``lane`` (or let it back), keeping the accepting count and the open set in step; a
+        dead lane or no change is a no-op."""
         if lane.quarantined == quarantined or lane.dead:
             return
         lane.quarantined = quarantined
@@ -280,6 +285,8 @@ class Scheduler:
         return home
 
     def enqueue(self, lane: Lane | None, entry: Entry, *, front: bool = False) -> None:
+        """Queue ``entry`` on ``lane`` (None: the orphans, while no lane is live), keeping the queue longest
+        expected first; ``front`` puts it at the head whatever its length."""
         queue = lane.queue if lane is not None else self.orphans
         if front:
             queue.appendleft(entry)
@@ -335,6 +342,8 @@ class Scheduler:
     # ----------------------------------------------------------------- running and learning
 
     def start(self, lane: Lane, entry: Entry, now: float, *, stolen_from: Lane | None) -> None:
+        """Book ``entry`` as running on ``lane`` from ``now``: counts its attempt and the lane it tried, the
+        concurrency it runs at, and a steal when ``stolen_from`` is given."""
         entry.attempts += 1
         entry.lanes_tried.append(lane.lane_id)
         entry.started_at = now
@@ -354,6 +363,8 @@ class Scheduler:
             self.steals += 1
 
     def release(self, lane: Lane, entry: Entry, now: float) -> None:
+        """``entry`` stopped running on ``lane`` (whatever its outcome): free its slot, and mark the lane
+        idle since ``now`` if nothing else runs there. A no-op if it was not running there."""
         if entry in lane.running:
             del lane.running[entry]
             self.reopen(lane)

@@ -104,6 +104,8 @@ class SpeedModel:
         self.floor_low = 0.0  # the fastest accepting lane's pessimistic speed, as of the last refresh
 
     def set_prior(self, median_expected: float) -> None:
+        """Set the prior every lane's speed starts from, from the batch's median expected seconds; only the
+        first call counts."""
         if not self.prior_s:
             self.prior_s = SPEED_PRIOR_UNITS * median_expected
 
@@ -124,9 +126,11 @@ class SpeedModel:
         self._at = float("-inf")
 
     def speed(self, lane_id: str) -> float:
+        """The lane's estimated speed (expected / measured seconds; 1.0 is as expected), as of the last refresh."""
         return self._lanes[lane_id].speed
 
     def rank(self, lane_id: str) -> float:
+        """The optimistic estimate (speed plus its uncertainty): the order free slots are filled in."""
         return self._lanes[lane_id].rank
 
     def low(self, lane_id: str) -> float:
@@ -134,6 +138,7 @@ class SpeedModel:
         return self._lanes[lane_id].low
 
     def timed(self, lane_id: str) -> int:
+        """How many units with an expected time the lane finished (its measured samples)."""
         return self._lanes[lane_id].timed
 
     def slowdown(self, builds: int) -> float:

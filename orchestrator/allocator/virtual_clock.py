@@ -67,9 +67,11 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
         super().__init__(selector=_ClockSelector(self))
 
     def time(self) -> float:
+        """The virtual now: what ``loop.time()`` and asyncio's timers read."""
         return self._virtual_now
 
     def advance(self, seconds: float) -> None:
+        """Move the virtual clock forward by ``seconds`` (zero or less: no change)."""
         if seconds > 0:
             self._virtual_now += seconds
 

@@ -228,6 +228,8 @@ class Allocator:
         self._health.update_abort_timer()
 
     def stats(self) -> AllocatorStats:
+        """A snapshot of the pool now: per lane its running, queued, started and stolen units and its
+        health, and the totals over lanes."""
         sched = self._sched
         return AllocatorStats(
             lanes={
@@ -254,11 +256,13 @@ class Allocator:
 
     @property
     def results(self) -> list[WorkResult]:
+        """The results of the units final so far, in the order they finished (a copy)."""
         return list(self._results)
 
     # ----------------------------------------------------------------- the health host
 
     def live(self) -> bool:
+        """The run is on (``run`` called, not stopped) with units not final."""
         return self._worker is not None and self._stop_reason is None and self._pending > 0
 
     def schedule(self) -> None:
@@ -278,12 +282,16 @@ class Allocator:
             task.add_done_callback(self.on_task_done)
 
     def requeue_from(self, lane: Lane, moved: list[Entry], reason: str) -> None:
+        """Place ``moved`` (drained ``lane``'s former queue) on other lanes, avoiding ``lane``, and cancel its
+        running builds; a unit that may not wait (cancel, stop or abort under way) finishes instead."""
         for entry in moved:
             if not self._refuse_waiting(entry, None):
                 self._place(entry, avoid=lane.lane_id, front=False, reason=f"drained: {reason}")
         self._cancel_running(lane, f"lane {lane.lane_id} drained: {reason}")
 
     def on_task_done(self, task: asyncio.Task[None]) -> None:
+        """Done-callback of every task the allocator starts: an exception there is a bug in the bookkeeping,
+        so it is logged and :meth:`run` ends with ``RuntimeError`` from it."""
         if task.cancelled():
             return
         exc = task.exception()
@@ -293,6 +301,7 @@ class Allocator:
             self._all_final.set()
 
     def finish_waiting(self, status: ResultStatus, reason: str) -> None:
+        """Finish every waiting (not running) unit with ``status`` and ``reason``, without running it."""
         for entry in self._sched.take_waiting():
             self._finish(entry, None, status, entry.last_value, reason)
 
@@ -307,6 +316,8 @@ class Allocator:
         status: ResultStatus | None = None,
         reason: str | None = None,
     ) -> None:
+        """Hand one :class:`AllocatorEvent` to the ``on_event`` hook, if any; a hook that raises is logged
+        and the run goes on."""
         if self._on_event is None:
             return
         event = AllocatorEvent(kind, _now(), lane, unit, from_lane, attempt, status, reason)

@@ -48,6 +48,7 @@ class BudgetBreach:
         return f"Run timed out after {round(self.elapsed_s * 1000)}ms ({self.kind} budget, user turn {self.turn})"
 
     def as_dict(self) -> dict[str, object]:
+        """The breach as the transcript and results record it: budget kind, turn and elapsed milliseconds."""
         return {"budget": self.kind, "turn": self.turn, "elapsed_ms": round(self.elapsed_s * 1000)}
 
     def build_timeout(self) -> dict[str, object]:
@@ -72,6 +73,7 @@ class Budgets:
 
     @property
     def min_turn_s(self) -> float:
+        """The least time a turn is still started with (a quarter of the turn budget, capped); 0 without one."""
         return min(MIN_TURN_BUDGET_S, self.turn_s / 4) if self.turn_s else 0.0
 
     def start_turn(self) -> None:
@@ -83,6 +85,7 @@ class Budgets:
         self.turn += 1
 
     def saw_event(self) -> None:
+        """The stream said something: restart the silence clock."""
         self.last_event = self.clock()
 
     def breach(self, now: float | None = None) -> BudgetBreach | None:

@@ -93,10 +93,12 @@ class BuildEvents:
     on_outage_retry: Callable[[], None] | None = None
 
     def cost(self, usd: float) -> None:
+        """Report ``usd`` spent by the build so far (for the run's spend cap and metrics)."""
         if self.on_cost:
             self.on_cost(usd)
 
     def outage_retry(self) -> None:
+        """Report that an attempt is retried after a provider outage (metrics)."""
         if self.on_outage_retry:
             self.on_outage_retry()
 
@@ -259,12 +261,16 @@ BUILDERS: Registry[Builder] = Registry("builder", ENTRY_POINT_GROUP, BUILTIN_BUI
 
 
 def register_builder(cls: type[Builder]) -> type[Builder]:
+    """Class decorator: add a :class:`Builder` to the registry under its ``name``."""
     return BUILDERS.register(cls)
 
 
 def available_builders() -> list[str]:
+    """The names ``--builder`` accepts: built-ins and those installed through entry points."""
     return BUILDERS.names()
 
 
 def get_builder(name: str) -> type[Builder]:
+    """The builder class named ``name`` (imported on first use); raises the registry's error naming the
+    known builders when there is none."""
     return BUILDERS.get(name)

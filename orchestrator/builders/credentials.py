@@ -154,6 +154,8 @@ class CredentialTypes:
         return name in self._types
 
     def resolve(self, credential_type: str) -> str:
+        """The lane's name for ``credential_type`` among its accepted spellings. Raises
+        ``UnknownCredentialType`` when the lane defines none of them."""
         for name in spellings(credential_type):
             if name in self._types:
                 return name
@@ -175,6 +177,7 @@ class CredentialTypes:
         return props
 
     def is_oauth2(self, name: str) -> bool:
+        """Whether ``name`` is OAuth2 (``oAuth2Api`` or a type extending it)."""
         return name == _OAUTH2_BASE or _OAUTH2_BASE in self._ancestors(name)
 
     def placeholder_data(self, name: str, secret: str) -> dict[str, Any]:
@@ -214,6 +217,8 @@ class CredentialBody(NamedTuple):
 
 
 def template_for(credential_type: str) -> CredentialTemplate:
+    """The template that fills a credential of ``credential_type``. Raises ``UnknownCredentialType``
+    naming the supported types when there is none."""
     try:
         return TEMPLATES[credential_type]
     except KeyError:
@@ -278,6 +283,7 @@ class PlannedCredential:
 
     @property
     def connected(self) -> bool:
+        """Whether the credential is valid and filled: n8n's credential test is bypassed for it."""
         return self.valid and not self.blank
 
     def request_body(self, project_id: str | None = None) -> dict[str, Any]:

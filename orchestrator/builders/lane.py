@@ -21,6 +21,7 @@ class BuildLane:
 
     @property
     def ledger(self) -> Ledger:
+        """The run's ledger, where the lane's build users and what they create are recorded."""
         return self.users.ledger
 
     @classmethod
@@ -34,6 +35,8 @@ class BuildLane:
         return cls(lane, client, owner, BuildUserPool(lane, owner, client, ledger, model_url=model_url))
 
     async def close(self) -> list[CleanupFailure]:
+        """Delete the lane's build users (and what they own) and close its sessions; returns what could not
+        be deleted."""
         failures = await self.users.close()
         await self.owner.aclose()
         await self.client.aclose()

@@ -87,6 +87,7 @@ def new_artifact_id() -> str:
 
 
 def seed_name(name: str, nonce: str) -> str:
+    """``name`` tagged with the seed's nonce (``<name> [seed <nonce>]``), cut so it fits n8n's limit."""
     suffix = f" [seed {nonce}]"
     return name[: NAME_MAX - len(suffix)] + suffix
 
@@ -192,6 +193,8 @@ def _stamp(value: datetime) -> str:
 
 
 def stamps_need_restamp(stamps: list[datetime], now: datetime) -> bool:
+    """Whether seeded messages' timestamps must be rewritten: not strictly ascending, or some in the
+    future."""
     ascending = all(a < b for a, b in zip(stamps, stamps[1:], strict=False))
     return not ascending or any(s > now for s in stamps)
 
@@ -203,6 +206,8 @@ def restamped(stamps: list[datetime], now: datetime) -> list[datetime]:
 
 
 def message_envelopes(seed: InlineSeed, nonce: str, now: datetime) -> list[dict[str, Any]]:
+    """The seed's messages as n8n stores them: ids unique to this restore (from ``nonce``), timestamps
+    ascending and in the past, a custom message's payload under ``data``."""
     stamps = restamped([m.created_at for m in seed.messages], now)
     out = []
     for message, stamp in zip(seed.messages, stamps, strict=True):
@@ -256,9 +261,11 @@ class RestorePlan:
 
     @property
     def id_map(self) -> dict[str, str]:
+        """Seed id -> lane id of every restored workflow and agent (to rewrite references in prompts)."""
         return {**self.workflow_ids, **self.agent_ids}
 
     def data_tables_body(self, thread_id: str) -> dict[str, Any]:
+        """The request body that creates the seed's data tables for ``thread_id`` (names made unique)."""
         return {"threadId": thread_id, "messages": [], "dataTables": self.data_tables, "uniquifyNames": True}
 
     def body(self, thread_id: str) -> dict[str, Any]:
@@ -353,6 +360,7 @@ def plan_restore(seed: InlineSeed, *, nonce: str | None = None, now: datetime | 
 
 
 def message_text(message: dict[str, Any]) -> str:
+    """A stored message's text: its string content, or its text blocks joined by newlines."""
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -414,24 +422,29 @@ class SeedDeleter:
         self.project_id = project_id
 
     async def delete_workflow(self, workflow_id: str) -> bool:
+        """Delete the workflow; False when it was already gone."""
         return await self.session.delete_workflow(workflow_id)
 
     async def delete_folder(self, folder_id: str) -> bool:
+        """Delete the folder; False when it was already gone."""
         path = f"/rest/projects/{self.project_id}/folders/{folder_id}"
         done = await self.session._gone_ok(lambda: self.session.call("DELETE", path, safe=True))
         return done is not None
 
     async def delete_data_table(self, table_id: str) -> bool:
+        """Delete the data table; False when it was already gone."""
         path = f"/rest/projects/{self.project_id}/data-tables/{table_id}"
         done = await self.session._gone_ok(lambda: self.session.call("DELETE", path, safe=True))
         return done is not None
 
     async def delete_agent(self, agent_id: str) -> bool:
+        """Delete the agent; False when it was already gone."""
         path = f"/rest/projects/{self.project_id}/agents/v2/{agent_id}"
         done = await self.session._gone_ok(lambda: self.session.call("DELETE", path, safe=True))
         return done is not None
 
     async def delete_credential(self, credential_id: str) -> bool:
+        """Delete the credential; False when it was already gone."""
         return await self.session.delete_credential(credential_id)
 
     async def delete_user(self, user_id: str, transfer_to_project_id: str | None = None) -> bool:
@@ -454,6 +467,7 @@ def deleter_for(session: N8nSession, kind: str, meta: dict[str, Any]) -> Any:
 
 
 async def list_root_folders(session: N8nSession, project_id: str) -> list[dict[str, Any]]:
+    """The folders at the root of ``project_id`` (the first 500)."""
     params = {"filter": json.dumps({"parentFolderId": "0"}), "take": 500}
     data = await session.get(f"/rest/projects/{project_id}/folders", params=params)
     rows = data.get("data") if isinstance(data, dict) else data
@@ -562,6 +576,7 @@ async def restore(owner: N8nSession, project_id: str, thread_id: str, plan: Rest
 
 
 def restore_error(exc: BaseException) -> str:
+    """A failed restore's message for the build result: redacted, at most 1,000 characters."""
     if isinstance(exc, N8nHTTPError):
         return redact(f"seed restore failed: HTTP {exc.status}: {exc.message}")[:1000]
     return redact(f"seed restore failed: {exc}")[:1000]
@@ -593,6 +608,8 @@ def seeded_transcript(transcript: Any, plan: RestorePlan) -> None:
 
 
 def opening_attachment(case: EvalCase, seed: SeedRestore | None, project_id: str) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """What the opening message attaches, as n8n's chat takes it (items, context), with seed ids mapped
+    to the restored ones; (None, None) when the case attaches nothing or no seed was restored."""
     attach = case.opening_attachment
     if attach is None or seed is None:
         return None, None

@@ -79,6 +79,9 @@ class BuildUserPool:
             self._pending.append(_Invite(inv.email, inv.user_id, inv.token))
 
     async def acquire(self, credentials: list[CredentialSpec], *, mcp_key: bool = True) -> BuildUser:
+        """A fresh build user on the lane: an invited member with (when ``mcp_key``) an MCP key and the
+        case's ``credentials`` created in its personal project, each recorded in the ledger. On failure
+        the member is deleted again and the error propagates."""
         async with self._lock:
             if not self._pending:
                 await self._invite_batch()

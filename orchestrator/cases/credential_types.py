@@ -29,6 +29,8 @@ MCP_REGISTRY_SEED_SLUGS = ("notion", "linear")
 
 
 def mcp_registry_types() -> frozenset[str]:
+    """The credential types of the MCP registry's test servers (``<slug>McpOAuth2Api`` each), known to
+    n8n although no node package declares them."""
     return frozenset(f"{slug}McpOAuth2Api" for slug in MCP_REGISTRY_SEED_SLUGS)
 
 

@@ -71,6 +71,7 @@ def _segment(part: str | int) -> str:
 
 
 def format_path(loc: Loc) -> str:
+    """A field path as users read it (``conversation[0].text``); ``(case)`` for the case itself."""
     return ".".join(_segment(part) for part in loc) if loc else ROOT_FIELD
 
 
@@ -131,6 +132,8 @@ def _message(error: ErrorDetails) -> str:
 
 
 def issues_from_validation_error(source: str, exc: ValidationError) -> list[CaseIssue]:
+    """One :class:`CaseIssue` per error of a pydantic validation of the case at ``source``: each
+    cross-field rule violation on its own field, a bad seed ``mode`` on ``mode``."""
     issues: list[CaseIssue] = []
     for error in exc.errors(include_url=False):
         loc = _normalise_loc(error["loc"])

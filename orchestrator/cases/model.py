@@ -83,6 +83,7 @@ class Attachment(CaseModel):
 
     @property
     def ref(self) -> str:
+        """The attached workflow's or agent's id (whichever :attr:`kind` says)."""
         return self.workflow if self.workflow is not None else self.agent or ""
 
 
@@ -97,6 +98,7 @@ class Turn(CaseModel):
 
     @property
     def director_notes(self) -> list[str]:
+        """The ``[bracketed]`` stage directions of a user turn (none for other roles)."""
         return director_notes(self.text) if self.role == "user" else []
 
 
@@ -259,6 +261,7 @@ class EvalCase(CaseModel):
 
     @property
     def is_replay(self) -> bool:
+        """Whether the seed is rebuilt from a LangSmith trace at run time rather than given inline."""
         return isinstance(self.seed, ReplaySeed)
 
     @property
@@ -267,10 +270,12 @@ class EvalCase(CaseModel):
 
     @property
     def expectation_count(self) -> int:
+        """Process plus outcome expectations: what the expectations judge grades."""
         return len(self.process_expectations) + len(self.outcome_expectations)
 
     @property
     def opening_attachment(self) -> Attachment | None:
+        """What the first turn attaches (a workflow or an agent), if anything."""
         return self.conversation[0].attach if self.conversation else None
 
     def opening_prompt(self) -> str:
@@ -301,6 +306,8 @@ class EvalCase(CaseModel):
 
 
 def check_case(case: EvalCase) -> list[Violation]:
+    """The cross-field rules of a case pydantic cannot express (the live turn and grading, the
+    conversation's turns, attachments); empty when it keeps them all."""
     return [*_live_turn_and_grading(case), *_conversation_turns(case), *_attachments(case)]
 
 

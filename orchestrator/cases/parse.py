@@ -122,6 +122,8 @@ def decode_json(text: str, source: str) -> tuple[object, list[CaseIssue]]:
 
 
 def parse_case_text(text: str, source: str) -> ParseResult:
+    """Parse a case file's text: ``(case, [])``, or ``(None, issues)`` naming ``source`` and each field
+    at fault (bad JSON included)."""
     data, issues = decode_json(text, source)
     if issues:
         return None, issues

@@ -130,6 +130,7 @@ def provider_fixtures() -> dict[str, ProviderFixture]:
 
 
 def fixture_ids() -> list[str]:
+    """The ids of every provider fixture, sorted."""
     return sorted(provider_fixtures())
 
 
@@ -155,4 +156,5 @@ def resolve_fixture(value: str | None) -> ProviderFixture | None:
 
 
 def fixture_for_credential_type(credential_type: str) -> ProviderFixture | None:
+    """The provider fixture serving ``credential_type``, or None when no fixture does."""
     return next((f for f in provider_fixtures().values() if f.manifest.credential_type == credential_type), None)

@@ -79,6 +79,10 @@ def select_for_push(
     paths: Sequence[Path], slugs: Sequence[str] = (), *, changed: bool = False,
     filter: str | None = None, exclude: str | None = None, tier: str | None = None,
 ) -> Selection:
+    """The case files under ``paths`` to push: those named by ``slugs`` or changed in git
+    (``changed``), narrowed by ``filter``/``exclude`` substrings (comma-separated) and ``tier``. A
+    named case that does not parse is an error, another one a warning; named slugs not found are
+    listed as missing. Raises ``UserError`` when no selection is given at all."""
     if not (slugs or changed or filter or tier):
         raise UserError("select cases to push: pass slugs, --changed, --filter or --tier")
     files, problems = _case_files(paths)
@@ -246,6 +250,10 @@ async def push(
     cases: Sequence[LoadedCase], suite: str, *, dry_run: bool = False, set_kind: str = "regression",
     synthetic: bool = True, base_url: str | None = None, api_key: str | None = None, timeout: float = 30,
 ) -> PushResult:
+    """Create or update ``cases`` in the LangTracer suite ``suite`` (slug or id) through its case-write
+    API; ``dry_run`` only plans. The URL and key come from the arguments or the environment. Raises
+    ``UserError`` for a bad ``set_kind``, no URL, an unknown suite, an unreachable server or a
+    failing call (the status only: a body may hold case content)."""
     import httpx
 
     if set_kind not in SET_KINDS:

@@ -40,6 +40,8 @@ SHORTHAND_MESSAGE_TYPE = "llm"
 
 
 def seed_slot(index: int) -> datetime:
+    """The ``createdAt`` of the ``index``-th seeded message: one minute apart from a fixed base, so
+    seeded threads sort the same on every run."""
     return SEED_SLOT_BASE + index * SEED_SLOT_STEP
 
 
@@ -211,6 +213,8 @@ def shorthand_violations(item: object, index: int) -> list[Violation]:
 
 
 def expand_shorthand(item: dict[str, Any], index: int) -> dict[str, Any]:
+    """A shorthand seed message (``role`` and ``text``) as the full message n8n stores, with a stable
+    id and timestamp from its position ``index``."""
     text = item["text"] if isinstance(item["text"], str) else "\n".join(item["text"])
     return {
         "id": f"seed-message-{index + 1:04d}",
@@ -347,6 +351,8 @@ __all__ = [
 
 
 def check_seed_message(message: SeedMessage) -> list[Violation]:
+    """Rules one seed message must keep beyond its schema (a role unless ``custom``, a list of typed
+    content blocks); empty when it keeps them."""
     if message.type == "custom":
         return []
     found: list[Violation] = []
@@ -370,6 +376,9 @@ def check_seed_message(message: SeedMessage) -> list[Violation]:
 
 
 def check_inline_seed(seed: InlineSeed) -> list[Violation]:
+    """Rules an inline seed must keep across its parts: it carries something, artifact ids are unique,
+    references (folders, prior runs, agent skills) resolve, folders have no cycle and agent names do
+    not collide; empty when it keeps them."""
     return [
         *_carries_something(seed),
         *_unique_artifact_ids(seed),

@@ -32,6 +32,8 @@ def select_cases(
     exclude: str | None = None,
     tier: str | None = None,
 ) -> list[LoadedCase]:
+    """The cases a run takes, in their order: slug containing one of ``filter``'s comma-separated
+    substrings (when given), none of ``exclude``'s, and in dataset ``tier`` (when given)."""
     wanted = _substrings(filter)
     unwanted = _substrings(exclude)
     tier = tier.strip() if tier else None

@@ -15,6 +15,8 @@ T = TypeVar("T")
 
 
 def positive(value: int | None, flag: str, *, allow_zero: bool = False) -> int | None:
+    """``value`` when it is at least 1 (0 too with ``allow_zero``) or None. Raises ``ConfigError``
+    naming ``flag`` otherwise."""
     if value is None:
         return None
     if value < 0 or (value == 0 and not allow_zero):

@@ -73,9 +73,11 @@ class LazyGroup(TyperGroup):
     """A typer group whose sub-commands are imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, the lazy ones included (none is imported to list them)."""
         return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing its module on first use; None when there is no such command."""
         command = super().get_command(ctx, cmd_name)
         if command is None:
             command = _load(cmd_name)
@@ -84,6 +86,7 @@ class LazyGroup(TyperGroup):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The help's command list from :data:`LAZY_COMMANDS` (no command module imported)."""
         rows = [(name, LAZY_COMMANDS[name][2]) for name in sorted(LAZY_COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
@@ -101,6 +104,7 @@ app = typer.Typer(
 
 
 def configure_logging(verbose: bool) -> None:
+    """Log to stderr at INFO (DEBUG and replacing any earlier setup with ``verbose``)."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -145,6 +149,9 @@ def user_error_line(exc: BaseException) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> Any:  # pragma: no cover - console entry used by ``python -m orchestrator``
+    """The ``orchestrator`` console entry. Exits with the command's code; a user error (see
+    :func:`user_error_line`) prints one ``error:`` line and exits 2, an abort 130; any other
+    exception propagates with its traceback."""
     try:
         rv = app(args=argv, standalone_mode=False)
         if isinstance(rv, int) and rv != 0:  # an Exit(code) click returned instead of raising

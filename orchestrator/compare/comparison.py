@@ -97,14 +97,17 @@ class Comparison:
     unit_refs: dict[str, tuple[UnitKind, str, str]] = field(default_factory=dict)
 
     def in_tier(self, tier: Tier) -> list[UnitComparison]:
+        """The compared units placed in ``tier``, in comparison order."""
         return [u for u in self.units if u.tier is tier]
 
     @property
     def regressions_surviving_bh(self) -> list[UnitComparison]:
+        """Hard regressions still hard after the Benjamini–Hochberg adjustment."""
         return [u for u in self.units if u.survives_bh]
 
     @property
     def intersection_size(self) -> int:
+        """Units measured in both runs (only those are compared)."""
         return len(self.units)
 
 

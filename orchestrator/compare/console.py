@@ -32,6 +32,8 @@ def _headline(comparison: Comparison) -> Text:
 
 
 def print_comparison(console: Console, comparison: Comparison) -> None:
+    """Print a comparison to the terminal: the headline, both runs' pass rates, the tier counts and a
+    table of every flagged unit (redacted)."""
     console.print(Text(redact(f"compare {comparison.run_id} vs baseline {comparison.baseline_run_id}: "), style="bold"),
                   _headline(comparison))
     console.print(f"  this run: {band_text(comparison.pr_band)}")

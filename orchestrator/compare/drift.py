@@ -37,6 +37,7 @@ class CategoryDrift:
 
     @property
     def pr_rate(self) -> Fraction:
+        """This run's rate of the category: its failed trials in it over all judged scenario trials."""
         return Fraction(self.pr_count, self.pr_trials)
 
     @property
@@ -54,10 +55,13 @@ class CategoryDrift:
 
     @property
     def excess(self) -> Fraction:
+        """Trials in the category beyond what the baseline's rate predicts for this run."""
         return self.pr_count - self.expected_pr_count
 
     @property
     def notable(self) -> bool:
+        """Whether the drift is worth reporting: a rate change of at least 5 points and at least 3 trials
+        in excess either way."""
         return abs(self.delta) >= MIN_RATE_DELTA and abs(self.excess) >= MIN_EXCESS_TRIALS
 
 

@@ -40,10 +40,12 @@ def code(text: object) -> str:
 
 
 def pct(value: float | None) -> str:
+    """A rate as a percentage with one decimal; ``—`` when unknown."""
     return "—" if value is None else f"{value * 100:.1f}%"
 
 
 def band_text(band: Band | None, passed: int | None = None, total: int | None = None) -> str:
+    """A pass rate with its counts and 95% interval, as the PR comment and console print it."""
     if band is None:
         return "— (no judged trials)"
     counts = f" ({passed}/{total})" if passed is not None and total is not None else ""
@@ -75,6 +77,8 @@ def _status_reason(results: EvalResults) -> str | None:
 
 
 def alert_line(comparison: Comparison | None, no_baseline_reason: str | None = None) -> str:
+    """The PR comment's first line: the regressions (and soft ones, watches and improvements), or why
+    there is no baseline comparison (a failed fetch as a warning)."""
     if comparison is None:
         if no_baseline_reason and no_baseline_reason.startswith(FETCH_FAILED):
             return f"⚠️ **{no_baseline_reason}**"
@@ -257,6 +261,8 @@ def _short(text: str) -> str:
 
 
 def failure_lines(results: EvalResults) -> list[str]:
+    """One Markdown line per failure of the run, by case and iteration: builds without a workflow,
+    failed scenarios and failed expectations, each with its reason and attribution."""
     lines: list[str] = []
     for u in sorted(results.units, key=lambda u: (u.case, u.iteration)):
         where = f"**{cell(u.case)}** #{u.iteration}"
@@ -312,6 +318,7 @@ def render_pr_comment(
 
 
 def write_pr_comment(directory: Path, text: str) -> Path:
+    """Write ``text``, redacted, to ``eval-pr-comment.md`` in ``directory``; returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / FILENAME
     path.write_text(redact(text), encoding="utf-8")

@@ -84,10 +84,12 @@ class Counts:
 
     @property
     def pr_rate(self) -> float:
+        """This run's pass rate (0 without trials)."""
         return self.pr_passes / self.pr_total if self.pr_total > 0 else 0.0
 
     @property
     def base_rate(self) -> float:
+        """The baseline's pass rate (0 without trials)."""
         return self.base_passes / self.base_total if self.base_total > 0 else 0.0
 
     @property

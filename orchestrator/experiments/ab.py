@@ -106,6 +106,7 @@ class Arm:
 
     @property
     def provider(self) -> str:
+        """The provider part of ``model`` (``anthropic`` of ``anthropic/…``), ``custom`` without one."""
         return self.model.split("/", 1)[0] if "/" in self.model else "custom"
 
     @property
@@ -114,6 +115,7 @@ class Arm:
         return self.key_env or PROVIDER_KEY_ENV.get(self.provider)
 
     def lane_env(self) -> list[str]:
+        """The ``--env`` pairs that give this arm's lanes its model (and model URL), then its own env."""
         url = [f"{MODEL_URL_ENV}={self.model_url}"] if self.model_url else []
         return [f"{MODEL_ENV}={self.model}", *url, *self.env]
 
@@ -200,6 +202,8 @@ def check_arms_for_builder(arms: list[Arm], builder: str) -> None:
 
 
 def check_mode(mode: str) -> str:
+    """``mode`` when the A/B can run it (``separate`` today). Raises ``ConfigError`` naming ``--mode``
+    for an unknown mode or ``interleaved``."""
     if mode not in MODES:
         raise ConfigError(f"--mode: must be separate or interleaved, got {mode!r}")
     if mode == "interleaved":
@@ -209,6 +213,7 @@ def check_mode(mode: str) -> str:
 
 
 def new_ab_id() -> str:
+    """A fresh id for an A/B (``ab-…``), which names its folder and its arms' runs."""
     return new_run_id("ab-")
 
 
@@ -279,6 +284,7 @@ async def run_arms(base: RunConfig, arms: list[Arm], *, ab_id: str, experiment_n
 
 
 def default_experiment(base: RunConfig) -> str:
+    """The experiment name both arms share: the base config's, else LangSmith's default name."""
     if base.experiment_name:
         return base.experiment_name
     from orchestrator.experiments.langsmith_sync import default_experiment_name
@@ -302,10 +308,12 @@ class SequentialOutcome:
 
     @property
     def builds_saved(self) -> int:
+        """Builds the fixed design would have run beyond those the sequential test needed."""
         return max(self.fixed_builds - self.builds_run, 0)
 
     @property
     def saved_share(self) -> float:
+        """:attr:`builds_saved` as a share of the fixed design's builds (0 when it had none)."""
         return self.builds_saved / self.fixed_builds if self.fixed_builds else 0.0
 
     @property
@@ -314,6 +322,7 @@ class SequentialOutcome:
         return self.builds_saved * (self.cost_usd / self.builds_run) if self.builds_run else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The sequential section of the A/B report: the test, its state and what stopping early saved."""
         return {"test": self.state.design.describe(), **self.state.to_dict(), "max_pairs": self.fixed_builds // 2,
                 "fixed_builds": self.fixed_builds,
                 "builds_run": self.builds_run, "builds_saved": self.builds_saved, "saved_share": self.saved_share,
@@ -341,6 +350,8 @@ class Lockstep:
         return self.arms[1] if arm == self.arms[0] else self.arms[0]
 
     async def enter(self, arm: str) -> None:
+        """Wait until ``arm`` may start its next build (see the class docstring); the wait adds to
+        ``waited_s``."""
         other = self._other(arm)
         t0 = time.monotonic()
         async with self._cond:
@@ -350,11 +361,13 @@ class Lockstep:
         self.waited_s[arm] += time.monotonic() - t0
 
     async def leave(self, arm: str) -> None:
+        """``arm`` finished a build: wake the other arm's waiting builds."""
         async with self._cond:
             self.finished[arm] += 1
             self._cond.notify_all()
 
     async def open(self) -> None:
+        """Open the gate for good: every waiting build starts."""
         async with self._cond:
             self.is_open = True
             self._cond.notify_all()
@@ -449,6 +462,7 @@ class SequentialController:
         self.gate: Lockstep | None = None
 
     def hook(self, arm: str) -> RunHooks:
+        """The run hook that feeds ``arm``'s finished units to :meth:`add`."""
         controller = self
 
         class _ArmHook(RunHooks):
@@ -458,6 +472,8 @@ class SequentialController:
         return _ArmHook()
 
     def add(self, arm: str, unit: UnitResult) -> None:
+        """Record ``arm``'s finished unit; once the other arm has the same (case, iteration) and both were
+        scored, feed the pair to the test, and :meth:`stop` both runs when it decides."""
         key = (unit.case, unit.iteration)
         self.units[arm][key] = unit
         control, variant = (self.units[a].get(key) for a in self.arms)
@@ -485,6 +501,7 @@ class SequentialController:
                      ", ".join(f"{a} {len(us)} unit(s) finished" for a, us in finished.items()), self.state.pairs)
 
     def stop(self, reason: str) -> None:
+        """Stop both runs for ``reason``: no new build starts (running ones finish) and the lockstep opens."""
         self.stop_reason = reason
         log.warning("%s: no new builds start", reason)
         if self.gate is not None:

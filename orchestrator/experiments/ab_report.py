@@ -77,6 +77,8 @@ class ArmComparison:
 
 
 def arm_band(results: EvalResults) -> tuple[Band | None, int, int]:
+    """An arm's pass rate over every scored trial: its 95% Wilson band (None without trials), passes
+    and trials."""
     sus = scoring_units(results.units)
     n = sum(su.n for su in sus.values())
     c = sum(su.c for su in sus.values())
@@ -84,6 +86,8 @@ def arm_band(results: EvalResults) -> tuple[Band | None, int, int]:
 
 
 def compare_arms(control: ArmData, variant: ArmData) -> ArmComparison:
+    """Pair the arms' verdicts and test them: McNemar's exact test overall and per case, the per-case
+    p-values corrected to Benjamini–Hochberg q-values."""
     pairing = pair_verdicts(control.results.units, variant.results.units)
     by_case: dict[str, list[VerdictPair]] = {}
     for p in pairing.pairs:
@@ -158,6 +162,8 @@ def _power_dict(power: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def report_dict(ab_id: str, mode: str, arms: list[ArmData], comparisons: list[ArmComparison],
                 sequential: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The A/B report as JSON (``ab-report.json``): arms, the sequential test if any, and each
+    comparison's tests, power and pairs; redacted."""
     by_name = {a.name: a for a in arms}
     redacted: dict[str, Any] = redact_obj({
         "ab_id": ab_id, "mode": mode, "test": TEST_NAME, "effect_interval": EFFECT_METHOD,
@@ -222,6 +228,7 @@ def _sequential_lines(seq: dict[str, Any]) -> list[str]:
 
 def render_markdown(ab_id: str, mode: str, arms: list[ArmData], comparisons: list[ArmComparison],
                     sequential: dict[str, Any] | None = None) -> str:
+    """The A/B report as Markdown: one row per arm, then each comparison's overall and per-case tests."""
     by_name = {a.name: a for a in arms}
     out = [f"# A/B report {code(ab_id)}", "",
            f"Mode `{mode}` · {len(arms)} arms · test: {TEST_NAME}.", "",

@@ -151,6 +151,7 @@ class ExampleSpec:
 
     @property
     def metadata(self) -> dict[str, Any]:
+        """The metadata the dataset example carries: slug, content digest and schema version."""
         return {"slug": self.slug, "digest": self.digest, "schema": EXAMPLE_SCHEMA}
 
 
@@ -230,6 +231,7 @@ class LangSmithHooks(RunHooks):
 
     @classmethod
     def from_env(cls, cfg: RunConfig, env: Mapping[str, str] | None = None, **kwargs: Any) -> LangSmithHooks | None:
+        """The hooks when the LangSmith API key is set in ``env`` (this process's by default); None without."""
         env = os.environ if env is None else env
         key = env.get(API_KEY_ENV)
         if not key:
@@ -252,14 +254,17 @@ class LangSmithHooks(RunHooks):
     # read from the config when used: ``--resume`` restores the stored selection into it first
     @property
     def dataset(self) -> str:
+        """The LangSmith dataset the run's cases sync to."""
         return dataset_name(self.cfg)
 
     @property
     def baseline_prefix(self) -> str:
+        """The prefix of experiments that count as a baseline."""
         return self.cfg.baseline_prefix
 
     @property
     def experiment_prefix(self) -> str:
+        """The run's experiment name (a scripted-model run's marked with the scripted prefix)."""
         name = self.cfg.experiment_name or default_experiment_name(self.env)
         return f"{SCRIPTED_PREFIX}{name}" if self.scripted and not name.startswith(SCRIPTED_PREFIX) else name
 
@@ -271,14 +276,19 @@ class LangSmithHooks(RunHooks):
 
     # ------------------------------------------------------------ hooks
     async def on_cases(self, run_id: str, cases: list[LoadedCase]) -> None:
+        """Sync the cases to the dataset and create the run's experiment (best effort: a failure is noted,
+        the run goes on)."""
         await self._best_effort("dataset sync / experiment creation", lambda: self._start(run_id, cases))
 
     async def on_unit(self, unit: UnitResult) -> None:
+        """Record a finished unit in the experiment (best effort; nothing without an experiment)."""
         if self.experiment is None:
             return
         await self._best_effort(f"recording unit {unit.unit_id}", lambda: self._record(unit))
 
     async def on_finish(self, results: EvalResults) -> dict[str, object] | None:
+        """Close the experiment and note it in the results' config, then look up the baseline to compare
+        with. Best effort: a failed lookup sets ``comparison_status`` to ``fetch_failed``."""
         if self.experiment is not None:
             await self._best_effort("closing the experiment", lambda: self._close(results))
             results.config["langsmith"] = {"dataset": self.dataset, "experiment": self.experiment.name,

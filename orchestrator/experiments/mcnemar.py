@@ -56,14 +56,17 @@ class McNemar:
 
     @property
     def pairs(self) -> int:
+        """Every pair counted."""
         return self.both_pass + self.control_only + self.variant_only + self.both_fail
 
     @property
     def discordant(self) -> int:
+        """Pairs where exactly one arm passed (the test's information)."""
         return self.control_only + self.variant_only
 
     @property
     def difference(self) -> PairedDifference:
+        """The variant's pass rate minus the control's, with its interval."""
         return paired_difference(self.both_pass, self.control_only, self.variant_only, self.both_fail)
 
 
@@ -123,6 +126,8 @@ def mcnemar_exact(control_only: int, variant_only: int) -> float:
 
 
 def mcnemar(pairs: Iterable[VerdictPair]) -> McNemar:
+    """McNemar's exact test over ``pairs``: the 2x2 counts and the two-sided p-value from the
+    discordant ones."""
     both_pass = control_only = variant_only = both_fail = 0
     for p in pairs:
         if p.control and p.variant:

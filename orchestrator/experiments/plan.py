@@ -86,6 +86,9 @@ class Baseline:
 
 
 def read_baseline(results: EvalResults) -> Baseline:
+    """What planning needs from a baseline run: cases, scored builds, pass rate, discordance (from
+    iterations, else 2p(1−p)), cost per build and throughput. Raises ``UserError`` when it has no
+    scored build."""
     scores = build_scores(results.units)
     if not scores:
         raise UserError(f"baseline {results.run_id}: no scored build to plan from (every build was lost, "
@@ -129,6 +132,8 @@ class PlanRow:
 
 
 def plan_row(base: Baseline, effect: float, power: float, *, alpha: float, lanes: int, cases: int | None = None) -> PlanRow:
+    """What detecting ``effect`` with ``power`` at ``alpha`` takes on ``lanes`` lanes: build pairs
+    (Connor's formula), iterations over the cases, builds, cost and wall time."""
     k = cases or base.cases
     pairs = pairs_needed(effect, base.discordance, alpha=alpha, power=power)
     iterations = math.ceil(pairs / k)
@@ -146,12 +151,15 @@ class Plan:
     table: list[PlanRow]
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON: the baseline, the chosen row and the trade-off table."""
         return {"baseline": asdict(self.baseline), "alpha": self.alpha, "lanes": self.lanes,
                 "plan": asdict(self.chosen), "table": [asdict(r) for r in self.table]}
 
 
 def make_plan(results: EvalResults, *, effect: float, power: float, alpha: float = 0.05, lanes: int = 2,
               effects: Sequence[float] = DEFAULT_EFFECTS, powers: Sequence[float] = DEFAULT_POWERS) -> Plan:
+    """The A/B plan from a baseline: the row for (``effect``, ``power``) and a table over ``effects`` x
+    ``powers``. Raises ``UserError`` as :func:`read_baseline`."""
     base = read_baseline(results)
     chosen = plan_row(base, effect, power, alpha=alpha, lanes=lanes)
     grid = sorted({(e, pw) for e in (*effects, effect) for pw in (*powers, power)})
@@ -159,6 +167,7 @@ def make_plan(results: EvalResults, *, effect: float, power: float, alpha: float
 
 
 def duration_text(seconds: float | None) -> str:
+    """Seconds as people read them (``45 s``, ``12 min``, ``2.5 h``); ``—`` when unknown."""
     if seconds is None:
         return "—"
     if seconds < 90:
@@ -169,6 +178,7 @@ def duration_text(seconds: float | None) -> str:
 
 
 def render_table(plan: Plan) -> list[str]:
+    """The trade-off table as Markdown lines, the chosen row marked."""
     out = ["| difference | power | build pairs | iterations | builds (both arms) | cost | wall time |",
            "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in plan.table:
@@ -179,6 +189,7 @@ def render_table(plan: Plan) -> list[str]:
 
 
 def render_markdown(plan: Plan) -> str:
+    """The ``ab plan`` document: the baseline, the answer for the chosen row, and the trade-off table."""
     b, c = plan.baseline, plan.chosen
     psi_how = ("two builds of a case disagree (from its iterations)" if b.discordance_source == "iterations"
                else "2p(1−p): the baseline has one iteration per case")

@@ -106,17 +106,22 @@ class SequentialDesign:
 
     @property
     def upper(self) -> float:
+        """The log-likelihood ratio at which the test rejects (log 1/α)."""
         return math.log(1.0 / self.alpha)
 
     @property
     def lower(self) -> float:
+        """The log-likelihood ratio at which the test stops for futility (log β)."""
         return math.log(self.beta)
 
     def theta(self, discordant: Any, pairs: Any) -> Any:
+        """The chance a discordant pair favours the variant under the planned effect, from the given
+        discordance or the running estimate (capped at ``THETA_MAX``); works on arrays."""
         psi = self.discordance if self.discordance is not None else running_discordance(discordant, pairs)
         return np.minimum(0.5 + self.effect / (2.0 * np.maximum(psi, 1e-9)), THETA_MAX)
 
     def describe(self) -> str:
+        """The test in one line, for the report."""
         psi = f"ψ = {self.discordance:.3g}" if self.discordance is not None else "ψ from the pairs so far"
         return (f"mixture SPRT on discordant build pairs: planned effect {self.effect:+.0%} ({psi}), "
                 f"reject at Λ ≥ 1/α = {1 / self.alpha:.3g}, futile at Λ ≤ β = {self.beta:.3g}"
@@ -139,10 +144,12 @@ class SequentialState:
 
     @property
     def discordant(self) -> int:
+        """Pairs where the arms differed."""
         return self.variant_wins + self.control_wins
 
     @property
     def log_lr(self) -> float:
+        """The mixture's log-likelihood ratio so far."""
         return float(log_mixture(self.log_up, self.log_down))
 
     def observe(self, sign: int) -> Decision | None:

@@ -58,18 +58,22 @@ class Leases:
         self._by_lane: dict[str, list[Lease]] = {}
 
     def open(self, unit: str, lane: str, markers: Iterable[str] = ()) -> Lease:
+        """``unit`` starts holding ``lane`` (in the build phase), claiming lane calls that carry ``markers``;
+        returns the lease to :meth:`close` when the unit leaves the lane."""
         lease = Lease(unit, lane, markers=set(markers))
         with self._lock:
             self._by_lane.setdefault(lane, []).append(lease)
         return lease
 
     def close(self, lease: Lease) -> None:
+        """``lease``'s unit left its lane (a lease already closed: no-op)."""
         with self._lock:
             held = self._by_lane.get(lease.lane, [])
             if lease in held:
                 held.remove(lease)
 
     def on(self, lane: str) -> list[Lease]:
+        """The leases held on ``lane`` now (a copy): the units its calls may belong to."""
         with self._lock:
             return list(self._by_lane.get(lane, []))
 
@@ -127,6 +131,7 @@ _scope: contextvars.ContextVar[UnitScope | None] = contextvars.ContextVar("orche
 
 @contextmanager
 def unit_scope(scope: UnitScope) -> Iterator[UnitScope]:
+    """Make ``scope``'s unit the owner of every call made inside (and by tasks started inside)."""
     token = _scope.set(scope)
     try:
         yield scope
@@ -135,6 +140,7 @@ def unit_scope(scope: UnitScope) -> Iterator[UnitScope]:
 
 
 def current_unit() -> str | None:
+    """The unit of the scope this task runs in, or None outside one."""
     scope = _scope.get()
     return scope.unit if scope is not None else None
 
@@ -154,6 +160,7 @@ def phase(name: str) -> None:
 
 
 def attribution_headers(stage: str) -> dict[str, str]:
+    """The headers that attribute a call of ours to ``stage`` and the current unit (if any)."""
     unit = current_unit()
     return {STAGE_HEADER: stage, **({UNIT_HEADER: unit} if unit else {})}
 
@@ -205,6 +212,7 @@ def lane_stage(body: Any) -> str:
 
 
 def parse_body(raw: bytes) -> Any:
+    """A request body as JSON, or None when it is empty or not JSON."""
     try:
         return json.loads(raw) if raw else None
     except ValueError:

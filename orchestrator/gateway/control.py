@@ -61,6 +61,7 @@ class ConcurrencyRule:
     backoff: float = 0.5
 
     def clamp(self, value: int) -> int:
+        """``value`` kept between :attr:`minimum` and :attr:`maximum`."""
         return max(self.minimum, min(self.maximum, value))
 
 
@@ -238,6 +239,7 @@ class RatePacer:
         self.tokens.correct((input_tokens if input_tokens is not None else 0) - sent.estimate + output_tokens)
 
     def sent_at(self, ticket: int) -> float | None:
+        """When the call holding ``ticket`` was sent (on :attr:`clock`), or None if it is not in flight."""
         sent = self._inflight.get(ticket)
         return sent.at if sent is not None else None
 
@@ -250,6 +252,7 @@ def _number(value: str | None) -> float | None:
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """A ``retry-after`` header in seconds (never negative), or None when absent or not a number."""
     value = _number(headers.get("retry-after"))
     return max(0.0, value) if value is not None else None
 
@@ -272,6 +275,7 @@ class ProviderHealth:
 
     @property
     def up(self) -> bool:
+        """Whether the provider is up (no outage open)."""
         return self.down_since is None
 
     def success(self, route: str) -> bool:

@@ -29,6 +29,8 @@ PROVIDER_FAILURES = frozenset({"overloaded", "server_error", "connection", "outa
 
 
 def outcome_of(status: int | None) -> str:
+    """A call's outcome by its HTTP status: ``ok``, ``rate_limited`` (429), ``overloaded`` (529),
+    ``server_error``, ``client_error``, or ``connection`` when no answer came."""
     if status is None:
         return "connection"
     if status < 400:
@@ -59,6 +61,7 @@ class CallRecord:
 
     @property
     def cost_usd(self) -> float:
+        """The call's cost at its model's price (the default price for an unknown model)."""
         return cost_usd(self.model, self.usage)
 
     @classmethod
@@ -85,10 +88,12 @@ class StageTally:
 
     @property
     def usage(self) -> Usage:
+        """Tokens over every model of the stage."""
         return sum(self.by_model.values(), Usage())
 
     @property
     def cost_usd(self) -> float:
+        """US dollars over every model of the stage, each at its own price."""
         return sum(cost_usd(model, u) for model, u in self.by_model.items())
 
     @property
@@ -113,6 +118,9 @@ class CallLedger:
         self._file = path.open("a", encoding="utf-8") if path is not None else None
 
     def record(self, call: CallRecord) -> None:
+        """Count one call: its usage split evenly between its units (the run's bucket when it has none),
+        per stage and model; failures and unpriced models noted; a line appended to the calls log if one
+        is open. Thread-safe."""
         units = call.units or (RUN_BUCKET,)
         shares = call.usage.split(len(units))
         model = call.model or "unknown"
@@ -139,15 +147,18 @@ class CallLedger:
                     for stage, t in self._tally.get(unit, {}).items()}
 
     def units(self) -> list[str]:
+        """Every unit (and the run's bucket) that has calls, sorted."""
         with self._lock:
             return sorted(self._tally)
 
     def total(self) -> tuple[Usage, float]:
+        """Tokens and US dollars over every call so far."""
         with self._lock:
             tallies = [t for stages in self._tally.values() for t in stages.values()]
         return sum((t.usage for t in tallies), Usage()), sum(t.cost_usd for t in tallies)
 
     def close(self) -> None:
+        """Close the calls log (counting in memory goes on)."""
         with self._lock:
             if self._file is not None:
                 self._file.close()

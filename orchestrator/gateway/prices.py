@@ -49,6 +49,7 @@ class Usage:
 
     @property
     def total(self) -> int:
+        """Every token counted: input, output, cache writes and cache reads."""
         return self.input + self.output + self.cache_write + self.cache_read + self.cache_write_1h
 
     @property
@@ -119,6 +120,8 @@ class Priced:
 
 
 def price_of(model: str | None) -> Priced:
+    """The price of ``model`` by the first pattern of :data:`PRICES` its name contains (provider prefix
+    dropped); the default price, marked unknown, when none does."""
     name = (model or "").lower().rsplit("/", 1)[-1]
     for pattern, price in PRICES:
         if pattern in name:
@@ -127,6 +130,7 @@ def price_of(model: str | None) -> Priced:
 
 
 def cost_usd(model: str | None, usage: Usage) -> float:
+    """What ``usage`` costs at ``model``'s price, in US dollars."""
     p = price_of(model).price
     return (usage.input * p.input + usage.output * p.output + usage.cache_write * p.cache_write
             + usage.cache_read * p.cache_read + usage.cache_write_1h * p.cache_write_1h) / 1_000_000

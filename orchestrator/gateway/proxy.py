@@ -198,6 +198,8 @@ class ModelGateway:
 
     # ---------------------------------------------------------------- life cycle
     async def start(self) -> ModelGateway:
+        """Start serving on the configured host and port (0: any free port, read back into :attr:`port`);
+        returns the gateway. Raises the bind error when the server cannot start."""
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(self.config.read_timeout_s, connect=10.0, pool=None),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=200))
@@ -217,6 +219,7 @@ class ModelGateway:
         return self
 
     async def close(self) -> None:
+        """Stop serving, giving calls in flight ``close_grace_s`` to finish, and close the upstream client."""
         self._closing = True
         if self._probe is not None:
             self._probe.cancel()
@@ -233,6 +236,7 @@ class ModelGateway:
 
     @property
     def base_url(self) -> str:
+        """The URL callers point their Anthropic base URL at."""
         return f"http://{self.config.host}:{self.port}"
 
     def lane_url(self, base: str, index: int | str) -> str:
@@ -459,6 +463,8 @@ class ModelGateway:
             self._ratios[False].append((usage.input + writes) / (shape.body_bytes / 4))
 
     def concurrency_observe(self, call: _Call, service_s: float, *, pushback: bool = False) -> None:
+        """Tell the concurrency rule how a call went (its queue and service time, a provider pushback); a
+        change of the cap is reported through ``events.cap``."""
         changed = self.concurrency.observe(queued_s=call.queued_s, service_s=service_s, pushback=pushback)
         if changed is not None:
             self.events.cap(changed, self.concurrency.changes[-1][2])
@@ -522,6 +528,8 @@ class ModelGateway:
 
     # ---------------------------------------------------------------- what the run reads
     def status(self) -> dict[str, Any]:
+        """The gateway's figures for the results: calls, cost and tokens, failures, outages (wall-clock
+        periods), concurrency changes and unpriced models."""
         usage, cost = self.ledger.total()
         to_wall = time.time() - self.clock()  # the periods in wall-clock seconds, as results are
         return {

@@ -26,6 +26,7 @@ class UsageReader:
         self.complete = not streamed  # a stream is complete once its stop event went by
 
     def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the answer; a streamed answer's ``data:`` events are read as they complete."""
         if not self.streamed:
             self._buffer += chunk
             return
@@ -79,6 +80,7 @@ class UsageReader:
 
     @property
     def usage(self) -> Usage:
+        """The tokens the answer reported so far."""
         return usage_of(self._fields)
 
 

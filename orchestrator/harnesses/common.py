@@ -108,6 +108,7 @@ def write_json(path: Path, value: Any) -> Path:
 
 
 def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (parents created); returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")

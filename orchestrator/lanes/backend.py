@@ -230,12 +230,16 @@ BACKENDS: Registry[LaneBackend] = Registry("lane backend", "orchestrator.lane_ba
 
 
 def register_backend(cls: type[LaneBackend]) -> type[LaneBackend]:
+    """Class decorator: add a :class:`LaneBackend` to the registry under its ``name``."""
     return BACKENDS.register(cls)
 
 
 def available_backends() -> list[str]:
+    """The names ``--backend`` accepts: built-ins and those installed through entry points."""
     return BACKENDS.names()
 
 
 def get_backend(name: str) -> type[LaneBackend]:
+    """The backend class named ``name`` (imported on first use). Raises :class:`LaneError` naming the
+    known backends when there is none."""
     return BACKENDS.get(name)

@@ -46,6 +46,8 @@ def random_password() -> str:
 
 
 def make_owner(run_id: str, password: str | None = None) -> OwnerCredentials:
+    """The owner every lane of the run is seeded with: an ``.invalid`` address from the run id and
+    ``password`` (a random one when not given), registered as a secret for redaction."""
     pw = password or random_password()
     register_secret(pw)
     return OwnerCredentials(email=f"eval-owner-{run_id[:8].lower()}@n8n-eval.invalid", password=pw)
@@ -66,6 +68,9 @@ class BringUpResult:
 
 
 async def wait_ready(backend: LaneBackend, lane: Lane, timeout_s: float, interval_s: float = 0.5) -> None:
+    """Poll ``backend.health`` every ``interval_s`` until the lane is ready. Raises :class:`LaneError`
+    at once when its process/container/pod is gone (with the backend's reason when it knows one), or
+    after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         if await backend.health(lane):
@@ -101,6 +106,8 @@ async def seed_owner(lane: Lane, owner: OwnerCredentials) -> None:
 
 
 async def verify_owner(lane: Lane) -> None:
+    """Log in as a given owner on a lane someone else runs (never reset) and record its fingerprint;
+    raises the client's error when the login fails."""
     assert lane.owner is not None
     async with N8nClient(lane.base_url) as client:
         session = await client.login(lane.owner.email, lane.owner.password)
@@ -132,6 +139,10 @@ async def bring_up_one(
     started: list[Lane],
     events: PoolEvents,
 ) -> Lane:
+    """Start lane ``index``, wait until ready and seed (or, on a given owner, check) its owner, trying
+    ``retries`` more times; a failed attempt is torn down before the next. ``started`` lists the
+    lanes alive at any moment (for the caller's teardown). Raises :class:`LaneError` with each
+    attempt's error and log tail once every attempt failed."""
     errors: list[str] = []
     for attempt in range(retries + 1):
         t0 = time.monotonic()

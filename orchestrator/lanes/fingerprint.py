@@ -17,6 +17,8 @@ from orchestrator.n8n.rest import N8nClient, N8nSession
 
 
 async def fetch_fingerprint(client: N8nClient, session: N8nSession | None = None) -> dict[str, str]:
+    """The lane's configuration fingerprint (settings, modules, Instance AI), compared across lanes and
+    runs; what an editor-less or unauthenticated lane reports when that is all there is."""
     conf = await client.configuration(session)
     if not conf.editor:  # what an editor-less lane still reports: its Instance AI settings
         return {"editor": "off", **lane_fingerprint({}, {}, conf.instance_ai, settings_keys=False)}

@@ -66,6 +66,7 @@ class Lane:
 
     @property
     def uptime_s(self) -> float:
+        """Seconds since the lane started (wall clock)."""
         return time.time() - self.started_at
 
     def describe(self) -> str:

@@ -15,6 +15,8 @@ from orchestrator.toolchain import N8N_VERSION
 
 
 def make_spec(profile: str, overrides: list[str] | None = None, **kwargs: Any) -> LaneSpec:
+    """A :class:`LaneSpec` for ``profile`` with ``--env`` ``overrides`` on top (config and secret env
+    apart), at the pinned n8n version; ``kwargs`` set the other fields."""
     env, secret_env = resolve_env(profile, overrides)
     return LaneSpec(n8n_version=N8N_VERSION, profile=profile, env=env, secret_env=secret_env, **kwargs)
 
@@ -36,6 +38,8 @@ def lane_from_entry(run_id: str, entry: Entry) -> Lane:
 
 
 def parse_base_urls(value: str | None) -> list[str]:
+    """The comma-separated ``--base-url`` value as URLs (trailing slash dropped). Raises
+    ``ConfigError`` naming the flag for one that is not an http(s) URL."""
     urls = [u.strip().rstrip("/") for u in (value or "").split(",") if u.strip()]
     for url in urls:
         try:

@@ -46,6 +46,7 @@ def reserve_ports(count: int, start: int = 0, host: str = "127.0.0.1") -> list[i
 
 
 def release_ports(ports: list[int]) -> None:
+    """Hand ``ports`` back: :func:`reserve_ports` may give them out again."""
     with _lock:
         for p in ports:
             _reserved.discard(p)

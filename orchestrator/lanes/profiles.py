@@ -36,6 +36,8 @@ _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def profile_dirs() -> list[Path]:
+    """Where profiles are looked up, in order: ``$ORCHESTRATOR_PROFILES_DIR``, ``./lanes/profiles``,
+    then the repository's ``lanes/profiles``."""
     dirs: list[Path] = []
     if env := os.environ.get("ORCHESTRATOR_PROFILES_DIR"):
         dirs.append(Path(env))
@@ -45,6 +47,8 @@ def profile_dirs() -> list[Path]:
 
 
 def find_profile(name: str) -> Path:
+    """The profile file for ``name``: a path to an ``.env`` file, or ``<name>.env`` in the first of
+    :func:`profile_dirs` that has it. Raises ``ConfigError`` naming the known profiles."""
     candidate = Path(name)
     if candidate.suffix == ".env" and candidate.is_file():
         return candidate
@@ -57,6 +61,9 @@ def find_profile(name: str) -> Path:
 
 
 def parse_profile(path: Path, _seen: frozenset[Path] = frozenset()) -> dict[str, str]:
+    """A profile's ``KEY=VALUE`` lines (``#`` comments, ``@include <file>`` relative to it, later keys
+    win). Raises ``ConfigError`` naming the file and line for a bad line, a key that looks like a
+    secret (profiles hold none) or an include cycle."""
     path = path.resolve()
     if path in _seen:
         raise ConfigError(f"{path}: @include cycle")
@@ -82,6 +89,7 @@ def parse_profile(path: Path, _seen: frozenset[Path] = frozenset()) -> dict[str,
 
 
 def parse_overrides(pairs: list[str], flag: str = "--env") -> dict[str, str]:
+    """``KEY=VALUE`` pairs as a dict. Raises ``ConfigError`` naming ``flag`` for a malformed pair."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")

@@ -53,9 +53,11 @@ class MetricsEndpoint:
 
     @property
     def url(self) -> str:
+        """Where Prometheus scrapes the run's metrics."""
         return f"http://{self.addr}:{self.port}/metrics"
 
     def close(self) -> None:
+        """Stop serving and wait (up to 5 s) for the server thread."""
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
@@ -128,12 +130,14 @@ class RunMetrics:
             self.lanes.labels(state=state.value).set(counts.get(state.value, 0))
 
     def lane_up(self, seconds: float) -> None:
+        """A lane became ready ``seconds`` after it was started."""
         self.lane_bringup_seconds.observe(seconds)
 
     def unit_queued(self, n: int = 1) -> None:
         self.units_queued.inc(n)
 
     def unit_started(self) -> None:
+        """A queued unit started: it moves from queued to in flight."""
         self.units_queued.dec()
         self.units_in_flight.inc()
 
@@ -145,6 +149,8 @@ class RunMetrics:
         cost: float = 0.0,
         turns: int = 0,
     ) -> None:
+        """A unit in flight finished with ``outcome``; its build and verify seconds, cost and turns are
+        observed when known."""
         label = UnitOutcome(outcome).value
         self.units_in_flight.dec()
         self.units_done.labels(outcome=label).inc()
@@ -177,6 +183,7 @@ class RunMetrics:
         self.model_queue_seconds.observe(max(0.0, queued_s))
 
     def provider_state(self, up: bool) -> None:
+        """The model provider is up or down; a change to down counts as a new outage."""
         if not up and self._provider_is_up:  # a new outage
             self.provider_outages.inc()
         self._provider_is_up = up
@@ -186,15 +193,18 @@ class RunMetrics:
         self.build_concurrency.set(cap)
 
     def cleanup_failed(self, kind: ResourceKind | str) -> None:
+        """A delete of a ``kind`` resource failed (an unknown kind counts as ``other``)."""
         self.cleanup_failures.labels(kind=ResourceKind.of(getattr(kind, "value", kind)).value).inc()
 
     def stolen(self) -> None:
         self.steals.inc()
 
     def object_restored(self, kind: str) -> None:
+        """A shared object of the lanes (``kind``: a Service, a policy, the Lease) was gone and made again."""
         self.objects_restored.labels(kind=kind).inc()
 
     def stopped(self, reason: str) -> None:
+        """The run stopped before its end, for ``reason`` (a short fixed label: ``provider_down``, ``lane_backend``)."""
         self.run_stopped.labels(reason=reason).inc()
 
     # ------------------------------------------------------------------ export

@@ -67,6 +67,7 @@ class StreamEvent:
 
     @property
     def payload(self) -> dict[str, Any]:
+        """The event's ``payload`` object (empty when it has none)."""
         payload = self.data.get("payload")
         return payload if isinstance(payload, dict) else {}
 
@@ -104,6 +105,8 @@ class FrameParser:
         self.bad = 0
 
     def feed(self, line: str) -> StreamEvent | None:
+        """Take one SSE line; returns the event a blank line completes, else None (``: ping`` comments are
+        counted in ``pings``)."""
         line = line.rstrip("\r\n")
         if not line:
             return self._dispatch()
@@ -171,6 +174,7 @@ class EventStream:
 
     @property
     def path(self) -> str:
+        """The thread's event-stream endpoint."""
         return f"{BASE}/events/{self.thread_id}"
 
     async def open(self, timeout_s: float = 30.0) -> EventStream:
@@ -198,6 +202,7 @@ class EventStream:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Stop reading the stream and close its connection."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -268,6 +273,7 @@ class EventStream:
         return item
 
     async def events(self) -> AsyncIterator[StreamEvent]:
+        """The events as an async iterator, without end (see :meth:`next` for what it raises)."""
         while True:
             yield await self.next()
 
@@ -283,6 +289,8 @@ class InstanceAiChat:
     request_options: dict[str, Any] = field(default_factory=dict)
 
     async def create_thread(self, project_id: str, thread_id: str | None = None, source: str = "evals") -> str:
+        """Create a chat thread in ``project_id`` (with ``thread_id``, else a new uuid); returns the id n8n
+        gave it."""
         thread_id = thread_id or str(uuid.uuid4())
         body = {"projectId": project_id, "source": source, "threadId": thread_id}
         data = await self.session._send("POST", f"{BASE}/threads", body)
@@ -295,6 +303,7 @@ class InstanceAiChat:
         return await self.session.delete_thread(thread_id)
 
     async def thread_status(self, thread_id: str) -> dict[str, Any]:
+        """The thread's status as n8n reports it (empty when it answers something else)."""
         data = await self.session.get(f"{BASE}/threads/{thread_id}/status")
         return data if isinstance(data, dict) else {}
 
@@ -350,16 +359,21 @@ class InstanceAiChat:
         return int(data.get("rowCount") or 0) if isinstance(data, dict) else 0
 
     async def cancel(self, thread_id: str) -> None:
+        """Cancel the thread's running run."""
         await self.session._send("POST", f"{BASE}/chat/{thread_id}/cancel", safe=True)
 
     async def confirm(self, request_id: str, answer: dict[str, Any]) -> Any:
+        """Answer confirmation ``request_id`` with ``answer``."""
         return await self.session._send("POST", f"{BASE}/confirm/{request_id}", answer)
 
     async def messages(self, thread_id: str, *, raw: bool = False) -> Any:
+        """The thread's stored messages (``raw``: as stored, not rendered for the UI)."""
         params = {"raw": "true"} if raw else None
         return await self.session.get(f"{BASE}/threads/{thread_id}/messages", params=params)
 
     def open_events(self, thread_id: str, **kwargs: Any) -> EventStream:
+        """A stream of the thread's events (see :class:`EventStream` for ``kwargs``); open it before the
+        first chat request so no event is missed."""
         return EventStream(self.session, thread_id, **kwargs)
 
 

@@ -72,6 +72,8 @@ class MockExecutionResult(BaseModel):
 
     @property
     def framework_issue(self) -> bool:
+        """Whether the mocked execution failed through the eval framework (a ``FRAMEWORK ISSUE:`` error or a
+        mock error) rather than through the workflow."""
         return any(e.startswith("FRAMEWORK ISSUE:") for e in self.errors) or bool(self.mock_errors)
 
 

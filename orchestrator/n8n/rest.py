@@ -345,6 +345,8 @@ class N8nClient:
         await self.request("PATCH", "/rest/e2e/quota", json={"feature": feature, "value": value}, safe=True)
 
     async def login(self, email: str, password: str) -> N8nSession:
+        """A session of the user ``email``. Raises :class:`N8nHTTPError` when n8n refuses the login and
+        :class:`N8nError` when its answer has no auth cookie."""
         register_secret(password)
         response = await self.request(
             "POST", "/rest/login", json={"emailOrLdapLoginId": email, "password": password}, safe=True
@@ -352,6 +354,8 @@ class N8nClient:
         return self._session_from(response, "POST", "/rest/login")
 
     async def accept_invitation(self, token: str, first_name: str, last_name: str, password: str) -> N8nSession:
+        """Accept an invitation as a new member with ``password``; returns the member's session (errors as
+        :meth:`login`)."""
         register_secret(token)
         register_secret(password)
         body = {"token": token, "firstName": first_name, "lastName": last_name, "password": password}
@@ -439,6 +443,8 @@ class N8nSession:
     # -- plumbing ----------------------------------------------------------------------------------
 
     async def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request with the session's cookie, keeping a renewed cookie; the raw response (errors as
+        :meth:`N8nClient.request`). Raises :class:`N8nError` once the session is closed."""
         if not self.cookie:
             raise N8nError(method, path, None, "session is closed")
         response = await self.client.request(method, path, cookie=self.cookie, **kwargs)
@@ -448,6 +454,8 @@ class N8nSession:
         return response
 
     async def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """``GET path``: the answer's ``data`` (or the whole body when it has none). Raises
+        :class:`N8nError` for an answer that is not JSON."""
         return _data("GET", path, await self.call("GET", path, params=params))
 
     async def _send(self, method: str, path: str, json: Any = None, **kwargs: Any) -> Any:
@@ -492,6 +500,7 @@ class N8nSession:
     # -- users -------------------------------------------------------------------------------------
 
     async def me(self) -> dict[str, Any]:
+        """Refresh and return the session's user."""
         data = await self.get("/rest/login")
         if isinstance(data, dict):
             self.user = data
@@ -525,6 +534,7 @@ class N8nSession:
         return invitations_from(path, batch, data)
 
     async def list_users(self) -> list[dict[str, Any]]:
+        """Every user of the instance (all pages)."""
         return await self._paged("/rest/users", "items")
 
     async def delete_user(self, user_id: str, transfer_to_project_id: str | None = None) -> bool:
@@ -534,6 +544,7 @@ class N8nSession:
         return done is not None
 
     async def personal_project(self) -> str:
+        """The id of the session user's personal project. Raises :class:`N8nError` when the answer has none."""
         data = await self.get("/rest/projects/personal")
         if not isinstance(data, dict) or not data.get("id"):
             raise N8nError("GET", "/rest/projects/personal", 200, "answer has no project id")
@@ -571,10 +582,12 @@ class N8nSession:
         return str(created["id"])
 
     async def delete_credential(self, credential_id: str) -> bool:
+        """Delete the credential; False when it was already gone."""
         done = await self._gone_ok(lambda: self.call("DELETE", f"/rest/credentials/{credential_id}", safe=True))
         return done is not None
 
     async def list_credentials(self) -> list[dict[str, Any]]:
+        """Every credential the session user can see (all pages)."""
         return await self._paged("/rest/credentials", "data")
 
     # -- instance ai threads (the chat itself is orchestrator.n8n.instance_ai) ---------------------
@@ -587,6 +600,7 @@ class N8nSession:
     # -- workflows ---------------------------------------------------------------------------------
 
     async def create_workflow(self, body: dict[str, Any]) -> str:
+        """Create a workflow from ``body``; returns its id."""
         created = await self._send("POST", "/rest/workflows", body)
         return str(created["id"])
 
@@ -613,6 +627,7 @@ class N8nSession:
     # -- e2e toggles (no auth needed; here for convenience) -----------------------------------------
 
     async def set_feature(self, feature: str, enabled: bool) -> None:
+        """Turn a licensed feature on or off through the e2e endpoints (:meth:`N8nClient.set_feature`)."""
         await self.client.set_feature(feature, enabled)
 
     async def seed_mcp_registry(self) -> int | None:
@@ -631,6 +646,7 @@ class N8nSession:
         return int(count) if isinstance(count, int) else 0
 
     async def set_quota(self, feature: str, value: int) -> None:
+        """Set a licensed quota through the e2e endpoints (:meth:`N8nClient.set_quota`)."""
         await self.client.set_quota(feature, value)
 
     # -- verification ------------------------------------------------------------------------------

@@ -123,6 +123,8 @@ class RunDebugCapture:
     enabled: bool = True
 
     async def after_turn(self, session: N8nSession, thread_id: str) -> None:
+        """Capture the thread's run debug after a turn (at most 60 s), merging it into :attr:`runs`. An
+        n8n error or the deadline skips this turn; a lane that says run debug is off turns capture off."""
         if not self.enabled:
             return
         try:
@@ -161,6 +163,7 @@ class Usage:
 
     @property
     def input(self) -> int:
+        """All input tokens: uncached plus cache reads and writes."""
         return self.uncached_input + self.cache_read + self.cache_write
 
     def as_dict(self) -> dict[str, int]:
@@ -200,6 +203,7 @@ def step_usage(usage: Any) -> Usage | None:
 
 
 def add(a: Usage, b: Usage) -> Usage:
+    """The sum of two usages, field by field."""
     return Usage(a.uncached_input + b.uncached_input, a.cache_read + b.cache_read, a.cache_write + b.cache_write,
                  a.output + b.output, a.total_tokens + b.total_tokens, a.steps + b.steps)
 

@@ -64,6 +64,8 @@ _CATEGORY_ATTRIBUTION = {
 
 
 def attribution_for(category: str | None, given: Attribution | None = None) -> Attribution | None:
+    """The attribution a failure carries in ``eval-results.json``: ``given`` when the verdict named
+    one, else the one its failure ``category`` implies (None for a category without one)."""
     if given is not None:
         return given
     return _CATEGORY_ATTRIBUTION.get(category or "")

@@ -44,6 +44,7 @@ class Cohort:
 
     @property
     def costs(self) -> list[float]:
+        """The known cost of every iteration, over all cases (iterations without a cost left out)."""
         return [c for case in self.cases for c in case.cost_per_iteration if c is not None]
 
     @property
@@ -52,18 +53,22 @@ class Cohort:
 
     @property
     def green(self) -> int:
+        """Iterations that passed, over all cases."""
         return sum(c.green for c in self.cases)
 
     @property
     def evaluated(self) -> int:
+        """Iterations with a verdict, over all cases: the denominator of :attr:`green`."""
         return sum(c.evaluated for c in self.cases)
 
     @property
     def per_green(self) -> float | None:
+        """Total cost per green iteration (None when none passed)."""
         return self.total / self.green if self.green else None
 
     @property
     def by_stage(self) -> dict[str, float]:
+        """US dollars per model-call stage (build, mock, verify, judge…), summed over cases."""
         out: dict[str, float] = {}
         for case in self.cases:
             for stage, usd in case.by_stage.items():
@@ -97,6 +102,9 @@ def _priced(tokens: dict[str, Any] | None) -> float | None:
 
 
 def cohort_of(doc: dict[str, Any], label: str) -> Cohort:
+    """The cost cohort of one ``eval-results.json`` document, named ``label``. Costs come from the best
+    source the document has: the model gateway's per-iteration cost, else the claude spend, else
+    build tokens priced at :data:`TOKEN_RATES`; the chosen source is named in ``Cohort.source``."""
     cases = doc.get("testCases") or []
 
     def has(key: str) -> bool:
@@ -129,6 +137,9 @@ def cohort_of(doc: dict[str, Any], label: str) -> Cohort:
 
 
 def load_cohort(path: Path, label: str | None = None) -> Cohort:
+    """:func:`cohort_of` for the ``eval-results.json`` at ``path``, labelled ``label`` or else the
+    document's experiment name (else its folder's name). Raises ``UserError`` naming ``path`` when
+    it cannot be read, is not JSON or has no ``testCases``."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -145,6 +156,8 @@ def _usd(value: float | None) -> str:
 
 
 def cohort_line(c: Cohort) -> str:
+    """One line summing up a cohort: cases, total, mean and median cost per iteration, cache reads and
+    the cost per green iteration (also heads the HTML report's model-cost section)."""
     costs = c.costs
     reads = [case.mean_cache_read for case in c.cases if case.mean_cache_read is not None]
     parts = [f"{len(c.cases)} cases", f"{len(costs)} iterations with cost", f"total {_usd(c.total)}",
@@ -157,6 +170,8 @@ def cohort_line(c: Cohort) -> str:
 
 
 def render_markdown(cohorts: list[Cohort]) -> str:
+    """The ``orchestrator cost-report`` document: one summary line per cohort, a table of cost per
+    stage, and one per case comparing the cohorts side by side."""
     lines = ["# Cost report — cost per green iteration by cohort", ""]
     lines += [f"- **{c.label}** ({c.source}): {cohort_line(c)}" for c in cohorts]
     stages = sorted({s for c in cohorts for s in c.by_stage})

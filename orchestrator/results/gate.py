@@ -26,6 +26,7 @@ EXPECTATION_LABEL = 60
 
 
 def is_gated_tier(tier: str | None) -> bool:
+    """Whether ``tier`` is gated absolutely (:data:`GATED_TIERS`) rather than compared with a baseline."""
     return tier is not None and tier in GATED_TIERS
 
 

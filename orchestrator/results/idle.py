@@ -41,4 +41,5 @@ def idle_while_waiting(
 
 
 def total_seconds(stretches: Mapping[str, Sequence[Interval]]) -> float:
+    """Seconds of idle time over all lanes' stretches."""
     return sum(b - a for lane in stretches.values() for a, b in lane)

@@ -91,6 +91,7 @@ class StructuralCheck(BaseModel):
 
     @property
     def status(self) -> CheckStatus:
+        """``error`` when it could not be measured, ``n_a`` when not applicable, else ``pass`` or ``fail``."""
         if self.errored:
             return "error"
         if self.passed is None:
@@ -160,6 +161,7 @@ class ModelCost(BaseModel):
         return sum(s.cost_usd for s in self.stages)
 
     def stage(self, name: str) -> StageCost | None:
+        """The cost of the stage named ``name``, or None when the unit made no call in it."""
         return next((s for s in self.stages if s.stage == name), None)
 # --------------------------------------------------------------------------------------------------
 

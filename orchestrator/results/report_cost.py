@@ -47,6 +47,8 @@ def _run_stages(units: list[UnitResult]) -> list[StageCost]:
 
 
 def model_cost_section(results: EvalResults) -> str:
+    """The HTML report's model-cost section: the cohort line, the run's cost per stage and, with a
+    model gateway, its call, outage and concurrency figures."""
     costed = [u for u in results.units if u.model_cost is not None]
     raw = results.config.get("model_gateway_status")
     gateway: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -74,6 +76,7 @@ def model_cost_section(results: EvalResults) -> str:
 
 
 def unit_cost(u: UnitResult) -> str:
+    """One unit's model calls by stage as an HTML table; empty when the gateway recorded none."""
     if u.model_cost is None or not u.model_cost.stages:
         return ""
     return f"<h4>Model calls by stage (${u.model_cost.cost_usd:.4f})</h4>{_HEAD}{_stage_rows(u.model_cost.stages)}</tbody></table>"

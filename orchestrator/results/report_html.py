@@ -129,6 +129,7 @@ _JS = """
 
 
 def esc(text: object) -> str:
+    """``text`` made safe for HTML: redacted of secrets, then escaped (quotes included)."""
     return html.escape(redact(str(text)), quote=True)
 
 
@@ -310,6 +311,7 @@ def _anchor(text: str) -> str:
 
 
 def unit_anchor(unit: UnitResult) -> str:
+    """The HTML id of ``unit``'s section in the report, for links from the summary tables."""
     return f"unit-{_anchor(unit.case)}-{unit.iteration}"
 
 
@@ -626,6 +628,7 @@ def render_report(results: EvalResults, base_dir: Path | None = None) -> str:
 
 
 def write_report(directory: Path, results: EvalResults) -> Path:
+    """Render ``results`` into ``report.html`` in ``directory`` (created if need be); returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / FILENAME
     path.write_text(render_report(results, directory), encoding="utf-8")

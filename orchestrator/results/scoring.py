@@ -58,10 +58,12 @@ UNATTRIBUTED = "unattributed"
 
 
 def scenario_key(case: str, scenario: str) -> str:
+    """The scoring key of a scenario unit: ``"<case>/<scenario>"``."""
     return f"{case}/{scenario}"
 
 
 def expectation_key(case: str, text: str) -> str:
+    """The scoring key of a build-expectation unit: ``"<case>#expectation:<text>"``."""
     return f"{case}#expectation:{text}"
 
 
@@ -146,10 +148,12 @@ class ScoringUnit:
 
     @property
     def n(self) -> int:
+        """Trials (pass@k's n)."""
         return len(self.trials)
 
     @property
     def c(self) -> int:
+        """Trials that passed (pass@k's c)."""
         return sum(1 for t in self.trials if t.passed)
 
 
@@ -355,6 +359,8 @@ _BUILD_OUTCOMES = {
 
 
 def unit_outcome(unit: UnitResult) -> UnitOutcome:
+    """One unit's outcome: a build that timed out, failed or never ran decides it; else ``failed`` when
+    any scenario or expectation failed, ``passed`` when some passed, ``incomplete`` when none judged."""
     if unit.build.timeout is not None:  # a budget ended it: neutral, whatever was saved and graded
         return UnitOutcome.build_timeout
     if unit.build.status in _BUILD_OUTCOMES:

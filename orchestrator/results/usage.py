@@ -40,6 +40,7 @@ class UsageMeter:
     entries: dict[tuple[str, str], UsageEntry] = field(default_factory=dict)
 
     def add(self, agent: str, model: str, *, input_tokens: int, uncached: int, output: int, reasoning: int) -> None:
+        """Count one model call's tokens under (``agent``, ``model``); thread-safe."""
         with _lock:
             e = self.entries.setdefault((agent, model), UsageEntry(agent=agent, model=model))
             e.calls += 1
@@ -49,6 +50,7 @@ class UsageMeter:
             e.reasoning_tokens += reasoning
 
     def rows(self) -> list[UsageEntry]:
+        """A copy of the totals so far, one row per (agent, model)."""
         return [e.model_copy() for e in self.entries.values()]
 
 
@@ -57,6 +59,8 @@ _current: contextvars.ContextVar[UsageMeter | None] = contextvars.ContextVar("or
 
 @contextmanager
 def usage_meter() -> Iterator[UsageMeter]:
+    """Open a metering scope (see the module docstring): calls recorded inside it, in this task and the
+    tasks it spawns, add to the meter it yields."""
     meter = UsageMeter()
     token = _current.set(meter)
     try:

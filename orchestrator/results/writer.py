@@ -211,6 +211,8 @@ class ResultsWriter:
         self._written = seq
 
     def flush(self) -> None:
+        """Write ``eval-results.json`` now from the current results, whatever the rewrite interval
+        (blocking; :meth:`flush_async` from the loop)."""
         with self._lock:
             self._write_snapshot(*self._snapshot())
         self._last_rewrite = time.monotonic()
@@ -228,6 +230,7 @@ class ResultsWriter:
         await asyncio.to_thread(write)
 
     def write_text(self, name: str, text: str) -> Path:
+        """Write ``text``, redacted, atomically to ``name`` in the output directory; returns its path."""
         path = self.output_dir / name
         _atomic_write(path, redact(text))
         return path

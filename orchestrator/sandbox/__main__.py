@@ -115,6 +115,8 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m orchestrator.sandbox``: ``template`` prepares the npm template and prints its folder
+    (1 on failure); ``serve`` runs the sandbox service until stopped (1 when it cannot start)."""
     args = _parser().parse_args(argv)
     if args.cmd == "template":
         try:

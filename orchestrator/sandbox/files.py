@@ -49,6 +49,8 @@ def _entry(path: Path, name: str) -> dict[str, Any]:
 
 
 def list_files(target: Path, recursive: bool, extension: str | None) -> list[dict[str, Any]]:
+    """The entries of directory ``target`` (all below it with ``recursive``), optionally only those
+    ending in ``extension``. Raises :class:`HttpError` 404 when it is missing, 400 when not a folder."""
     if not target.exists():
         raise HttpError(404, "path not found")
     if not target.is_dir():
@@ -84,6 +86,8 @@ def _require_writable(r: Resolved) -> None:
 
 
 def write_file(r: Resolved, data: bytes, overwrite: bool, append: bool) -> None:
+    """Write (or ``append``) ``data`` to the file, its parents created. Raises :class:`HttpError`: 403
+    for a read-only path, 400 for a folder, 409 for an existing file without ``overwrite``/``append``."""
     _require_writable(r)
     if r.host.is_dir():
         raise HttpError(400, "path is a directory")
@@ -95,6 +99,8 @@ def write_file(r: Resolved, data: bytes, overwrite: bool, append: bool) -> None:
 
 
 def delete_path(r: Resolved, recursive: bool, force: bool) -> None:
+    """Delete the file or (with ``recursive``) folder; ``force`` ignores a missing one. Raises
+    :class:`HttpError` for a read-only path, a missing one, the sandbox root or a non-empty folder."""
     _require_writable(r)
     if not r.host.exists() and not r.host.is_symlink():
         if force:
@@ -115,6 +121,8 @@ def delete_path(r: Resolved, recursive: bool, force: bool) -> None:
 
 
 def copy_path(src: Resolved, dest: Resolved, recursive: bool, overwrite: bool) -> None:
+    """Copy ``src`` to ``dest`` (a folder only with ``recursive``). Raises :class:`HttpError` for a
+    read-only ``dest``, a missing ``src`` or an existing ``dest`` without ``overwrite``."""
     _require_writable(dest)
     if not src.host.exists():
         raise HttpError(404, "source not found")
@@ -130,6 +138,8 @@ def copy_path(src: Resolved, dest: Resolved, recursive: bool, overwrite: bool) -
 
 
 def move_path(src: Resolved, dest: Resolved, overwrite: bool) -> None:
+    """Move ``src`` to ``dest`` (replacing it with ``overwrite``). Raises :class:`HttpError` for a
+    read-only side, a missing ``src`` or an existing ``dest`` without ``overwrite``."""
     _require_writable(src)
     _require_writable(dest)
     if not src.host.exists() and not src.host.is_symlink():
@@ -143,6 +153,8 @@ def move_path(src: Resolved, dest: Resolved, overwrite: bool) -> None:
 
 
 def make_dir(r: Resolved, recursive: bool) -> None:
+    """Create the folder (with its parents when ``recursive``, which also accepts an existing one).
+    Raises :class:`HttpError` 409 when the path exists, 404 for a missing parent."""
     _require_writable(r)
     if r.host.exists():
         if recursive and r.host.is_dir():
@@ -155,6 +167,7 @@ def make_dir(r: Resolved, recursive: bool) -> None:
 
 
 def stat_path(r: Resolved) -> dict[str, Any]:
+    """Name, sandbox path, type, size and times of the path. Raises :class:`HttpError` 404 if missing."""
     if not r.host.exists():
         raise HttpError(404, "path not found")
     st = r.host.stat()

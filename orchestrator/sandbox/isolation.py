@@ -62,6 +62,7 @@ class Mount:
 
 
 def bwrap_path() -> str:
+    """The ``bwrap`` executable. Raises :class:`IsolationError` naming the package when it is missing."""
     found = shutil.which("bwrap")
     if not found:
         raise IsolationError("bubblewrap (bwrap) is not installed: apt-get install -y bubblewrap")
@@ -69,6 +70,7 @@ def bwrap_path() -> str:
 
 
 def system_args() -> list[str]:
+    """The bwrap arguments that mount the host's system folders read-only (and its ``/usr`` links)."""
     args: list[str] = []
     for d in READ_ONLY_SYSTEM:
         if os.path.isdir(d):
@@ -88,6 +90,8 @@ def bwrap_argv(
     workdir: str,
     command: str,
 ) -> list[str]:
+    """The command line that runs ``command`` in a bubblewrap jail: the system read-only, ``mounts``
+    bound, everything else read-only, ``env`` only, in ``workdir``."""
     argv = [bwrap_path(), *system_args(), "--dev", "/dev", "--proc", "/proc"]
     for m in mounts:
         argv += ["--bind" if m.writable else "--ro-bind", str(m.src), m.dest]
@@ -170,9 +174,11 @@ class SandboxCgroup:
 
     @property
     def active(self) -> bool:
+        """Whether the sandbox got cgroups (its limits are enforced)."""
         return bool(self.paths)
 
     def pids(self) -> set[int]:
+        """Every process in the sandbox's cgroups now."""
         found: set[int] = set()
         for path in self.paths:
             try:
@@ -196,6 +202,7 @@ class SandboxCgroup:
             time.sleep(0.05)
 
     def remove(self) -> None:
+        """Kill every process in the cgroups, then remove them (retrying briefly while the kernel lets go)."""
         self.kill_all()
         for path in self.paths:
             for _ in range(50):

@@ -42,6 +42,8 @@ class LaneSandboxes:
     @classmethod
     def from_options(cls, options: Mapping[str, object], ledger: Ledger, toolchain: Toolchain,
                      folder: Path) -> LaneSandboxes | None:
+        """The lanes' sandboxes a backend's options ask for: an external service (``sandbox_url``, its key
+        from the options or the environment), one of our own (``sandbox``), or None."""
         url = options.get("sandbox_url")
         if url:
             key = str(options.get("sandbox_api_key") or os.environ.get(KEY_ENV) or "") or None
@@ -99,6 +101,7 @@ class LaneSandboxes:
             log.unlink(missing_ok=True)
 
     def sweep_folders(self) -> list[str]:
+        """Remove every sandbox folder left under this run's folder; returns what went."""
         removed = []
         if self.folder.is_dir():
             for child in self.folder.iterdir():

@@ -96,9 +96,11 @@ class Execution:
 
     @property
     def done(self) -> bool:
+        """Whether the command ended (its last event is ``exit`` or ``error``)."""
         return bool(self.events) and self.events[-1]["type"] in ("exit", "error")
 
     async def emit(self, event: dict[str, Any]) -> None:
+        """Append ``event`` (numbered) and wake every stream waiting on the execution."""
         event["seq"] = len(self.events)
         self.events.append(event)
         async with self.changed:
@@ -133,6 +135,7 @@ class Sandbox:
         return self.folder / "tmp"
 
     def record(self) -> dict[str, Any]:
+        """The sandbox as the API describes it."""
         return {
             "id": self.id, "status": "running", "created_at": int(self.created_at),
             "last_active_at": int(self.last_active_at), "ephemeral": self.ephemeral,
@@ -164,6 +167,9 @@ class SandboxServer:
 
     # ---- paths ---------------------------------------------------------------------------
     def resolve(self, sb: Sandbox, path: str | None, *, for_write: bool = False) -> Resolved:
+        """The host path of sandbox path ``path`` (relative to the home folder): inside the home or tmp
+        folder, or read-only in the shared npm template. Raises :class:`HttpError` 400 for a path outside
+        the sandbox, or one a planted symlink leads out of it."""
         if not path:
             raise HttpError(400, "path is required")
         if not path.startswith("/"):
@@ -198,6 +204,8 @@ class SandboxServer:
             raise HttpError(400, f"path {shown} resolves outside the sandbox")
 
     def mounts(self, sb: Sandbox) -> list[Mount]:
+        """What a sandbox's commands see: Node and the template's binaries read-only, its home and tmp
+        writable, and the template's packages linked into its workspace."""
         mounts: list[Mount] = []
         if self.node_home is not None:
             mounts.append(Mount(self.node_home, str(self.node_home)))
@@ -212,6 +220,7 @@ class SandboxServer:
         return mounts
 
     def base_env(self) -> dict[str, str]:
+        """The environment every command starts with: the sandbox's PATH, home and tmp, npm offline."""
         path = [SANDBOX_BIN] if self.template is not None else []
         if self.node_home is not None:
             path.append(str(self.node_home / "bin"))
@@ -246,6 +255,8 @@ class SandboxServer:
                 shutil.copy2(src, nm / entry)
 
     async def create(self, sandbox_id: str | None, ephemeral: bool) -> tuple[Sandbox, bool]:
+        """The sandbox ``sandbox_id``, created (under that id, or a new uuid when None) if unknown, and
+        whether it was created now. Raises :class:`HttpError` 400 for an id that is not a plain name."""
         async with self._lock:
             if sandbox_id and sandbox_id in self.sandboxes:
                 sb = self.sandboxes[sandbox_id]
@@ -267,6 +278,7 @@ class SandboxServer:
             return sb, True
 
     def get(self, sandbox_id: str) -> Sandbox:
+        """The sandbox ``sandbox_id``, marked active now. Raises :class:`HttpError` 404 when unknown."""
         sb = self.sandboxes.get(sandbox_id)
         if sb is None:
             raise HttpError(404, "sandbox not found")
@@ -274,6 +286,7 @@ class SandboxServer:
         return sb
 
     async def delete(self, sandbox_id: str) -> None:
+        """Remove the sandbox, its processes and its folder. Raises :class:`HttpError` 404 when unknown."""
         async with self._lock:
             sb = self.sandboxes.pop(sandbox_id, None)
         if sb is None:
@@ -295,6 +308,7 @@ class SandboxServer:
         await asyncio.to_thread(shutil.rmtree, sb.folder, True)
 
     async def shutdown(self) -> None:
+        """Remove every sandbox (the service is stopping)."""
         async with self._lock:
             sandboxes = list(self.sandboxes.values())
             self.sandboxes.clear()
@@ -302,6 +316,8 @@ class SandboxServer:
 
     # ---- executions ----------------------------------------------------------------------
     async def start_execution(self, sb: Sandbox, body: dict[str, Any]) -> Execution:
+        """Start ``body["command"]`` in the sandbox (its env, workdir and timeout capped by the limits);
+        an ``exec_id`` already known returns that execution. Raises :class:`HttpError` 400 for a bad body."""
         command = body.get("command")
         if not isinstance(command, str) or not command:
             raise HttpError(400, "command is required")
@@ -388,6 +404,8 @@ class SandboxServer:
                 return
 
     async def stream(self, ex: Execution, after: int, follow: bool) -> AsyncIterator[bytes]:
+        """The execution's events after ``after`` as JSON lines; with ``follow``, waits for more until it
+        ends."""
         index = after + 1
         while True:
             while index < len(ex.events):
@@ -400,6 +418,8 @@ class SandboxServer:
                     await ex.changed.wait()
 
     async def delete_execution(self, sb: Sandbox, exec_id: str) -> None:
+        """Forget an execution, killing its process tree first if it still runs. Raises :class:`HttpError`
+        404 when unknown."""
         ex = sb.executions.get(exec_id)
         if ex is None:
             raise HttpError(404, "execution not found")
@@ -416,6 +436,8 @@ class SandboxServer:
 
 # ---- file operations (blocking, run in threads) ------------------------------------------------
 def build_app(server: SandboxServer) -> Starlette:
+    """The sandbox service's HTTP API over ``server``: every route checks the API key when one is set,
+    and an :class:`HttpError` becomes its status with a JSON error."""
     def err(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
 

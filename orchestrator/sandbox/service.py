@@ -85,6 +85,7 @@ class SandboxService:
 
     @property
     def log_path(self) -> Path:
+        """The service's log, beside its root folder."""
         return self.root.parent / f"{self.root.name}.log"
 
     def alive(self) -> bool:
@@ -96,6 +97,8 @@ class SandboxService:
         return lane_env(self.url, self.api_key)
 
     async def start(self) -> str:
+        """Start the sandbox service as a child process and wait until it answers; returns its URL.
+        Raises :class:`SandboxServiceError` with the log's tail when it exits or does not listen in time."""
         if self.template is None:
             self.template = await asyncio.to_thread(ensure_template, self.toolchain)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -63,6 +63,7 @@ class SandboxTemplate:
         return self.root / ".installed"
 
     def ready(self) -> bool:
+        """Whether the template was installed completely."""
         return self.marker.exists() and self.node_modules.is_dir() and (self.bin_dir / "npm").exists()
 
     def package_json(self) -> dict[str, object]:
@@ -74,10 +75,12 @@ class SandboxTemplate:
         return sorted(e.name for e in self.node_modules.iterdir() if e.name not in COPIED_ENTRIES)
 
     def npm_cli_dir(self) -> Path:
+        """The folder of npm's CLI the template was made with."""
         return Path((self.root / "npm-cli-dir").read_text().strip())
 
 
 def template_dir(toolchain: Toolchain) -> Path:
+    """Where the npm template for the toolchain's n8n version lives."""
     return toolchain.cache / f"sandbox-template-{toolchain.n8n_version}"
 
 
@@ -96,6 +99,7 @@ def workspace_package_json(toolchain: Toolchain) -> dict[str, object]:
 
 
 def find_npm_cli() -> Path:
+    """The folder of npm's ``npm-cli.js``. Raises :class:`TemplateError` when npm is not installed."""
     for d in NPM_CLI_CANDIDATES:
         if (d / "npm-cli.js").exists():
             return d

@@ -83,6 +83,7 @@ def _first_user_text(request: dict[str, Any]) -> str:
 
 
 def is_agent_builder(request: dict[str, Any]) -> bool:
+    """Whether the request is an Agent builder's turn (it may read and write an agent's config)."""
     return {READ_CONFIG, WRITE_CONFIG} <= _tool_names(request)
 
 
@@ -129,6 +130,7 @@ def _instructions(name: str, hand_off: str) -> str:
 
 
 def is_agent_under_test(request: dict[str, Any]) -> bool:
+    """Whether the request is a call of an Agent the scripted model built (its system prompt says so)."""
     return bool(_UNDER_TEST.search(_system(request)))
 
 

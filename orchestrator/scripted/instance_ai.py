@@ -80,6 +80,7 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def system_text(request: dict[str, Any]) -> str:
+    """The request's system prompt as one string (blocks joined)."""
     system = request.get("system")
     if isinstance(system, list):
         return " ".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
@@ -149,6 +150,7 @@ def clean_prompt(text: str) -> str:
 
 
 def prompt_fields(prompt: str) -> list[dict[str, Any]]:
+    """The fields a prompt names as ``<name>, the string|number|boolean <value>``, typed, in order."""
     fields = []
     for match in _FIELD.finditer(prompt):
         kind, raw = match.group("kind").lower(), match.group("value")
@@ -164,6 +166,7 @@ def prompt_fields(prompt: str) -> list[dict[str, Any]]:
 
 
 def slug_of(prompt: str) -> str:
+    """A stable slug for a prompt: up to four content words and a short hash of the whole prompt."""
     words = re.findall(r"[a-z0-9]+", prompt.lower())
     stop = {"a", "an", "the", "that", "build", "create", "make", "workflow", "with", "and", "me", "please", "i", "want"}
     picked = [w for w in words if w not in stop][:4] or ["scripted"]
@@ -199,6 +202,7 @@ def workflow_for(prompt: str, turns: int = 1) -> dict[str, Any]:
 
 
 def is_instance_ai_agent(request: dict[str, Any]) -> bool:
+    """Whether the request is the Instance AI agent's (it offers the build tool)."""
     return BUILD_TOOL in tool_names(request)
 
 
@@ -326,6 +330,7 @@ def asks_for_agent(prompt: str) -> bool:
 
 
 def agent_name(prompt: str) -> str:
+    """The name the prompt gives the Agent to build, else one made from its slug (at most 60 characters)."""
     match = _AGENT_NAME.search(prompt)
     if match:
         return match.group("name")[:60]
@@ -438,6 +443,8 @@ def credential_setup(opening: str, everything: list[CallPair], offered: set[str]
 
 
 def setup_outcome(everything: list[CallPair]) -> str:
+    """What the closing message says of the GitHub credential: attached when the last setup call
+    succeeded and was not deferred."""
     done = _last(everything, WORKFLOWS_TOOL, action="setup")
     result = result_json(done[1]) if done else {}
     if result.get("success") is True and not result.get("deferred"):
@@ -446,6 +453,8 @@ def setup_outcome(everything: list[CallPair]) -> str:
 
 
 def github_issue_workflow(opening: str) -> dict[str, Any]:
+    """The scripted GitHub "create issue" workflow for the opening prompt (title and repository taken
+    from it when named)."""
     title = _TITLED.search(opening)
     repo = _REPO.search(opening)
     owner, name = (repo.group(1), repo.group(2)) if repo else ("acme", "widgets")
@@ -529,10 +538,12 @@ def before_building(texts: list[tuple[int, str]], turn_text: str) -> Action | No
 
 
 def is_title_request(request: dict[str, Any]) -> bool:
+    """Whether the request is n8n's thread-title call (no tools; a system prompt about a title)."""
     return not request.get("tools") and "title" in system_text(request).lower() and "conversation" in system_text(request).lower()
 
 
 def title_reply(request: dict[str, Any]) -> Action:
+    """A thread title from the first user prompt's first words (as JSON with an emoji when asked)."""
     texts = user_texts(request)
     prompt = clean_prompt(texts[0][1]) if texts else ""
     words = [w for w in re.findall(r"[A-Za-z0-9]+", prompt) if w.lower() not in {"build", "create", "make", "a", "the"}]
@@ -543,6 +554,7 @@ def title_reply(request: dict[str, Any]) -> Action:
 
 
 def is_planner_request(request: dict[str, Any]) -> bool:
+    """Whether the request is the eval mock layer's test-data planner (no tools)."""
     return not request.get("tools") and "test data planner" in system_text(request).lower()
 
 
@@ -550,6 +562,8 @@ _TEST_SCENARIO = re.compile(r"## Test Scenario\s*\n(?P<text>.*?)(?:\n\s*##|\Z)",
 
 
 def planner_reply(request: dict[str, Any], trigger_content: Any = None) -> Action:
+    """The test-data planner's plan: for an Agent, the scenario's opening message; for a workflow, the
+    trigger content (``trigger_content``, else a placeholder)."""
     if "openingMessage" in system_text(request):  # an Agent's: the scenario, said by the user
         texts = [t for _, t in user_texts(request)]
         found = _TEST_SCENARIO.search(texts[-1]) if texts else None
@@ -586,6 +600,7 @@ def attached_resources(text: str) -> list[dict[str, Any]]:
 
 
 def named_folder(prompt: str) -> str | None:
+    """The folder the prompt names, if any."""
     match = _FOLDER.search(prompt)
     return match.group(1) if match else None
 

@@ -39,6 +39,8 @@ def request_of(opening: str) -> str:
 
 
 def classify(part: str) -> dict[str, object]:
+    """One request (or part) classified by wording: a question is ``out-of-scope``, a vague ask
+    ``needs-clarification``, else agent- or workflow-anchored with ``embeds_other``."""
     text = part.strip()
     if text.endswith("?") and (_QUESTION.search(text) or not _BUILD_WORDS.search(text)):
         return {"anchor": "out-of-scope", "embeds_other": "n/a"}

@@ -44,10 +44,12 @@ def _prompt(request: dict[str, Any]) -> str:
 
 
 def is_memory_judge_request(request: dict[str, Any]) -> bool:
+    """Whether the request is our memory judge's (its system prompt starts with the judge's mark)."""
     return _system(request).startswith(MEMORY_JUDGE_MARK)
 
 
 def literals(claim: str) -> list[str]:
+    """The quoted literals of a claim: what must appear in the context for it to hold."""
     return [next(g for g in m.groups() if g) for m in _LITERALS.finditer(claim)]
 
 
@@ -64,6 +66,7 @@ def grade(claim: str, context: str) -> tuple[bool, str]:
 
 
 def memory_judge(request: dict[str, Any]) -> Action:
+    """A verdict for each numbered claim of the prompt, graded against the context block above them."""
     prompt = _prompt(request)
     context, _, listing = prompt.partition("## Expectations")
     verdicts = []

@@ -94,6 +94,7 @@ def _usage(reply: Reply, request: dict[str, Any]) -> dict[str, int]:
 
 
 def completion_json(reply: Reply, request: dict[str, Any], model: str) -> dict[str, Any]:
+    """A scripted reply as an OpenAI chat completion (text, tool calls, finish reason, usage)."""
     text = "".join(b.text for b in reply.blocks if isinstance(b, TextBlock))
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     calls = _tool_calls(reply)
@@ -130,5 +131,6 @@ def completion_chunks(reply: Reply, request: dict[str, Any], model: str) -> list
 
 
 def error_json(error: HttpError) -> dict[str, Any]:
+    """A scripted HTTP error as OpenAI's error body."""
     body = error.body()["error"]
     return {"error": {"message": body["message"], "type": body["type"], "code": str(error.status)}}

@@ -27,6 +27,7 @@ _FENCE = re.compile(r"```json\s*(?P<doc>\{.*\})\s*```", re.S)
 
 
 def is_pairwise_judge(request: dict[str, Any]) -> bool:
+    """Whether the request is a pairwise panel judge's (its marker, no tools)."""
     return system_text(request).startswith(PANEL_MARKER) and not request.get("tools")
 
 
@@ -49,6 +50,7 @@ def named_types(line: str) -> set[str]:
 
 
 def criteria(prompt: str) -> tuple[list[str], list[str]]:
+    """The do and don't criteria of a panel prompt."""
     body = prompt.split("## Workflow", 1)[0]
     dos_part, _, donts_part = body.partition("[DON'T]")
     dos_part = dos_part.split("[DO]", 1)[-1]
@@ -60,6 +62,8 @@ def criteria(prompt: str) -> tuple[list[str], list[str]]:
 
 
 def pairwise_judge(request: dict[str, Any]) -> Action:
+    """The panel judge's verdict: a criterion that names node types passes when the workflow has them
+    (a don't when it has none of them)."""
     prompt = _prompt(request)
     match = _FENCE.search(prompt)
     workflow = json.loads(match.group("doc")) if match else {}

@@ -67,10 +67,12 @@ class Pressure:
 
     @property
     def active(self) -> bool:
+        """Whether any pressure differs from the default (no limits, no outage)."""
         return self != Pressure()
 
     @classmethod
     def from_json(cls, text: str) -> Pressure:
+        """The pressure a JSON object sets. Raises ``ValueError`` for a non-object or an unknown field."""
         raw = json.loads(text)
         if not isinstance(raw, dict):
             raise ValueError(f"{PRESSURE_ENV}: expected a JSON object")
@@ -84,10 +86,12 @@ class Pressure:
 
     @classmethod
     def from_env(cls) -> Pressure:
+        """The pressure ``$N8N_EVAL_SCRIPTED_PROVIDER`` sets, else none."""
         text = os.environ.get(PRESSURE_ENV, "").strip()
         return cls.from_json(text) if text else cls()
 
     def to_json(self) -> str:
+        """The fields that differ from the default, as JSON (what :meth:`from_json` reads back)."""
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default})
 
 
@@ -227,6 +231,7 @@ class ProviderState:
         return None
 
     def in_outage(self) -> bool:
+        """Whether the simulated outage is on now."""
         with self._lock:
             return self._outage_at is not None and self._clock() < self._outage_at + self.pressure.outage_s
 
@@ -285,10 +290,12 @@ class ProviderState:
         return headers
 
     def headers(self) -> dict[str, str]:
+        """The rate-limit headers an answer carries now."""
         with self._lock:
             return self._headers_locked(self._clock())
 
     def counts_json(self) -> dict[str, Any]:
+        """The counts so far, with the outage's window in wall-clock seconds when there was one."""
         with self._lock:
             out = self.counts.to_json()
             if self._outage_at is not None:  # when the outage was, in wall-clock seconds

@@ -86,6 +86,7 @@ class Reply:
     usage: Usage | None = None
 
     def resolved_stop_reason(self) -> str:
+        """The stop reason given, else ``tool_use`` when the reply calls a tool, ``end_turn`` otherwise."""
         if self.stop_reason:
             return self.stop_reason
         return "tool_use" if any(isinstance(b, ToolUseBlock) for b in self.blocks) else "end_turn"
@@ -131,9 +132,11 @@ class HttpError:
     headers: dict[str, str] = field(default_factory=dict)
 
     def resolved_type(self) -> str:
+        """The error type given, else the one Anthropic uses for the status."""
         return self.error_type or ERROR_TYPES.get(self.status, "api_error")
 
     def body(self) -> dict[str, Any]:
+        """The error as Anthropic's error body."""
         etype = self.resolved_type()
         return {
             "type": "error",
@@ -160,4 +163,5 @@ Script = Callable[[dict[str, Any]], Action]
 
 
 def text_reply(text: str, **kwargs: Any) -> Reply:
+    """A reply of one text block."""
     return Reply([TextBlock(text)], **kwargs)

@@ -50,10 +50,12 @@ def _user_text(request: dict[str, Any], which: int) -> str:
 
 
 def is_routing_judge(request: dict[str, Any]) -> bool:
+    """Whether the request is the routing judge's (its marker, no tools)."""
     return system_text(request).startswith(JUDGE_MARKER) and not request.get("tools")
 
 
 def steer_of(text: str) -> str:
+    """Which way a text leans: ``agent``, ``workflow``, ``both`` or ``none``."""
     agent, workflow = bool(_AGENT_WORDS.search(text)), bool(_WORKFLOW_WORDS.search(text))
     return "both" if agent and workflow else "agent" if agent else "workflow" if workflow else "none"
 
@@ -81,6 +83,8 @@ def route_of_call(tool: str, args: dict[str, Any], said: str) -> tuple[str, str]
 
 
 def decide(trace: str) -> dict[str, str]:
+    """The routing judge's decision on a trace: while the turn runs, stop when the latest call picks a
+    route, else continue; an ended turn is routed by its calls, then by its last text."""
     ended = "The turn has ended" in trace
     texts: list[str] = []
     calls: list[tuple[str, dict[str, Any], str]] = []  # tool, args, what was said before it
@@ -120,6 +124,7 @@ def decide(trace: str) -> dict[str, str]:
 
 
 def routing_judge(request: dict[str, Any]) -> Action:
+    """The routing judge's reply for the trace in the last user message."""
     return text_reply(json.dumps(decide(_user_text(request, -1))))
 
 

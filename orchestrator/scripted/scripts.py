@@ -62,6 +62,7 @@ def tool_calls(request: dict[str, Any], name: str) -> list[tuple[dict[str, Any],
 
 
 def last_user_text(request: dict[str, Any]) -> str:
+    """The text blocks of the request's last user message, joined."""
     for message in reversed(request.get("messages") or []):
         if message.get("role") == "user":
             return "\n".join(b.get("text", "") for b in _blocks(message) if b.get("type") == "text")

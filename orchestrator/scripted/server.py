@@ -86,6 +86,7 @@ class RecordedRequest:
 
     @property
     def is_model_call(self) -> bool:
+        """Whether the request is a model call (Anthropic messages or OpenAI chat completions)."""
         return self.is_messages or self.is_chat_completions
 
     @property
@@ -374,6 +375,7 @@ class ScriptedModelServer:
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> ScriptedModelServer:
+        """Start serving in a daemon thread; returns the server."""
         self._httpd = _LoopbackHTTPServer(self._host, self._port, self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-model", daemon=True
@@ -382,6 +384,7 @@ class ScriptedModelServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving and wait (up to 5 s) for the thread."""
         self._stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -412,6 +415,7 @@ class ScriptedModelServer:
 
     @property
     def requests(self) -> list[RecordedRequest]:
+        """Every request received so far (a copy)."""
         with self._lock:
             return list(self._requests)
 
@@ -434,10 +438,13 @@ class ScriptedModelServer:
             return len(self._requests)
 
     def count(self, path: str) -> int:
+        """How many requests went to ``path``."""
         return sum(1 for r in self.requests if r.path == path)
 
     @property
     def script_errors(self) -> list[BaseException]:
+        """What the script raised while answering (the client got an error answer): a test should assert
+        there is none."""
         return list(self._script_errors)
 
     def provider_counts(self) -> dict[str, Any]:

@@ -46,6 +46,7 @@ _RENAMES = re.compile(r"\brenames?\b[^.]*?\bto\s+['\"“](?P<name>[^'\"”]+)['\
 
 
 def is_user_proxy_request(request: dict[str, Any]) -> bool:
+    """Whether the request is our user proxy's (its marker, no tools)."""
     system = request.get("system")
     if isinstance(system, list):
         system = " ".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
@@ -87,6 +88,7 @@ def withheld_value(direction: str) -> str | None:
 
 
 def list_items(direction: str) -> list[str]:
+    """The items a direction lists, in order."""
     return [m.group("item") for m in _ITEM.finditer(direction)]
 
 
@@ -186,4 +188,5 @@ def decide(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def user_proxy_reply(request: dict[str, Any]) -> Action:
+    """The user proxy's decision for the state the request shows."""
     return text_reply(json.dumps(decide(proxy_state(request))))

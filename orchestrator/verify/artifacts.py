@@ -48,6 +48,8 @@ def sanitize(value: Any) -> Any:
 
 
 async def fetch_agent(session: N8nSession, ref: ArtifactRef, project_id: str) -> dict[str, Any]:
+    """The Agent ``ref`` names, for the judge: its JSON config and its skills by id, credential-shaped
+    values masked. ``ref``'s own project wins over ``project_id``; HTTP errors propagate."""
     project = ref.project_id or project_id
     base = f"/rest/projects/{project}/agents/v2/{ref.id}"
     config = await session.get(f"{base}/config")
@@ -66,6 +68,8 @@ def _skills_by_id(skills: Any) -> dict[str, Any]:
 
 
 async def fetch_config_eval(session: N8nSession, ref: ArtifactRef, project_id: str) -> dict[str, Any]:
+    """The config-eval on workflow ``ref``: its evaluation configs and, for the first one fed by a data
+    table, that table's columns and first page of rows; values masked. HTTP errors propagate."""
     configs = await session.get(f"/rest/workflows/{ref.id}/evaluation-configs")
     configs = [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
     table = next((c for c in configs if c.get("datasetSource") == "data_table"), None)

@@ -66,13 +66,17 @@ class Snapshot:
 
     @property
     def messages(self) -> str:
+        """The message window rendered as text (the judge's "message window" tier)."""
         return render_window(self.window)
 
     @property
     def gradable(self) -> bool:
+        """Both the system prompt and the message window are non-empty (else the memory judge has nothing
+        to grade)."""
         return bool(self.system.strip() and self.messages.strip())
 
     def tiers(self) -> dict[str, str]:
+        """The tiers by name, the observation block first when the step had one."""
         found = {TIER_MESSAGES: self.messages, TIER_SYSTEM: self.system}
         if self.observations is not None:
             found = {TIER_OBSERVATIONS: self.observations, **found}
@@ -90,6 +94,7 @@ class CapturedContext:
     steps_with_observations: int
 
     def at(self, anchor: Anchor) -> Snapshot | None:
+        """The snapshot an anchor grades: the turn's end, or the probe (None when no probe was captured)."""
         return self.turn_end if anchor == "turn-end" else self.probe
 
 
@@ -122,6 +127,8 @@ def message_window(messages: Any) -> Window:
 
 
 def snapshot_of(step: dict[str, Any]) -> Snapshot:
+    """One agent step's snapshot: its observation block (cut out of the instructions), its message
+    window and the rest of its instructions as the system prompt."""
     given = step.get("input") if isinstance(step.get("input"), dict) else {}
     prompt = step_instructions(given or {})
     found = _OBSERVATIONS.search(prompt)

@@ -45,6 +45,8 @@ def created_expectation(credential_type: str | None) -> str:
 
 
 def expectation_texts(credential_type: str | None) -> list[str]:
+    """The credential-setup case's three expectations, in order: the credential is created, its value
+    is right, and the secret does not leak."""
     return [created_expectation(credential_type), VALUE_EXPECTATION, LEAK_EXPECTATION]
 
 

@@ -103,6 +103,8 @@ def conversation_metrics(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def tool_calls_per_turn(entries: list[dict[str, Any]]) -> str:
+    """The build's tool calls counted per user turn, one line each (``turn N: tool ×k, …``), from the
+    transcript ``entries``; for the expectations judge."""
     lines: list[str] = []
     counts: Counter[str] | None = None
     turn: Any = None

@@ -21,6 +21,7 @@ from orchestrator.results.model import ExpectationResult
 
 
 def label(to: str) -> str:
+    """The expectation text of an external rename to ``to``: the rename must survive the agent's edits."""
     return (f'The external rename to "{to}" survived: the workflow is still named "{to}" at the end of the run, '
             "so the agent re-applied its change onto the current saved state instead of overwriting it.")
 

@@ -124,6 +124,8 @@ def _accepted(accept: IntentAccept) -> IntentTuple:
 
 
 def matches(produced: IntentTuple, accepted: IntentTuple) -> bool:
+    """Whether the produced intent matches an accepted one: the anchor must be equal, and so must
+    ``embeds_other`` unless the accepted anchor is ``clarify``/``out-of-scope`` or it is ``n/a``."""
     if produced.anchor != accepted.anchor:
         return False
     if accepted.anchor in ("clarify", "out-of-scope") or accepted.embeds_other == NA:
@@ -139,6 +141,7 @@ def _against(produced: IntentTuple, accepts: list[IntentAccept]) -> tuple[bool, 
 
 
 def unit_names(expectation: IntentExpectation) -> list[str]:
+    """The result-row names of an intent expectation: one, or one per labelled part."""
     if expectation.parts is None:
         return [UNIT_NAME]
     return [UNIT_NAME if p.label is None else f"intent [{p.label}]: anchor + embeds_other exact-match"

@@ -61,6 +61,9 @@ class JudgeConfig:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> JudgeConfig:
+        """The judge's settings from the environment (the reference's ``N8N_INSTANCE_AI_EVAL_JUDGE_*``
+        variables and ``ANTHROPIC_*``), then ``overrides``. Registers the API key as a secret for
+        redaction; raises ``ConfigError`` for an unknown effort."""
         effort = os.environ.get("N8N_INSTANCE_AI_EVAL_JUDGE_EFFORT", "high")
         if effort not in EFFORT_BUDGET:
             raise ConfigError(
@@ -77,6 +80,7 @@ class JudgeConfig:
 
     @property
     def api_model(self) -> str:
+        """The model id the API takes (without an ``anthropic/`` prefix)."""
         return self.model.split("/", 1)[1] if self.model.startswith("anthropic/") else self.model
 
 
@@ -104,6 +108,8 @@ class Judge:
         await self._client.close()
 
     def ladder_timeout(self, attempt: int) -> float:
+        """Seconds allowed for try ``attempt`` (1-based): its step of the timeout ladder (the last step for
+        later tries), never more than ``attempt_timeout_s``."""
         ladder = self.config.timeout_ladder_s or (self.config.attempt_timeout_s,)
         return min(ladder[min(attempt - 1, len(ladder) - 1)], self.config.attempt_timeout_s)
 
@@ -364,6 +370,8 @@ def _ground_truth(ground_truth: str | None) -> str:
 
 def process_prompt(transcript_text: str, workflow: dict[str, Any] | None, expectations: list[str],
                    ground_truth: str | None = None) -> str:
+    """The process judge's user prompt: the build conversation, the final workflow (first 30,000
+    characters), the ground truth if any and the numbered expectations (0-based)."""
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
     body = json.dumps(workflow, indent=1)[:30000] if workflow else "(no workflow built)"
     return (f"## Build conversation\n{transcript_text}\n\n## Final workflow JSON\n{body}\n\n"
@@ -371,12 +379,16 @@ def process_prompt(transcript_text: str, workflow: dict[str, Any] | None, expect
 
 
 def expectation_prompt(workflow: dict[str, Any] | None, expectations: list[str], ground_truth: str | None = None) -> str:
+    """The expectations judge's user prompt: the workflow (first 60,000 characters), the ground truth if
+    any and the numbered expectations (0-based)."""
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(expectations))
     body = json.dumps(workflow, indent=1)[:60000] if workflow else "(no workflow built)"
     return f"## Workflow JSON\n{body}\n\n{_ground_truth(ground_truth)}## Expectations\n{listing}\n"
 
 
 def scenario_prompt(workflow: dict[str, Any], scenario: Any, execution: dict[str, Any]) -> str:
+    """The scenario judge's user prompt: the workflow, the scenario with its data setup and success
+    criteria, and the mocked execution's result (each cut to 40,000 characters)."""
     return (
         f"## Workflow JSON\n{json.dumps(workflow, indent=1)[:40000]}\n\n"
         f"## Scenario 0: {scenario.name}\n{scenario.description or ''}\n"

@@ -77,12 +77,16 @@ def context_block(context: CapturedContext, anchor: Anchor) -> str:
 
 
 def memory_prompt(context: CapturedContext, anchor: Anchor, claims: list[str]) -> str:
+    """The memory judge's user prompt: the context the agent had at ``anchor`` and the numbered claims
+    (0-based), one verdict asked for each."""
     listing = "\n".join(f"{i}. {text}" for i, text in enumerate(claims))
     return (f"{context_block(context, anchor)}\n\n## Expectations\n{listing}\n\n"
             "Return a verdict for every numbered expectation, using its 0-based index.\n")
 
 
 def not_graded(expectations: list[MemoryExpectation], reason: str) -> list[ExpectationResult]:
+    """One ``incomplete`` result per memory expectation, each with ``reason`` (no thread to grade, the
+    build failed…)."""
     return [ExpectationResult(kind="memory", text=e.text, verdict=Verdict.incomplete, reason=reason)
             for e in expectations]
 

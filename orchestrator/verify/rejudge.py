@@ -29,6 +29,9 @@ class RejudgeOutcome:
 
 
 def read_judge_inputs(path: Path) -> list[dict[str, Any]]:
+    """The judge inputs a run kept (one JSON object a line), for ``orchestrator rejudge``. Raises
+    ``UserError`` naming the file when it is missing, or naming the line that is not JSON or lacks
+    a field (case, iteration, target, system, prompt)."""
     if not path.is_file():
         raise UserError(f"no {JUDGE_INPUTS_FILENAME} next to the results ({path}): the run kept no judge inputs")
     out = []

@@ -36,6 +36,10 @@ def _clamp_timeout(timeout_ms: int) -> int:
 
 
 async def execute_scenario(owner: N8nSession, workflow_id: str, data_setup: str, timeout_ms: int) -> ScenarioRun:
+    """Run ``workflow_id`` once through the lane's eval endpoint with mocked LLM calls, hinted by
+    ``data_setup``. Retries 5xx and network failures (5 tries, backing off) and a timeout once;
+    never raises for the lane: a missing endpoint comes back as a ``gap``, any other failure as a
+    ``framework_error`` (redacted)."""
     hints = (data_setup or "")[:EVAL_SCENARIO_HINTS_MAX] or None
     network_failures = timeouts = 0
     while True:

@@ -79,6 +79,7 @@ _TRIGGER_TYPES = ("n8n-nodes-base.webhook", "n8n-nodes-base.start", "n8n-nodes-b
 
 
 def nodes(workflow: Workflow) -> list[dict[str, Any]]:
+    """The workflow's nodes, sticky notes left out."""
     return [n for n in workflow.get("nodes") or [] if isinstance(n, dict) and n.get("type") != STICKY]
 
 
@@ -91,11 +92,13 @@ def short_type(node: dict[str, Any]) -> str:
 
 
 def is_trigger(node: dict[str, Any]) -> bool:
+    """Whether ``node`` starts a flow: a ``*Trigger`` type or one of the known trigger types."""
     t = node_type(node)
     return t.endswith(("Trigger", "trigger")) or t in _TRIGGER_TYPES
 
 
 def is_tool(node: dict[str, Any]) -> bool:
+    """Whether ``node`` is an AI tool node (``…Tool``, ``tool`` or ``toolX`` by its short type)."""
     s = short_type(node)
     return s.endswith("Tool") or s == "tool" or bool(re.match(r"^tool[A-Z]", s))
 
@@ -117,6 +120,7 @@ class Edge:
 
 
 def edges(workflow: Workflow) -> list[Edge]:
+    """Every connection of the workflow as an :class:`Edge` (source, target, kind, output index)."""
     out: list[Edge] = []
     for source, outputs in (workflow.get("connections") or {}).items():
         if not isinstance(outputs, dict):
@@ -578,6 +582,8 @@ LLM_CHECK_SYSTEM = (
 
 
 def llm_check_prompt(workflow: Workflow, ctx: CheckContext, specs: list[CheckSpec]) -> str:
+    """The user prompt for the LLM checks in one call: the user's request, the builder's narration if
+    any, the workflow (cut to 50,000 characters) and the numbered checks (0-based)."""
     listing = "\n".join(f"{i}. {s.name}: {s.description}" for i, s in enumerate(specs))
     narration = f"\n## The builder's narration\n{ctx.narration[:8000]}\n" if ctx.narration else ""
     return (f"## User request\n{ctx.prompt[:8000]}\n{narration}\n## Workflow JSON\n"

@@ -68,10 +68,12 @@ _ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 def result_to_json(result: AttemptResult) -> dict[str, Any]:
+    """An attempt's result as JSON for the runner's answer (:func:`result_from_json` reads it back)."""
     return dataclasses.asdict(result)
 
 
 def result_from_json(data: dict[str, Any]) -> AttemptResult:
+    """The :class:`AttemptResult` a runner answered (:func:`result_to_json`'s inverse)."""
     outage = data.get("outage")
     return AttemptResult(**{**data, "outage": OutageInfo(**outage) if outage else None})
 
@@ -127,12 +129,14 @@ class BuildRunnerServer:
                                              name="build-runner-http", daemon=True)
 
     def start(self) -> BuildRunnerServer:
+        """Start the build loop and the HTTP server, each in its own thread; returns the server."""
         self.root.mkdir(parents=True, exist_ok=True)
         self._loop_thread.start()
         self._http_thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop serving, cancel every build still running (their claude processes end) and stop the loop."""
         self.httpd.shutdown()
         self.httpd.server_close()
         with self.lock:
@@ -143,10 +147,13 @@ class BuildRunnerServer:
         self._loop_thread.join(timeout=10)
 
     def running(self) -> int:
+        """Builds running now (each holds one of the ``slots``)."""
         with self.lock:
             return sum(1 for b in self.builds.values() if b.future is not None and not b.future.done())
 
     def submit(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``POST /builds``: start a build (an existing ``build_id`` is not started twice). Answers
+        (status, body): 400 for a bad body, 429 when every slot is busy, else 200/202 with the id."""
         build_id = str(body.get("build_id") or "")
         if not _ID.match(build_id) or not isinstance(body.get("prompt"), str) or not body.get("mcp_api_key"):
             return 400, {"error": "build_id (A-Za-z0-9._-), prompt and mcp_api_key are required"}
@@ -189,6 +196,8 @@ class BuildRunnerServer:
         return 200, {"state": "done", "result": result_to_json(result), **answer}
 
     def cancel(self, build_id: str) -> tuple[int, dict[str, Any]]:
+        """``DELETE /builds/<id>``: forget the build, cancelling it if it still runs (its claude process
+        group is terminated); 404 for an unknown id."""
         with self.lock:
             build = self.builds.pop(build_id, None)
         if build is None:
@@ -290,6 +299,10 @@ class RemoteBuildRunner:
     async def run(self, build_id: str, prompt: str, mcp_api_key: str, *,
                   on_event: Callable[[dict[str, Any]], None] | None = None, deadline_s: float | None = None,
                   **options: Any) -> AttemptResult:
+        """Run one build attempt on the runner and return its result (see the class docstring). Raises
+        :class:`RunnerUnreachable` when the runner cannot be reached (``sent`` says whether the build was
+        submitted), :class:`RunnerDeadline` past ``deadline_s`` and :class:`RunnerError` for any other
+        failure; messages are redacted."""
         register_secret(mcp_api_key)
         body = {"build_id": build_id, "prompt": prompt, "mcp_api_key": mcp_api_key,
                 **{k: v for k, v in options.items() if v is not None}}
@@ -361,6 +374,8 @@ def _claude_bin() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m orchestrator.builders.claude.build_runner serve``: run the build runner next to a
+    lane until interrupted."""
     parser = argparse.ArgumentParser(prog="python -m orchestrator.builders.claude.build_runner",
                                      description="Run MCP builds next to their lane.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -54,6 +54,7 @@ class McpBuilder(Builder):
 
     @classmethod
     def check_config(cls, options: BuilderOptions | None) -> None:
+        """``--build-cwd``, when given, is a directory; else ``ConfigError`` naming the flag."""
         if isinstance(options, ClaudeOptions) and options.build_cwd is not None and not options.build_cwd.is_dir():
             raise ConfigError(f"--build-cwd: {options.build_cwd} is not a directory")
 
@@ -76,6 +77,7 @@ class McpBuilder(Builder):
         )
 
     async def prepare_lane(self, lane: BuildLane) -> None:
+        """Enable MCP access as the owner (the e2e reset wipes it, and members may not)."""
         # The e2e reset wipes MCP settings, and only an owner may enable MCP access (members get 403).
         await lane.owner.enable_mcp()
 
@@ -103,6 +105,9 @@ class McpBuilder(Builder):
                                        on_event=on_event)
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        """Restore the case's seed for ``user``, then let ``claude -p`` build through the lane's MCP server
+        with the user's MCP key, retrying provider outages; the transcript is written as it streams. A
+        seed that cannot be restored is a framework fault; ``N8nTransportError`` (the lane) propagates."""
         case = request.case
         claude = self.claude_config(request)
         try:

@@ -19,6 +19,7 @@ class ClaudeOptions(BuilderOptions):
 
     @property
     def mcp_server_name(self) -> str | None:
+        """The MCP server name ``--mcp-server`` gave, or None for the default."""
         return self.mcp_server
 
     build_mcp_timeout_ms: int = Field(120_000, ge=1, description=(

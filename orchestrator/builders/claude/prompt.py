@@ -19,6 +19,8 @@ TRAILER_INSTRUCTION = (
 
 
 def build_prompt(case: EvalCase, *, id_map: dict[str, str] | None = None, project_id: str | None = None) -> str:
+    """The prompt ``claude -p`` gets for ``case``: its opening prompt, the workflow the user has open (seed
+    ids mapped to the lane's through ``id_map``) and the follow-up user turns without director notes."""
     id_map = id_map or {}
     parts = [case.opening_prompt().strip()]
     attach = case.opening_attachment

@@ -75,6 +75,7 @@ class RemoteBuilder(McpBuilder):
         register_secret(self._token)
 
     def claude_config(self, request: BuildRequest) -> ClaudeConfig:
+        """The options sent to the lane's runner for this request (the binary is the runner's own)."""
         # Only the options travel (model, timeouts, server name, retries): the binary is the runner's.
         s, o = self.settings, self.options
         return ClaudeConfig(
@@ -83,6 +84,8 @@ class RemoteBuilder(McpBuilder):
         )
 
     def runner_for(self, lane: BuildLane) -> RemoteBuildRunner:
+        """The client of ``lane``'s build runner (one per runner URL, kept for the run). Raises
+        ``RuntimeError`` when the lane has no runner endpoint."""
         url = lane.lane.endpoints.get(ENDPOINT)
         if not url:
             raise RuntimeError(f"{lane.lane.describe()} has no build runner (lane endpoint {ENDPOINT!r})")
@@ -97,6 +100,7 @@ class RemoteBuilder(McpBuilder):
 
     async def run_attempt(self, prompt: str, lane: BuildLane, mcp_key: str, claude: ClaudeConfig,
                           on_event: EventSink) -> AttemptResult:
+        """One build attempt on the lane's runner, bounded by the build timeout plus a margin."""
         runner = self.runner_for(lane)
         deadline_s = claude.timeout_ms / 1000 + DEADLINE_MARGIN_S if claude.timeout_ms else None
         started = time.monotonic()

@@ -113,6 +113,7 @@ class AttemptResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the attempt named a built workflow."""
         return self.workflow_id is not None
 
 
@@ -129,6 +130,7 @@ class StagedBuild:
 
 
 def mcp_config_json(lane_url: str, mcp_key: str, server_name: str = DEFAULT_SERVER_NAME) -> dict[str, Any]:
+    """The ``--mcp-config`` document: one HTTP MCP server, the lane's, with the user's key as bearer."""
     return {
         "mcpServers": {
             server_name: {
@@ -170,6 +172,8 @@ def stage_build(lane_url: str, mcp_key: str, config: ClaudeConfig, cwd: Path | N
 
 
 def claude_command(prompt: str, config: ClaudeConfig, mcp_config: Path) -> list[str]:
+    """The ``claude -p`` command line: the lane's MCP server only (``--strict-mcp-config``), its tools
+    only, stream-json output."""
     return [
         str(config.claude_bin),
         "-p", prompt,
@@ -183,6 +187,8 @@ def claude_command(prompt: str, config: ClaudeConfig, mcp_config: Path) -> list[
 
 
 def claude_env(config: ClaudeConfig, home: Path) -> dict[str, str]:
+    """The environment of a ``claude`` process: a few inherited variables, a private ``HOME``, the
+    model, endpoint and key, MCP timeout and retries, and the model gateway's unit headers."""
     env = {k: v for k in _INHERITED_ENV if (v := os.environ.get(k))}
     env |= QUIET_ENV
     env |= {"HOME": str(home), "ANTHROPIC_MODEL": config.model, "MCP_TIMEOUT": str(config.mcp_timeout_ms)}
@@ -217,6 +223,8 @@ class StreamState:
         return len(self.assistant_ids)
 
     def feed(self, line: bytes) -> dict[str, Any] | None:
+        """Read one stdout line of stream-json: remember the result, the last assistant text and API error;
+        returns the event, or None for a blank or non-JSON line (counted in ``bad_lines``)."""
         text = line.decode(errors="replace").strip()
         if not text:
             return None

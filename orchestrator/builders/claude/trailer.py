@@ -16,4 +16,5 @@ def last_workflow_id(text: str | None) -> str | None:
 
 
 def trailer_line(workflow_id: str) -> str:
+    """The line that names the built workflow at the end of claude's answer (``WORKFLOW_ID=<id>``)."""
     return f"WORKFLOW_ID={workflow_id}"

@@ -153,6 +153,7 @@ class AttemptOutcome:
 
     @property
     def outage(self) -> OutageInfo | None:
+        """The provider outage to retry on: none once a budget ended the attempt or a workflow was built."""
         return None if self.timed_out or self.state.main_workflow_id else self.state.outage
 
     @property
@@ -216,9 +217,11 @@ class InstanceAiBuilder(Builder):
 
     @classmethod
     def check_config(cls, options: BuilderOptions | None) -> None:
+        """The user proxy's settings from the environment are valid (``ConfigError`` otherwise)."""
         ProxyConfig.from_env(api_key=None, base_url=None)  # N8N_INSTANCE_AI_EVAL_EFFORT (the user proxy)
 
     async def prepare_lane(self, lane: BuildLane) -> None:
+        """Warn when the lane's Instance AI has no sandbox (``build-workflow`` would refuse every build)."""
         try:
             settings = await lane.owner.get("/rest/instance-ai/settings")
         except N8nError as exc:
@@ -229,6 +232,9 @@ class InstanceAiBuilder(Builder):
                         "to build; start lanes with the sandbox env", lane.lane.lane_id)
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        """Build the case through Instance AI chat, as the module docstring says. A replay seed that cannot
+        be rebuilt, an unsupported case or a failed credential setup is a framework fault;
+        ``N8nTransportError`` (the lane) propagates."""
         started = time.monotonic()
         case = request.case
         transcript_path = transcript_path_for(request, self.settings.run_dir)

@@ -49,6 +49,7 @@ MAX_CONTEXT_CHARS = 20_000
 
 
 def memory_path(thread_id: str) -> str:
+    """The Instance AI eval endpoint of a thread's working memory."""
     return f"{BASE}/eval/threads/{thread_id}/memory"
 
 

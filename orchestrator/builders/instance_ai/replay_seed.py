@@ -136,6 +136,8 @@ class LangSmithThreads:
         return found or [(None, "default")]
 
     async def project_id(self, workspace: str | None, name: str) -> str | None:
+        """The id of the LangSmith project named ``name``, or None when it is not found (or LangSmith
+        answers anything but 200)."""
         answer = await self._call("GET", "/sessions", workspace, params={"name": name, "limit": 1})
         if answer.status_code != 200:
             return None
@@ -146,6 +148,8 @@ class LangSmithThreads:
         return None
 
     async def query_runs(self, workspace: str | None, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every run matching ``body``, page by page (at most ``MAX_PAGES``). Raises
+        :class:`ReplayUnavailable` when LangSmith answers a page with anything but 200."""
         runs: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):
@@ -161,10 +165,12 @@ class LangSmithThreads:
         return runs
 
     async def thread_roots(self, workspace: str | None, project: str, thread_id: str) -> list[dict[str, Any]]:
+        """The root runs of thread ``thread_id`` in ``project`` (one per turn of the traced conversation)."""
         flt = f'and(eq(metadata_key, "thread_id"), eq(metadata_value, {json.dumps(thread_id)}))'
         return await self.query_runs(workspace, {"session": [project], "is_root": True, "filter": flt})
 
     async def trace_runs(self, workspace: str | None, project: str, trace_id: str) -> list[dict[str, Any]]:
+        """Every run of trace ``trace_id`` in ``project``."""
         return await self.query_runs(workspace, {"session": [project], "trace": trace_id})
 
 

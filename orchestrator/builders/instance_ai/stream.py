@@ -67,6 +67,8 @@ class RunReader:
         self.state.text_segments.clear()
 
     def feed(self, event: StreamEvent) -> None:
+        """Take one stream event: text goes to the transcript as it completes, tool calls and results,
+        built workflows and agents, confirmations and errors into the :class:`RunState`."""
         kind, payload, s = event.kind, event.payload, self.state
         if kind == "text-delta":
             s.text_segments.setdefault(self._segment(event), []).append(str(payload.get("text", "")))

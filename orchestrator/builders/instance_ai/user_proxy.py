@@ -145,6 +145,7 @@ class Screenplay:
 
     @classmethod
     def of(cls, case: EvalCase) -> Screenplay:
+        """The screenplay of ``case``: spoken user turns (notes stripped), directions, assistant references."""
         turns: list[dict[str, Any]] = []
         directions: list[Direction] = []
         spoken: list[str] = []
@@ -225,10 +226,12 @@ class AutoApprove:
 
 
 def is_network_prompt(payload: dict[str, Any]) -> bool:
+    """Whether a confirmation asks for network access (a domain or web search)."""
     return bool(payload.get("domainAccess") or payload.get("webSearch"))
 
 
 def situation_of(payload: dict[str, Any]) -> Situation:
+    """What a confirmation asks: network access, setup, a credential, questions, a plan review or approval."""
     if is_network_prompt(payload):
         return "network"
     if payload.get("setupRequests"):

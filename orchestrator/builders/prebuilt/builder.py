@@ -96,6 +96,7 @@ def check_manifest_slugs(manifest: dict[str, list[str]], selected: list[str], kn
 
 
 def workflow_for(manifest: dict[str, list[str]], slug: str, iteration: int) -> str:
+    """The manifest workflow iteration ``iteration`` of ``slug`` scores (cycling through its ids)."""
     ids = manifest[slug]
     return ids[iteration % len(ids)]
 
@@ -114,10 +115,13 @@ class PrebuiltBuilder(Builder):
 
     @classmethod
     def check_config(cls, options: BuilderOptions | None) -> None:
+        """The ``--prebuilt-workflows`` options are valid (``ConfigError`` naming the flag otherwise)."""
         validate_prebuilt(options if isinstance(options, PrebuiltOptions) else PrebuiltOptions.model_validate({}))
 
     @classmethod
     def check_cases(cls, options: BuilderOptions | None, selected: list[str], known: list[str]) -> None:
+        """The manifest names only known cases and has a workflow for every selected one (``ConfigError``
+        naming the slugs at fault)."""
         if isinstance(options, PrebuiltOptions) and options.prebuilt_workflows is not None:
             check_manifest_slugs(load_manifest(options.prebuilt_workflows), selected, known)
 
@@ -134,6 +138,8 @@ class PrebuiltBuilder(Builder):
         self.delete_failures: list[str] = []
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        """Copy the case's manifest workflow into ``user``'s project and score the copy; a case without one
+        or a workflow that cannot be read is a framework fault."""
         slug = request.case_slug
         if slug not in self.manifest:
             return BuildResult(status=BuildStatus.failed, framework_fault=True, attempts=1,
@@ -190,5 +196,6 @@ class PrebuiltBuilder(Builder):
             log.info("deleted %d prebuilt workflow(s): %s", len(self.deleted), ", ".join(self.deleted))
 
     def closing_report(self) -> BuilderReport:
+        """The prebuilt workflows deleted after the run, and those that could not be."""
         deleted = f"deleted {len(self.deleted)} prebuilt workflow(s): {', '.join(self.deleted)}"
         return BuilderReport(notes=(deleted,) if self.deleted else (), cleanup_failures=tuple(self.delete_failures))

@@ -56,6 +56,8 @@ def load_fixtures(paths: list[Path]) -> tuple[list[LoadedCase], list[CaseIssue]]
 
 
 async def load_build_cases(cfg: RunConfig) -> list[LoadedCase]:
+    """The run's fixture cases after its ``--filter``/``--exclude``/``--tier``. Raises
+    ``CaseLoadError`` with every issue when a fixture does not load."""
     loaded, issues = load_fixtures(list(cfg.cases_paths))
     if issues:
         raise CaseLoadError(issues)
@@ -85,4 +87,5 @@ async def verify_checks(check: UnitCheck) -> Verified:
 
 
 def build_check_stages() -> Stages:
+    """The build-check harness's stages: its own case loading and the workflow checks as verification."""
     return Stages(load_cases=load_build_cases, verify=verify_checks)

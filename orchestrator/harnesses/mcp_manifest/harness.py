@@ -61,6 +61,8 @@ def tool_counts(transcript_path: str | None) -> dict[str, int]:
 
 
 def keeper(settings: ManifestSettings) -> Any:
+    """The manifest harness's verification: copy each built workflow as the owner (into the settings'
+    project, if any) so it outlives the build user; the copy's id goes to the unit's harness data."""
     async def keep(check: UnitCheck) -> Verified:
         if check.build.workflow_id is None:
             return Verified(Verification(), {"workflowId": None})
@@ -75,6 +77,9 @@ def keeper(settings: ManifestSettings) -> Any:
 
 
 def write_files(results: EvalResults, settings: ManifestSettings) -> None:
+    """Write the prebuilt-workflows manifest (an existing one kept, the run's cases' entries replaced
+    unless ``append``), its stats and, with a log folder, each kept build's transcript. Raises
+    ``ConfigError`` for a manifest (old or new) the loader cannot read, ``OSError`` when writing fails."""
     builds = []
     for unit in sorted(results.units, key=lambda u: (u.case, u.iteration)):
         kept = (unit.harness or {}).get("workflowId")
@@ -113,6 +118,8 @@ def write_files(results: EvalResults, settings: ManifestSettings) -> None:
 
 
 def manifest_stages(settings: ManifestSettings) -> Stages:
+    """The manifest harness's stages: keep each build (:func:`keeper`), then write the files; a failure
+    to write is returned as a finalize problem, never raised."""
     async def finalize(results: EvalResults) -> list[str]:
         from orchestrator.errors import ConfigError
 
@@ -128,6 +135,7 @@ def manifest_stages(settings: ManifestSettings) -> Stages:
 
 
 def manifest_summary(settings: ManifestSettings) -> str:
+    """One line on the manifest written: builds kept, cost, mean turns and duration."""
     try:
         stats = json.loads(settings.stats.read_text())["summary"]
     except (OSError, ValueError, KeyError):

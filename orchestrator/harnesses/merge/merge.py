@@ -61,6 +61,9 @@ def _iterations(shard: EvalResults) -> int:
 
 
 def merge(paths: list[Path]) -> Merged:
+    """Merge shards' ``eval-results.json`` into one run's results. A shard that cannot be loaded is
+    skipped (listed in ``missing``); differing iteration counts are a warning. Raises ``UserError``
+    when no shard is usable or two shards hold the same case."""
     shards: list[tuple[Path, EvalResults]] = []
     missing: list[str] = []
     for path in paths:

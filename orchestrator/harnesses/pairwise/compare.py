@@ -54,6 +54,7 @@ class Run:
 
     @property
     def passed(self) -> bool:
+        """Whether the run built a workflow and the panel's primary metric passed it."""
         return self.success and score(self.feedback, "pairwise_primary") == 1
 
 
@@ -64,6 +65,8 @@ class Side:
     summary: dict[str, Any] = field(default_factory=dict)
 
     def headline(self) -> dict[str, Any]:
+        """One side's figures for its card: pass rate, mean diagnostic score, duration, builds, failures
+        by class, tool calls and errors, interactivity."""
         runs = self.runs
         diag = [d for r in runs if (d := score(r.feedback, "pairwise_diagnostic")) is not None]
         calls = [c for r in runs for c in r.tool_calls]
@@ -82,6 +85,7 @@ class Side:
 
 
 def join_key(prompt: str) -> str:
+    """The key that pairs the two sides' runs: the prompt with whitespace collapsed."""
     return " ".join(prompt.split())
 
 
@@ -149,14 +153,18 @@ class Row:
 
     @property
     def example_ids(self) -> str:
+        """The row's example ids from both sides, each once."""
         return " / ".join(dict.fromkeys(r.example_id for r in [*self.a, *self.b] if r.example_id))
 
 
 def share(runs: list[Run]) -> float:
+    """The share of ``runs`` that passed (0 without runs)."""
     return sum(r.passed for r in runs) / len(runs) if runs else 0.0
 
 
 def verdict(a: list[Run], b: list[Run]) -> str:
+    """A row's verdict by the two sides' pass shares: ``both-pass``, ``both-fail``, ``tie``, ``a-only`` or
+    ``b-only`` (the side with the higher share)."""
     pa, pb = share(a), share(b)
     if pa == pb:
         return "both-pass" if pa == 1 else "both-fail" if pa == 0 else "tie"
@@ -164,6 +172,8 @@ def verdict(a: list[Run], b: list[Run]) -> str:
 
 
 def pair(a: Side, b: Side) -> list[Row]:
+    """The two sides' runs paired by prompt into rows, each with its verdict, sorted by verdict then
+    prompt."""
     rows: dict[str, Row] = {}
     for side, runs in (("a", a.runs), ("b", b.runs)):
         for run in runs:
@@ -348,6 +358,7 @@ SCRIPT = """
 
 
 def render_page(a: Side, b: Side, rows: list[Row]) -> str:
+    """The comparison page as one self-contained HTML document (cards, totals, filterable rows)."""
     counts = {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
     names = {"both-pass": "Both pass", "a-only": f"{a.label} only", "b-only": f"{b.label} only", "tie": "Tie",
              "both-fail": "Both fail"}
@@ -366,6 +377,7 @@ def render_page(a: Side, b: Side, rows: list[Row]) -> str:
 
 
 def write_page(a: Side, b: Side, out: Path) -> tuple[Path, list[Row]]:
+    """Pair the sides and write the page to ``out``; returns the path and the rows."""
     rows = pair(a, b)
     write_text(out, render_page(a, b, rows))
     return out, rows

@@ -109,6 +109,7 @@ def dataset_examples(name: str) -> list[Example]:
 
 
 def criteria_lines(text: str | None) -> list[str]:
+    """The non-blank lines of a criteria text, stripped."""
     return [line.strip() for line in (text or "").splitlines() if line.strip()]
 
 
@@ -133,6 +134,8 @@ def as_case(example: Example, source: str) -> LoadedCase:
 
 
 def select(examples: list[Example], ids_file: Path | None, max_examples: int | None) -> list[Example]:
+    """The examples to run: those listed in ``ids_file`` (one id a line, ``#`` comments) if given, then
+    the first ``max_examples``. Raises ``UserError`` naming the flag when the file cannot be read."""
     if ids_file is not None:
         try:
             wanted = [s.strip() for s in ids_file.read_text(encoding="utf-8").splitlines()]

@@ -103,6 +103,8 @@ def _credential_types(value: Any, key: str = "") -> set[str]:
 
 
 def interactivity(calls: list[dict[str, Any]], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """How much a build asked of the user: ask-user and plan tool calls, auto-approved suspensions, and
+    the credential types it mocked."""
     creds: set[str] = set()
     for call in calls:
         creds |= _credential_types(call.get("args")) | _credential_types(call.get("result"))
@@ -197,6 +199,7 @@ CSV_COLUMNS = ["exampleId", "iteration", "buildSuccess", "buildError", "duration
 
 
 def csv_text(records: list[dict[str, Any]]) -> str:
+    """The records as CSV, one row per (example, iteration), in ``CSV_COLUMNS`` order."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -212,6 +215,7 @@ def csv_text(records: list[dict[str, Any]]) -> str:
 
 
 def safe_filename(text: str) -> str:
+    """``text`` usable as a file name: runs of other characters as ``_``, at most 120 characters."""
     return re.sub(r"[^a-zA-Z0-9._-]+", "_", text)[:120]
 
 
@@ -269,6 +273,8 @@ class PanelVerifier:
 
 
 def pairwise_stages(settings: PairwiseSettings) -> Stages:
+    """The pairwise harness's stages: the dataset's examples as cases, the judge panel as verification,
+    and the pairwise folder written at the end (a write failure is returned, never raised)."""
     examples = {e.id: e for e in settings.examples}
 
     async def load(cfg: RunConfig) -> list[LoadedCase]:

@@ -56,19 +56,23 @@ class JudgeResult:
 
     @property
     def primary_pass(self) -> bool:
+        """Whether the judge found no violation."""
         return not self.violations
 
     @property
     def diagnostic(self) -> float:
+        """The share of criteria the judge passed (0 without criteria)."""
         total = len(self.passes) + len(self.violations)
         return len(self.passes) / total if total else 0.0
 
 
 def criteria_text(dos: list[str], donts: list[str]) -> str:
+    """The do and don't criteria as the judges read them."""
     return "[DO]\n" + "\n".join(dos) + "\n\n[DON'T]\n" + "\n".join(donts)
 
 
 def panel_prompt(dos: list[str], donts: list[str], workflow: dict[str, Any]) -> str:
+    """A panel judge's user prompt: the criteria and the workflow JSON."""
     return (f"## Criteria\n{criteria_text(dos, donts)}\n\n## Workflow\n```json\n"
             f"{json.dumps(workflow, indent=1, default=str)}\n```\n\nList every criterion as a pass or a violation.")
 
@@ -90,6 +94,8 @@ def parse_judge_reply(text: str) -> JudgeResult | None:
 
 
 async def one_judge(judge: Judge, prompt: str) -> JudgeResult:
+    """One judge's verdict, asking up to ``ATTEMPTS`` times. Raises :class:`PanelFailed` with the last
+    error when no attempt gave the JSON asked for."""
     last = "no reply"
     for _ in range(ATTEMPTS):
         try:
@@ -105,6 +111,7 @@ async def one_judge(judge: Judge, prompt: str) -> JudgeResult:
 
 
 def majority(judges: int) -> int:
+    """How many of ``judges`` judges must pass a workflow (half, rounded up)."""
     return math.ceil(judges / 2)
 
 
@@ -141,6 +148,7 @@ async def run_panel(judge: Judge, judges: int, dos: list[str], donts: list[str],
 
 
 def score(feedback_rows: list[dict[str, Any]], metric: str) -> float | None:
+    """The score of ``metric`` among the feedback rows, or None when absent or not a number."""
     found = next((f for f in feedback_rows if f.get("metric") == metric), None)
     value = found.get("score") if found else None
     return float(value) if isinstance(value, (int, float)) else None

@@ -46,6 +46,7 @@ class RoutingCase:
 
     @property
     def user_message(self) -> str:
+        """The case's opening user turn (empty without one)."""
         return self.case.conversation[0].text if self.case.conversation else ""
 
 

@@ -21,6 +21,8 @@ MAX_ANSWERS = 2
 
 
 def token_matches(token: str, route: str, steer: str | None) -> bool:
+    """Whether an accepted token (``route`` or ``route:steer``) matches the trial's route and steer;
+    ``agent`` accepts an agent or both, ``open`` any steer but the workflow."""
     token_route, _, token_steer = token.partition(":")
     if route != token_route:
         return False
@@ -38,6 +40,8 @@ def can_reply(case: RoutingCase, resolution: dict[str, Any]) -> bool:
 
 
 def trial_passes(case: RoutingCase, resolution: dict[str, Any]) -> bool:
+    """Whether a trial's resolution passes the case: after a question, the route must be one the case
+    accepts after it; else it must match one of the case's accepted tokens."""
     route, steer = str(resolution.get("route")), resolution.get("steer")
     if resolution.get("questions"):
         return any(after == route or (route == "clarify" and after == steer) for after in case.after)
@@ -62,4 +66,5 @@ def label(resolution: dict[str, Any]) -> str:
 
 
 def case_passes(passed: int, graded: int) -> bool:
+    """A case passes when at least 2/3 of its graded trials pass (and some were graded)."""
     return graded > 0 and passed * 3 >= graded * 2

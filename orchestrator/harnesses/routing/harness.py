@@ -52,6 +52,7 @@ def trial_verdict(case: RoutingCase, found: dict[str, Any]) -> ExpectationResult
 
 
 def route_verifier(cases: dict[str, RoutingCase]) -> UnitVerifier:
+    """The routing harness's verification: grade each trial's resolution against its case."""
     async def verify(check: UnitCheck) -> Verified:
         found = dict(check.build.harness or {})
         row = trial_verdict(cases[check.slug], found)
@@ -68,14 +69,17 @@ class CaseOutcome:
 
     @property
     def passed(self) -> int:
+        """Trials that passed."""
         return sum(1 for t in self.trials if t.get("passed") is True)
 
     @property
     def graded(self) -> int:
+        """Trials with a grade (pass or fail)."""
         return sum(1 for t in self.trials if t.get("passed") is not None)
 
     @property
     def verdict(self) -> str:
+        """``pass`` or ``fail`` by :func:`case_passes`; ``not verified`` without graded trials."""
         if not self.graded:
             return "not verified"
         return "pass" if case_passes(self.passed, self.graded) else "fail"
@@ -91,6 +95,7 @@ def trial_record(unit: UnitResult) -> dict[str, Any]:
 
 
 def outcomes(results: EvalResults, cases: list[RoutingCase]) -> list[CaseOutcome]:
+    """Each case's trials (skipped builds left out), in the cases' order; cases without trials omitted."""
     by_case: dict[str, list[UnitResult]] = {}
     for unit in results.units:
         if unit.build.status.value != "skipped":
@@ -101,6 +106,7 @@ def outcomes(results: EvalResults, cases: list[RoutingCase]) -> list[CaseOutcome
 
 def results_file(found: list[CaseOutcome], results: EvalResults, *, variant: str, stop_on_route: bool,
                   model: str, trials: int) -> dict[str, Any]:
+    """The routing results file: the run, its settings, and per case its grades and trials."""
     def iso(ts: float | None) -> str:
         return dt.datetime.fromtimestamp(ts or 0.0, tz=dt.UTC).isoformat().replace("+00:00", "Z")
 
@@ -123,6 +129,8 @@ def bucket_rates(found: list[CaseOutcome]) -> list[tuple[str, int, int]]:
 
 
 def summary_markdown(found: list[CaseOutcome], results: EvalResults, *, variant: str, trials: int) -> str:
+    """The routing summary: pass counts by bucket and by case, then every failing trial with its
+    evidence."""
     lines = ["# Routing eval summary", "",
              f"Run `{results.run_id}`: variant {variant}, {len(found)} case(s) × {trials} trial(s); a case passes "
              "when at least 2/3 of its graded trials pass.", "",
@@ -154,6 +162,8 @@ class RoutingSettings:
 
 
 def routing_stages(settings: RoutingSettings) -> Stages:
+    """The routing harness's stages: its cases, :func:`route_verifier`, and the results and summary
+    files written at the end (a write failure is returned, never raised)."""
     by_id = {c.id: c for c in settings.cases}
 
     async def load(cfg: RunConfig) -> list[LoadedCase]:

@@ -39,6 +39,8 @@ _EXECUTION_COMMITS = frozenset({"run", "debug", "stop"})
 
 
 def committing(tool: str, args: dict[str, Any]) -> bool:
+    """Whether a tool call commits the agent to a route (a build, a plan, a question, an execution or
+    a write), so the judge is asked before it runs; reads are not."""
     action = args.get("action") if isinstance(args.get("action"), str) else None
     if tool == "build-agent":
         return args.get("operation") != "exploring"
@@ -113,6 +115,8 @@ def _clip(text: str) -> str:
 
 
 def render_trace(steps: list[dict[str, Any]], end_status: str | None = None) -> str:
+    """What the judge reads: the trial's steps (text, answers, numbered tool calls) and whether the turn
+    has ended or a call waits for a decision."""
     lines, number = [], 0
     for step in steps:
         if step["kind"] == "text":
@@ -128,6 +132,8 @@ def render_trace(steps: list[dict[str, Any]], end_status: str | None = None) -> 
 
 
 def parse_verdict(text: str) -> RouteVerdict | None:
+    """The judge's reply as a :class:`RouteVerdict`, or None when it is not one (a bad decision, route or
+    steer)."""
     data = json_object(text)
     if data is None or data.get("decision") not in ("continue", "stop") \
             or data.get("route") not in ROUTE_VALUES or data.get("steer") not in STEERS:

@@ -64,11 +64,13 @@ class Watch:
         self.judge_error: str | None = None
 
     def flush(self) -> None:
+        """Close the Assistant text seen so far into a step."""
         if self.text.strip():
             self.steps.append({"kind": "text", "text": self.text.strip()})
         self.text = ""
 
     def resolution(self, verdict: RouteVerdict | None, evidence: str) -> dict[str, Any]:
+        """The trial's resolution from ``verdict`` (route ``none`` without one) and its ``evidence``."""
         found: dict[str, Any] = {"route": verdict.route if verdict else "none", "steer": verdict.steer if verdict else None,
                                  "evidence": evidence}
         if verdict is not None:
@@ -95,18 +97,22 @@ class Watch:
         return True
 
     def answered(self, answer: Any) -> None:
+        """Record the user's answer to a card; the question it answered counts as asked."""
         self.steps.append({"kind": "answer", "answer": answer})
         if self.waiting is not None:
             self.questions.append(self.waiting)
             self.waiting = None
 
     async def end_of_turn(self, status: str) -> dict[str, Any]:
+        """The turn ended with ``status`` before a route was decided: the judge decides on the whole turn."""
         self.flush()
         verdict, error = await self.judge.decide(self.steps, status)
         self.judge_error = self.judge_error or error
         return self.resolution(verdict, f"end of turn ({status})" + ("" if verdict else ", judge failed"))
 
     def final(self, found: dict[str, Any], status: str) -> dict[str, Any]:
+        """The resolution as the build result carries it: with the questions, stream status, tool calls and
+        the judge's error, if any."""
         out = {**found, "questions": list(self.questions), "streamStatus": status, "tools": list(self.tools)}
         if self.judge_error:
             out["judgeError"] = self.judge_error
@@ -126,6 +132,7 @@ class RoutingTrialBuilder(InstanceAiBuilder):
         self._judge: RoutingJudge | None = None
 
     def routing_judge(self) -> RoutingJudge:
+        """The routing judge, made on first use from the environment and the settings' key and URL."""
         if self._judge is None:
             config = JudgeConfig.from_env(api_key=self.settings.api_key, base_url=self.settings.base_url)
             self._judge = RoutingJudge(Judge(config))
@@ -137,6 +144,8 @@ class RoutingTrialBuilder(InstanceAiBuilder):
         await super().aclose()
 
     async def build(self, request: BuildRequest, lane: BuildLane, user: BuildUser) -> BuildResult:
+        """Run one routing trial on the lane (see the module docstring); the resolution is the result's
+        ``harness`` data."""
         started = time.monotonic()
         path = transcript_path_for(request, self.settings.run_dir)
         transcript = Transcript(path, builder=self.name, iteration=request.iteration, attempt=request.attempt,

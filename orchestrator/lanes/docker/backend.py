@@ -100,10 +100,12 @@ def docker_host(option: object = None) -> str:
 
 
 def container_name(run_id: str, index: int) -> str:
+    """The name of lane ``index``'s container: ``n8n-eval-<run>-<index>``."""
     return f"n8n-eval-{run_id}-{index}"
 
 
 def lane_labels(run_id: str, index: int | None = None) -> dict[str, str]:
+    """The labels that find a run's containers (and, with ``index``, one lane's) for sweeps."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY, RUN_LABEL: run_id}
     if index is not None:
         labels[INDEX_LABEL] = str(index)
@@ -173,6 +175,7 @@ class DockerBackend(LaneBackend):
 
     @classmethod
     def preflight(cls, spec: LaneSpec) -> None:
+        """The lane image exists; else a one-line ``ConfigError`` naming the command that builds it."""
         check_lane_image(lane_image(spec))  # a missing image: one line naming the command that builds it
 
     def __init__(self, run_id: str, ledger: Ledger, state_dir: Path, **options: object) -> None:
@@ -195,6 +198,7 @@ class DockerBackend(LaneBackend):
         self._sandboxes = LaneSandboxes.from_options(opts.model_dump(), ledger, self.toolchain, self.sandboxes_dir())
 
     def sandboxes_dir(self) -> Path:
+        """Where this run's lane sandboxes keep their state."""
         return self.state_dir / "runs" / self.run_id / "sandboxes"
 
     def _lane_sandboxes(self) -> LaneSandboxes:
@@ -204,6 +208,7 @@ class DockerBackend(LaneBackend):
     # -- connection ---------------------------------------------------------------------------
 
     async def client(self) -> docker.DockerClient:
+        """The Docker client, connected on first use (once, whoever asks first)."""
         async with self._client_lock:
             if self._client is None:
                 self._client = await asyncio.to_thread(self._connect)
@@ -223,6 +228,8 @@ class DockerBackend(LaneBackend):
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        """Start lane ``index``'s container (a stale one of the same name removed first) on reserved ports,
+        with the spec's env, limits and, when asked, a sandbox; recorded in the ledger."""
         client = await self.client()
         name = container_name(self.run_id, index)
         image_ref = lane_image(spec)

@@ -126,6 +126,8 @@ class RateLimiter:
         self.waited_s = 0.0
 
     def acquire(self) -> None:
+        """Take one token, sleeping (in the calling worker thread) until it is due; the wait adds to
+        ``waited_s``."""
         with self._lock:
             now = self._clock()
             self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
@@ -169,6 +171,8 @@ def load_api_client(context: str | None, pool_size: int = 32) -> tuple[client.Ap
 
 
 def kubeconfig_namespace(context: str | None) -> str | None:
+    """The namespace of kubeconfig context ``context`` (the active one when None), or None when there
+    is no kubeconfig or it names none."""
     try:
         contexts, active = config.list_kube_config_contexts()
     except (config.ConfigException, FileNotFoundError, TypeError):
@@ -178,6 +182,7 @@ def kubeconfig_namespace(context: str | None) -> str | None:
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod runs with its ``Ready`` condition true."""
     status = pod.get("status") or {}
     if status.get("phase") != "Running":
         return False
@@ -236,6 +241,8 @@ def stuck_reason(pod: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def status_summary(pod: Mapping[str, Any]) -> str:
+    """One line on why a pod is not ready: its phase, false conditions' messages and a container's
+    waiting or terminal reason; for error messages."""
     status = pod.get("status") or {}
     parts = [f"pod phase {status.get('phase', '?')}"]
     for cond in status.get("conditions") or []:

@@ -136,6 +136,7 @@ class KubernetesBackend(LaneBackend):
         return resolved(opts)
 
     def options_environ(self) -> Mapping[str, str]:
+        """The environment given to the backend (a test's), else this process's."""
         return self._environ
 
     def __init__(
@@ -206,6 +207,8 @@ class KubernetesBackend(LaneBackend):
 
     @property
     def namespace(self) -> str:
+        """The run's namespace, decided once: ``--namespace``, else the pod's own (in-cluster), else the
+        kubeconfig context's, else ``default``."""
         if self._namespace is None:
             self._namespace = (
                 self.opts.namespace

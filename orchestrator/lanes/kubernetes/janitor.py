@@ -89,6 +89,7 @@ class JanitorReport:
 
     @property
     def dead_runs(self) -> list[str]:
+        """The runs this pass judged dead (by their Lease, else their owners: see the module docstring)."""
         return [v.run for v in self.verdicts if not v.alive]
 
 

@@ -82,6 +82,7 @@ class LeaseLost(LaneError):
 
 
 def renew_time(lease: Mapping[str, Any]) -> str:
+    """The Lease's last renewal as written (its acquire time if never renewed; empty if neither)."""
     spec = lease.get("spec") or {}
     return str(spec.get("renewTime") or spec.get("acquireTime") or "")
 
@@ -107,6 +108,7 @@ class ExpiryWitness:
         self._seen.clear()
 
     def watching(self, key: str) -> bool:
+        """Whether this process has seen ``key``'s Lease expired (its dead-time clock runs)."""
         return key in self._seen
 
     def saw(self, key: str, lease: Mapping[str, Any]) -> str | None:
@@ -140,6 +142,8 @@ class LeaseKeeper:
         self.lost: LeaseLost | None = None
 
     async def run(self) -> None:
+        """Keep the Lease until cancelled: every third of its TTL, a sixth while calls fail. A Lease taken
+        over (:class:`LeaseLost`) is fatal to the run: reported through ``events.fatal``, then it stops."""
         period, retry = self.ttl_s / 3, self.ttl_s / 6
         while True:
             await asyncio.sleep(period if self.failing_since is None else retry)

@@ -112,6 +112,7 @@ class OwnerRef:
     namespace: str
 
     def as_dict(self) -> dict[str, Any]:
+        """The ``ownerReferences`` entry (not a controller, no ``blockOwnerDeletion``)."""
         # blockOwnerDeletion would need `update` on the owner's finalizers: not worth the RBAC.
         return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid, "controller": False}
 
@@ -157,6 +158,7 @@ def lane_attempts(pod_names: Iterable[str]) -> Iterator[tuple[int, int]]:
 
 
 def network_policy_name(run_id: str) -> str:
+    """The name of the run's NetworkPolicy."""
     return f"n8n-lanes-{run_label(run_id)}"
 
 
@@ -177,6 +179,8 @@ def micro_time(t: float) -> str:
 
 def lease_object(run_id: str, namespace: str, owner: OwnerRef | None, holder: str, ttl_s: int,
                  now: float, *, release: str | None = None) -> dict[str, Any]:
+    """The run's liveness Lease, held by ``holder`` for ``ttl_s`` from ``now``; it carries the run's
+    labels and owner so the janitor and the cluster find it."""
     meta = _metadata(lease_name(run_id), namespace, run_labels(run_id, "lease", release), run_id, owner)
     meta["annotations"][ANNOTATION_CREATOR] = holder
     return {
@@ -201,10 +205,13 @@ def lease_expires_at(lease: Mapping[str, Any]) -> float | None:
 
 
 def secret_name(run_id: str) -> str:
+    """The name of the Secret that holds the lanes' secret env."""
     return f"n8n-lanes-{run_label(run_id)}-env"
 
 
 def run_labels(run_id: str, component: str, release: str | None = None) -> dict[str, str]:
+    """The labels of every object of the run (the only index cleanup needs): app, managed-by, instance
+    and run id, ``component`` and, in a Helm release, the release."""
     value = run_label(run_id)
     return {
         LABEL_NAME: LANE_APP,
@@ -217,6 +224,7 @@ def run_labels(run_id: str, component: str, release: str | None = None) -> dict[
 
 
 def lane_labels(run_id: str, index: int, attempt: int = 0, release: str | None = None) -> dict[str, str]:
+    """:func:`run_labels` of a lane pod plus its index and pod name (``attempt`` numbers a retry)."""
     return {**run_labels(run_id, "lane", release), LABEL_LANE_INDEX: str(index),
             LABEL_LANE: pod_name(run_id, index, attempt)}
 
@@ -592,4 +600,5 @@ def lane_url(template: str, *, pod: str, service: str, namespace: str, index: in
 
 
 def check_label_value(value: str) -> bool:
+    """Whether ``value`` is a valid Kubernetes label value (63 characters at most, alphanumeric ends)."""
     return len(value) <= 63 and bool(_LABEL_OK.match(value))

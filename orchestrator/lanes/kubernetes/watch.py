@@ -52,6 +52,7 @@ class RunPodWatch:
             self._watch.stop()
 
     def get(self, name: str) -> dict[str, Any] | None:
+        """The last state seen of pod ``name``, or None if the watch has not seen it."""
         with self._lock:
             return self.pods.get(name)
 

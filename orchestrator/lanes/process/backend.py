@@ -172,9 +172,11 @@ class ProcessBackend(LaneBackend):
         self.lazy_runner = opts.lazy_runner
 
     def lanes_dir(self) -> Path:
+        """Where this run's lanes keep their folders (``n8n.log``, user folder)."""
         return self.state_dir / "runs" / self.run_id / "lanes"
 
     def sandboxes_dir(self) -> Path:
+        """Where this run's lane sandboxes keep their state."""
         return self.state_dir / "runs" / self.run_id / "sandboxes"
 
     def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
@@ -232,6 +234,9 @@ class ProcessBackend(LaneBackend):
         return ["/bin/sh", "-c", f'{task_launcher.LANE_PID_ENV}=$$ {launcher} & exec "$@"', "sh", *n8n]
 
     async def start_lane(self, index: int, spec: LaneSpec) -> Lane:
+        """Start lane ``index`` as an n8n process group on loopback, in its own folder, with a sandbox when
+        asked; recorded in the ledger. Raises :class:`LaneError` when n8n is not installed or the sandbox
+        cannot start."""
         if not self.toolchain.n8n_ready():
             raise LaneError(
                 f"n8n {self.toolchain.n8n_version} is not installed in {self.toolchain.cache}: "
@@ -364,6 +369,9 @@ class ProcessBackend(LaneBackend):
         return redact("\n".join(text.splitlines()[-lines:]))
 
     async def teardown(self, lane: Lane) -> None:
+        """Kill the lane's process group and stop its sandbox, keep a redacted copy of its log, remove its
+        folder and mark it deleted in the ledger. Raises :class:`LaneError` naming the processes that
+        survived SIGKILL, or the folder that could not be removed."""
         pid = self._pid(lane)
         self._starting.pop(lane.lane_id, None)  # a lane that never got ready starts no one's count
         await _kill_group(pid)
@@ -394,6 +402,8 @@ class ProcessBackend(LaneBackend):
         (dest / f"{lane_id}.log").write_text(redact(log.read_text(errors="replace")))
 
     async def sweep(self, run_id: str | None = None) -> list[str]:
+        """Kill the processes labelled with ``run_id`` (every run's when None) and remove the sandboxes and
+        lane folders such runs left; returns what went."""
         removed: list[str] = []
         for pid in labelled_processes(run_id):
             if pid_alive(pid):

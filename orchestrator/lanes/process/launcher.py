@@ -80,6 +80,8 @@ class LauncherConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LauncherConfig:
+        """The launcher's settings from the lane's environment: the broker, and the env the runner is
+        started with. Raises ``ValueError`` naming the variables that are missing."""
         missing = [k for k in ("N8N_RUNNERS_AUTH_TOKEN", "N8N_RUNNERS_BROKER_PORT", NODE_ENV, START_ENV) if not env.get(k)]
         if missing:
             raise ValueError(f"task launcher: {', '.join(missing)} not set")
@@ -107,6 +109,7 @@ class LauncherConfig:
 
     @property
     def ws_url(self) -> str:
+        """The broker's websocket URL the runner connects to."""
         return self.broker_uri.replace("http://", "ws://", 1) + f"{self.runners_path}/_ws"
 
 
@@ -124,6 +127,7 @@ class Launcher:
         self.parent = parent
 
     def check_parent(self) -> None:
+        """Raise :class:`LaneGone` once the lane's n8n process is no longer this launcher's parent."""
         if os.getppid() != self.parent:
             raise LaneGone
 
@@ -188,6 +192,8 @@ class Launcher:
             raise
 
     def serve(self) -> None:
+        """Serve the lane until it is gone: handshake with the broker, run a task runner, again; a failed
+        handshake is retried, never fatal."""
         failures = 0
         while True:
             try:
@@ -213,6 +219,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> int:
+    """The launcher's entry point (n8n's external task-runner launcher): 2 when its settings are
+    missing, 0 once the lane is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the lane's group is stopped with SIGTERM
     try:
         cfg = LauncherConfig.from_env(os.environ)

@@ -38,12 +38,14 @@ class StaticBackend(LaneBackend):
 
     @property
     def owner_password(self) -> str | None:
+        """The given owner's password (``--password``), or None."""
         opts = self.config
         assert isinstance(opts, StaticOptions)
         return opts.password.get_secret_value() if opts.password else None
 
     @classmethod
     def check_options(cls, options: BackendOptions, lanes: int) -> None:
+        """``--base-url`` is given, valid and names at least ``lanes`` lanes; else ``ConfigError``."""
         assert isinstance(options, StaticOptions)
         if not options.base_url:
             raise ConfigError(f"--base-url: required with --backend {cls.name}")
@@ -53,6 +55,7 @@ class StaticBackend(LaneBackend):
 
     @classmethod
     async def lanes_answer(cls, options: BackendOptions, lanes: int) -> None:
+        """Each of the first ``lanes`` URLs answers its readiness check; else ``ConfigError`` naming it."""
         assert isinstance(options, StaticOptions)
         async with httpx.AsyncClient(timeout=5.0) as http:
             for index, url in enumerate(parse_base_urls(options.base_url or "")[:lanes]):
@@ -75,9 +78,11 @@ class StaticBackend(LaneBackend):
         return "(static lane: logs are not available to the orchestrator)"
 
     async def teardown(self, lane: Lane) -> None:
+        """Mark the lane stopped; the server is someone else's and is left running."""
         lane.state = LaneState.stopped  # someone else's server: left running
 
     async def sweep(self, run_id: str | None = None) -> list[str]:
+        """Nothing to sweep: the run starts no server."""
         return []
 
     async def close(self) -> None:

@@ -66,12 +66,14 @@ class Node:
     value: str = ""
 
     def walk(self) -> Iterator[Node]:
+        """This node and every element below it, depth first."""
         yield self
         for child in self.children:
             if isinstance(child, Node):
                 yield from child.walk()
 
     def text(self) -> str:
+        """The node's text, whitespace collapsed."""
         parts: list[str] = []
         for child in self.children:
             parts.append(child if isinstance(child, str) else child.text())
@@ -79,6 +81,7 @@ class Node:
 
     @property
     def hidden(self) -> bool:
+        """Whether the node or an ancestor carries ``hidden``."""
         node: Node | None = self
         while node is not None:
             if "hidden" in node.attrs:
@@ -92,6 +95,7 @@ class Node:
 
     @property
     def role(self) -> str | None:
+        """The ARIA role: the ``role`` attribute, else the one its tag implies (None for a plain element)."""
         explicit = self.attrs.get("role")
         if explicit:
             return explicit
@@ -182,9 +186,11 @@ class Page:
         return urlsplit(self.url).hostname or ""
 
     def by_id(self, element_id: str | None) -> Node | None:
+        """The element with ``id`` ``element_id``, or None."""
         return next((n for n in self.root.walk() if element_id and n.attrs.get("id") == element_id), None)
 
     def by_ref(self, ref: str) -> Node | None:
+        """The element numbered ``ref`` (``eN``) in the page's snapshot, or None."""
         return next((n for n in self.root.walk() if n.ref == ref), None)
 
     def name_of(self, node: Node) -> str:
@@ -204,6 +210,7 @@ class Page:
         return node.text()
 
     def value_of(self, node: Node) -> str:
+        """What a snapshot shows as the element's value: a field's value, else its text."""
         if node.tag in ("input", "textarea", "select"):
             return node.value
         if node.role == "combobox":
@@ -219,6 +226,7 @@ class Redactions:
     nodes: dict[str, Node] = field(default_factory=dict)
 
     def apply(self, text: str) -> str:
+        """``text`` with every secret value replaced by its marker."""
         for value, marker in self.by_value.items():
             text = text.replace(value, marker)
         return text
@@ -245,6 +253,7 @@ class Browser:
         self._buffer: dict[str, dict[str, str]] = {}
 
     async def aclose(self) -> None:
+        """Forget the secrets buffer and close the connection to the fixture's pages."""
         self._buffer.clear()
         await self._http.aclose()
 

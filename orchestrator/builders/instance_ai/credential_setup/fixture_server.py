@@ -181,6 +181,7 @@ class FixtureServer:
 
     @property
     def page_port(self) -> int:
+        """The port the provider's pages are served on."""
         return self._pages.port
 
     @property
@@ -189,6 +190,8 @@ class FixtureServer:
         return f"http://127.0.0.1:{self._verify.port}" if self._verify is not None else None
 
     async def start(self) -> FixtureServer:
+        """Start the pages and, when the manifest has one, the provider stand-in; returns the server. A
+        stand-in that fails to start closes the pages and raises."""
         await self._pages.start()
         if self._verify is not None:
             try:

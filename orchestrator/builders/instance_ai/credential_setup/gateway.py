@@ -90,6 +90,7 @@ class Gateway:
         self.calls = 0
 
     async def status(self) -> dict[str, Any]:
+        """The gateway's status as n8n reports it (empty when it answers something else)."""
         data = await self.owner.get(f"{BASE}/status")
         return data if isinstance(data, dict) else {}
 

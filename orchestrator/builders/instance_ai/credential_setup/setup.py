@@ -73,6 +73,7 @@ class LeakWatch:
         self.seen = False
 
     def feed(self, text: str) -> None:
+        """Note whether ``text`` holds the secret (raw or JSON-escaped); once seen, it stays seen."""
         if not self.seen and any(n in text for n in self._needles):
             self.seen = True
 
@@ -103,6 +104,7 @@ class CredentialSetup:
 
     @property
     def boot_error(self) -> str | None:
+        """Why the credential-setup lane could not start, or None."""
         return self.facts.boot_error
 
     @classmethod
