@@ -157,6 +157,9 @@ async def run_policy(policy: str, args: argparse.Namespace, state: Path, out: Pa
         cases_paths=[CASES], iterations=args.iterations, lanes=args.lanes, builder="instance-ai",
         backend="process", model_server="real", state_dir=state, output_dir=out / policy,
         run_id=f"real-lanes-{policy}-{os.urandom(2).hex()}", seed=args.seed,
+        # the bound's usable concurrency, fixed: the model gateway's rule would raise the cap past it
+        # (up to lanes x per-lane cap) and the ratio would no longer compare the schedule to its bound
+        concurrency=args.lanes * 2, per_lane_builds=args.per_lane_cap,
         # the lanes' agent asks our delaying server, with the run's (fake) key
         env=[f"N8N_INSTANCE_AI_MODEL_URL={os.environ['ANTHROPIC_BASE_URL']}",
              "N8N_INSTANCE_AI_MODEL=anthropic/claude-sonnet-4-6"],
