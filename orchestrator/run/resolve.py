@@ -130,8 +130,12 @@ def _resumed(cfg: RunConfig) -> dict[str, object]:
 
 def resolve(cfg: RunConfig, builder: type[Builder] | None = None) -> ResolvedRun:
     """Decide the run ``cfg`` asks for (``builder``: a harness's own builder class instead of the
-    one ``--builder`` names). Pure but for reading a resumed run's ``run.json``; raises a one-line
-    :class:`ConfigError` naming the flag at fault."""
+    one ``--builder`` names). It reads only its inputs (the profile, a builder's manifest, a resumed
+    run's ``run.json``, the environment a backend's options fall back on) and starts nothing.
+
+    Raises:
+        ConfigError: one line naming the flag at fault.
+    """
     if cfg.backend not in available_backends():
         raise ConfigError(f"--backend: unknown backend {cfg.backend!r}; choose one of {', '.join(available_backends())}")
     backend_cls = get_backend(cfg.backend)
