@@ -87,7 +87,7 @@ def plugin_flags() -> Mapping[str, PluginFlag]:
                 flags[name] = PluginFlag(name, annotation, seen.default, seen.help, seen.envvar, seen.secret,
                                          (*seen.owners, owner))
                 continue
-            default = info.default if info.default is not None else None
+            default = None if info.is_required() else info.default
             flags[name] = PluginFlag(name, annotation, default, _help(info.description or name, owner),
                                      env_vars.get(name), secret, (owner,))
     return types.MappingProxyType(flags)
@@ -109,12 +109,7 @@ def plugin_option_names() -> frozenset[str]:
 def secret_option_names() -> frozenset[str]:
     """Plug-in options that are secrets (typed ``SecretStr``): never recorded with the run."""
     return frozenset(name for _, model in _models() for name, info in model.model_fields.items()
-                     if _cli_type_or_none(info.annotation))
-
-
-def _cli_type_or_none(annotation: Any) -> bool:
-    args = typing.get_args(annotation) or (annotation,)
-    return SecretStr in args
+                     if SecretStr in (typing.get_args(info.annotation) or (info.annotation,)))
 
 
 __all__ = ["PluginFlag", "plugin_flags", "plugin_option_names", "secret_option_names"]
