@@ -54,6 +54,11 @@ class Entry:
         return (self.kind, self.lane, self.id)
 
 
+def run_dir(state_dir: Path, run_id: str) -> Path:
+    """Where a run's ledger, lock, ``run.json`` and unit logs live: ``<state dir>/runs/<run id>``."""
+    return state_dir / "runs" / run_id
+
+
 class Ledger:
     """Append-only record of what one run created and deleted."""
 
@@ -67,9 +72,9 @@ class Ledger:
     @classmethod
     def for_run(cls, run_id: str, state_dir: Path | None = None) -> Ledger:
         """The ledger of ``run_id`` under ``state_dir`` (its folder created if need be)."""
-        run_dir = (state_dir or default_state_dir()) / "runs" / run_id
-        run_dir.mkdir(parents=True, exist_ok=True)
-        return cls(run_dir)
+        folder = run_dir(state_dir or default_state_dir(), run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(folder)
 
     @property
     def run_id(self) -> str:

@@ -13,6 +13,7 @@ from orchestrator.cases import CaseIssue
 from orchestrator.cases.issues import FILE_FIELD
 from orchestrator.cases.sources import _case_files
 from orchestrator.ids import new_run_id
+from orchestrator.ledger import run_dir
 from orchestrator.redact import redact_obj
 from orchestrator.run.config import RunConfig
 from orchestrator.run.pipeline import Run, RunHooks, RunOutcome
@@ -24,7 +25,7 @@ def internal_results(cfg: RunConfig) -> RunConfig:
     """A harness that writes its own folder keeps run's ``eval-results.json`` (and the PR comment,
     the report) in the run's state folder, ``<state>/runs/<run-id>/results``."""
     run_id = cfg.run_id or new_run_id()
-    return cfg.replace(run_id=run_id, output_dir=cfg.state_dir / "runs" / run_id / "results")
+    return cfg.replace(run_id=run_id, output_dir=run_dir(cfg.state_dir, run_id) / "results")
 
 
 async def run_stages(cfg: RunConfig, stages: Stages, hooks: list[RunHooks] | None = None) -> RunOutcome:

@@ -36,6 +36,7 @@ from orchestrator.ids import new_run_id
 from orchestrator.lanes.backend import BackendOptions, LaneBackend, available_backends, get_backend
 from orchestrator.lanes.model import LaneSpec
 from orchestrator.lanes.profiles import parse_overrides, resolve_env
+from orchestrator.ledger import run_dir
 from orchestrator.results.writer import RUN_FILENAME, stored_run
 from orchestrator.run.config import DEFAULT_BASELINE_PREFIX, RunConfig
 from orchestrator.run.stack import Stack, builder_options, resolve_stack, select_builder
@@ -91,11 +92,6 @@ class ResolvedRun:
         """A fresh spec every lane of the run starts from (the caller may add the model route's env)."""
         return LaneSpec(n8n_version=N8N_VERSION, profile=self.config.profile, env=dict(self.lane_env),
                         secret_env=dict(self.lane_secrets))
-
-
-def run_dir(state_dir: Path, run_id: str) -> Path:
-    """Where a run's ledger, lock, ``run.json`` and unit logs live."""
-    return state_dir / "runs" / run_id
 
 
 def _resumed(cfg: RunConfig) -> dict[str, object]:
