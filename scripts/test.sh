@@ -32,9 +32,12 @@ fi
 # own types from there.
 (cd tests && ../.venv/bin/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache \
   --allow-untyped-defs --allow-incomplete-defs --allow-untyped-calls --check-untyped-defs .)
-# --durations: the slowest tests are named at the end of every run (what to look at when the suite slows)
+# --durations: the slowest tests are named at the end of every run (what to look at when the suite slows).
+# Two workers (TEST_WORKERS=0: none): most of the suite waits on lanes and models rather than the CPU;
+# tests/conftest.py keeps a module on one worker and every docker test on one.
 set +e
-.venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider --durations=30 "$@"
+.venv/bin/python -m pytest "${tier[@]}" -q -p no:cacheprovider --durations=30 \
+  -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

@@ -26,6 +26,15 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     tools.current.clear()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for ``pytest -n N --dist loadgroup`` (the test command runs two workers): a module's
+    tests stay on one worker, so its module-scoped lanes start once; every ``docker`` test shares
+    one worker, as they share one dockerd, its images and the lanes' fixed host ports."""
+    for item in items:
+        group = "docker" if item.get_closest_marker("docker") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def orchestrator_cmd() -> Iterator[list[str]]:
     """The real CLI, run by this interpreter (whatever venv the tests run in)."""
