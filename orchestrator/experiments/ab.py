@@ -406,7 +406,6 @@ class _LockstepRun(Run):
     def __init__(self, resolved: ResolvedRun, hooks: list[RunHooks], gate: Lockstep, arm: str,
                  siblings: _Siblings | None = None) -> None:
         self._gate, self._arm = gate, arm
-        self._builder: Builder | None = None
         self._siblings = siblings or _Siblings()
         self._siblings.runs.append(self)
         super().__init__(resolved, hooks)
@@ -421,14 +420,8 @@ class _LockstepRun(Run):
         for run_ in self._siblings.runs:
             Run._on_signal(run_, signame)
 
-    @property
-    def builder(self) -> Builder | None:
-        return self._builder
-
-    @builder.setter
-    def builder(self, value: Builder | None) -> None:
-        gated = _LockstepBuilder(value, self._gate, self._arm) if value is not None else None
-        self._builder = cast(Builder | None, gated)
+    def _wrap_builder(self, builder: Builder) -> Builder:
+        return cast(Builder, _LockstepBuilder(builder, self._gate, self._arm))
 
 
 def resumed_root(base: RunConfig, arms: list[Arm], ab_id: str) -> Path | None:
@@ -509,8 +502,7 @@ class SequentialController:
         for run_ in self.runs.values():
             if run_.stop_reason is None:
                 run_.stop_reason = reason
-            if run_.allocator is not None:
-                run_.allocator.stop_new(reason)
+            run_.units.stop_new(reason)
 
 
 async def run_arms_sequential(base: RunConfig, arms: list[Arm], design: SequentialDesign, *, ab_id: str,

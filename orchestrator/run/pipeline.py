@@ -89,19 +89,73 @@ class _SpendCap(RunObserver):
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        #: the gateway sees every call (``--model-gateway``): builders' own reports would count twice
+        self.gateway_counts = run.cfg.model_gateway
 
     def on_cost(self, usd: float) -> None:
-        if self.run.gateway is None:
+        if not self.gateway_counts:
             self.spend(usd)
 
     def spend(self, usd: float) -> None:
         run = self.run
         run.spent_usd += usd
         cap = run.cfg.max_cost_usd
-        if cap is not None and run.spent_usd >= cap and run.allocator is not None and run.stop_reason is None:
+        if cap is not None and run.spent_usd >= cap and run.units.engaged and run.stop_reason is None:
             run.stop_reason = f"spend cap reached: ${run.spent_usd:.2f} ≥ --max-cost-usd {cap}"
             console.print(f"[yellow]{run.stop_reason}: no new builds start[/yellow]")
-            run.allocator.stop_new(run.stop_reason)
+            run.units.stop_new(run.stop_reason)
+
+
+class _Units:
+    """The run's hold on its units: how it stops them and what runs where. Until the allocator runs
+    there are none: a stop cancels the run's task (and no new build has anything to stop); once it
+    runs (:meth:`engage`), the allocator stops them, so running units end as results."""
+
+    def __init__(self) -> None:
+        self._main: asyncio.Task[object] | None = None
+        self._allocator: Allocator | None = None
+
+    def hold(self, main: asyncio.Task[object] | None) -> None:
+        self._main = main
+
+    def engage(self, allocator: Allocator) -> None:
+        self._allocator = allocator
+
+    @property
+    def engaged(self) -> bool:
+        """Whether the allocator runs the units (before it, no build has started to stop)."""
+        return self._allocator is not None
+
+    def per_lane(self) -> dict[str, int]:
+        """Units running per lane id (none before the allocator runs)."""
+        if self._allocator is None:
+            return {}
+        return {lane_id: s.active for lane_id, s in self._allocator.stats().lanes.items()}
+
+    def cancel(self, reason: str) -> None:
+        """No unit starts; running ones are cancelled (before the allocator: the run's task is)."""
+        if self._allocator is not None:
+            self._allocator.cancel(reason)
+        elif self._main is not None:
+            self._main.cancel()
+
+    def stop_new(self, reason: str) -> None:
+        """No new build starts; running ones finish."""
+        if self._allocator is not None:
+            self._allocator.stop_new(reason)
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """What the run opened before its first lane, each part already registered with the teardown."""
+
+    plan: Plan
+    backend: LaneBackend
+    spec: LaneSpec
+    judge: Judge
+    builder: Builder
+    provisioner: Provisioner
+    gateway: RunGateway | None  # None: ``--no-model-gateway``
 
 
 class _BackendEvents(BackendEvents):
@@ -131,7 +185,6 @@ class Run:
         self.hooks = list(hooks or [])
         #: what a harness changes in the stage set (``run/stages.py``); ``Stages()`` is ``run`` itself
         self.stages = stages or Stages()
-        self._main_task: asyncio.Task[object] | None = None
         self.metrics = RunMetrics()
         self.stop_reason: str | None = None
         self.errors: list[str] = []
@@ -140,11 +193,8 @@ class Run:
         self.notes: list[str] = []
         self.builder_failures: list[str] = []
         self.spent_usd = 0.0
-        self.allocator: Allocator | None = None
-        self.builder: Builder | None = None
-        self.provisioner: Provisioner | None = None
-        self.gateway: RunGateway | None = None
-        self.plan: Plan | None = None
+        #: stops the units: the main task's, then the allocator's (see :class:`_Units`)
+        self.units = _Units()
         self.pool = Pool()
         #: what the run lets go of at its end, in a declared order (``run/teardown.py``)
         self._teardown = Teardown(RUN_TEARDOWN, self._teardown_failed)
@@ -166,10 +216,7 @@ class Run:
         """Stop the run: no unit starts, running ones are cancelled; results are written, lanes torn down."""
         self.stop_reason = reason
         console.print(f"[yellow]{reason}: stopping — writing results and tearing down[/yellow]")
-        if self.allocator is not None:
-            self.allocator.cancel(self.stop_reason)
-        elif self._main_task is not None:
-            self._main_task.cancel()
+        self.units.cancel(reason)
 
     def _signals(self, install: bool) -> None:
         """Take SIGINT/SIGTERM for the run; give them back once it is over (an in-process caller
@@ -189,18 +236,22 @@ class Run:
         """Plan, provision, execute, tear down and finalize the run, holding SIGINT/SIGTERM while it
         runs (a signal stops it: results are written, lanes torn down). Returns what happened;
         failures after the plan are in :attr:`RunOutcome.errors`, not raised."""
-        self._main_task = asyncio.current_task()
+        self.units.hold(asyncio.current_task())
         self._signals(install=True)
         try:
             return await self._execute()
         finally:
             self._signals(install=False)
-            if self.plan is not None:
-                self.plan.lock.release()  # the run is over: `cleanup` may look at it now
 
     async def _execute(self) -> RunOutcome:
+        plan = await make_plan(self.resolved, self.stages.load_cases)
+        try:
+            return await self._execute_plan(plan)
+        finally:
+            plan.lock.release()  # the run is over: `cleanup` may look at it now
+
+    async def _execute_plan(self, plan: Plan) -> RunOutcome:
         cfg, resolved = self.cfg, self.resolved
-        plan = self.plan = await make_plan(resolved, self.stages.load_cases)
         await call_hooks(self.hooks, "on_cases", plan.run_id, plan.cases)
         console.print(f"run [bold]{plan.run_id}[/bold]: {len(plan.cases)} case(s) × {cfg.iterations} = "
                       f"{plan.units_total} unit(s)" + (f", {len(plan.units)} left to run" if cfg.resume else ""))
@@ -252,7 +303,7 @@ class Run:
         build_model = spec.env.get(builder_cls.model_env, "") if builder_cls.model_env else cfg.build_model
         plan.results.config["build_model"] = build_model
         # every model call through the gateway (issue 37): our callers get its URL and token
-        self.gateway = gateway = await RunGateway.open(cfg, route, spec, plan.run_dir, self.metrics, console)
+        gateway = await RunGateway.open(cfg, route, spec, plan.run_dir, self.metrics, console)
         model_url, model_key = (gateway.local_url, gateway.token) if gateway else (route.base_url, route.api_key)
         if gateway is not None:
             gateway.on_spend = self._spend_cap.spend
@@ -262,7 +313,7 @@ class Run:
             judge_overrides["attempt_timeout_s"] = cfg.judge_attempt_timeout_s
         judge = Judge(JudgeConfig.from_env(**judge_overrides))
         down.add("judge", judge.aclose)
-        self.builder = builder = builder_cls(
+        builder = self._wrap_builder(builder_cls(
             BuilderSettings(
                 run_id=plan.run_id, run_dir=plan.run_dir.resolve(), model=build_model, api_key=model_key,
                 base_url=model_url, claude_bin=Path(cfg.claude_bin) if cfg.claude_bin else tc.claude_bin,
@@ -272,13 +323,23 @@ class Run:
                 options=stack.builder_options,
             ),
             BuildEvents(on_cost=self.observers.on_cost, on_outage_retry=self.metrics.outage_retry),
-        )
+        ))
         down.add("builder", lambda: self._close_builder(builder))
-        down.add("results", lambda: self._finish(plan))  # from here on, whatever happens, results are written
+        provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, spec, builder, self.pool, self.observers,
+                                  console)
+        if gateway is not None:  # each lane's model calls on its own route of the gateway
+            provisioner.spec_for = lambda index: gateway.lane_spec(spec, index)
+        down.add("provisioner", provisioner.close)
+        down.add("results", lambda: self._finish(plan, provisioner))  # from here on, results are written
         if plan.units and self.stop_reason is None:
-            await self._provision_and_execute(plan, backend, spec, judge, build_budget_ms)
+            await self._provision_and_execute(_Opened(plan, backend, spec, judge, builder, provisioner, gateway),
+                                              build_budget_ms)
         elif cfg.resume:  # nothing to run: what a replaced orchestrator left of the run goes all the same
             await backend.take_over_leftovers()
+
+    def _wrap_builder(self, builder: Builder) -> Builder:
+        """The builder the run's units use (a subclass may put something between them: the A/B lockstep)."""
+        return builder
 
     async def _close_builder(self, builder: Builder) -> None:
         await builder.aclose()
@@ -307,17 +368,10 @@ class Run:
         if message not in self.errors:
             self.errors.append(message)
 
-    async def _provision_and_execute(self, plan: Plan, backend: LaneBackend, spec: LaneSpec, judge: Judge,
-                                     build_budget_ms: int) -> None:
+    async def _provision_and_execute(self, opened: _Opened, build_budget_ms: int) -> None:
         cfg = self.cfg
-        assert self.builder is not None
+        plan, backend, provisioner, gateway = opened.plan, opened.backend, opened.provisioner, opened.gateway
         (plan.run_dir / "builds").mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.provisioner = provisioner = Provisioner(cfg, plan.run_id, plan.ledger, backend, spec, self.builder,
-                                                     self.pool, self.observers, console)
-        self._teardown.add("provisioner", provisioner.close)
-        gateway = self.gateway
-        if gateway is not None:  # each lane's model calls on its own route of the gateway
-            provisioner.spec_for = lambda index: gateway.lane_spec(spec, index)
         await provisioner.start(min(cfg.lanes, len(plan.units)))  # returns once the first lane has joined
         transcripts = plan.run_dir / "transcripts"
         transcripts.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -325,35 +379,36 @@ class Run:
                                 build_timeout_ms=build_budget_ms,
                                 keep_workflows=cfg.keep_workflows, transcripts_dir=transcripts,
                                 judge_mcp_process=cfg.judge_mcp_process)
-        runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, self.builder, judge, settings,
+        runner = UnitRunner({c.slug: c for c in plan.cases}, self.pool.contexts, opened.builder, opened.judge, settings,
                             on_cleanup_failure=self.observers.on_cleanup_failure, verifier=self.stages.verify)
         progress = ProgressObserver(console, len(plan.units), lambda: self.spent_usd)
         progress.on_lanes(self.pool.lanes)
         self.observers.observers.append(progress)
-        self.allocator = provisioner.allocator = make_allocator(
+        allocator = provisioner.allocator = make_allocator(
             cfg, backend, self.pool, runner, plan.writer, self.observers, self.errors,
             global_cap=gateway.gateway.concurrency.cap if gateway is not None and gateway.adaptive else None,
             settle=gateway.settle if gateway is not None else None)
+        self.units.engage(allocator)
         if gateway is not None:
-            gateway.attach(self.allocator)
+            gateway.attach(allocator)
         if self.stop_reason:
-            self.allocator.cancel(self.stop_reason)
+            allocator.cancel(self.stop_reason)
         expected = expected_for_run({c.slug: c.case.complexity for c in plan.cases}, durations_from=cfg.durations_from,
                                     state_dir=cfg.state_dir, baseline=cfg.baseline, run_id=plan.run_id)
         with progress.progress:
-            await execute(cfg, backend, self.pool, self.allocator, runner, plan.units, self.observers,
+            await execute(cfg, backend, self.pool, allocator, runner, plan.units, self.observers,
                           expected_s=expected, on_lost=provisioner.replace,
                           worker=gateway.worker(runner, self.pool.lanes, runner.cases) if gateway is not None else None)
 
-    async def _finish(self, plan: Plan) -> None:
+    async def _finish(self, plan: Plan, provisioner: Provisioner) -> None:
         plan.results.finished_at = time.time()
         await self._hooks_observer.drain()
         summarize_run(plan.results, iterations=self.cfg.iterations, units_total=plan.units_total,
                       lanes=list(self.pool.lanes.values()), stop_reason=self.stop_reason,
                       cleanup_failures=[str(f) for f in self.cleanup_failures],
-                      lane_failures=list(self.provisioner.failures) if self.provisioner else [])
-        if self.provisioner is not None and self.provisioner.first_ready_s is not None:
-            plan.results.config["first_lane_ready_s"] = round(self.provisioner.first_ready_s, 3)
+                      lane_failures=list(provisioner.failures))
+        if provisioner.first_ready_s is not None:
+            plan.results.config["first_lane_ready_s"] = round(provisioner.first_ready_s, 3)
         hook_comparisons = [c for c in await call_hooks(self.hooks, "on_finish", plan.results) if isinstance(c, dict)]
         hook_baseline = next((b for b in (getattr(h, "baseline", None) for h in self.hooks)
                               if isinstance(b, EvalResults)), None)

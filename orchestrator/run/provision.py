@@ -91,7 +91,7 @@ class Provisioner:
         self.started: list[Lane] = []  # started, not yet ready (bring_up_one keeps it)
         self.failures: list[str] = []
         self.replacements_left = cfg.lanes
-        self.started_at = time.monotonic()
+        self.started_at = time.monotonic()  # again at start(): the first lane's wait counts from there
         self.first_ready_s: float | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._first = asyncio.Event()
@@ -102,6 +102,7 @@ class Provisioner:
     # ------------------------------------------------------------------ bring-up
     async def start(self, count: int) -> None:
         """Start ``count`` lanes; return once the first has joined (``LaneError`` if none can)."""
+        self.started_at = time.monotonic()
         for _ in range(count):
             self._spawn()
         waiter = asyncio.create_task(self._first.wait())

@@ -199,17 +199,17 @@ async def test_a_lane_still_preparing_when_units_start_joins_the_allocator_once(
     async def slow_prepare(self: McpBuilder, ctx) -> None:
         if ctx.lane.base_url.startswith(second):  # hold the second lane until units run on the first
             for _ in range(400):
-                if runner.allocator is not None and runner.allocator.stats().active:
+                if any(runner.units.per_lane().values()):
                     break
                 await asyncio.sleep(0.05)
-            waited.append(runner.allocator is not None)
+            waited.append(runner.units.engaged)
         await prepare(self, ctx)
 
     monkeypatch.setattr(McpBuilder, "prepare_lane", slow_prepare)
     outcome = await runner.execute()
     assert waited == [True]
     assert outcome.ok, outcome.errors
-    assert runner.provisioner is not None and runner.provisioner.failures == []
+    assert outcome.results.lane_failures == []
     assert sorted(u.build.status.value for u in outcome.results.units) == ["ok"] * 4
     assert len({u.lane for u in outcome.results.units}) == 2  # the late lane ran units too
 

@@ -57,8 +57,7 @@ async def _fault_mid_build(model: ModelDesk, tmp_path: Path, prefix: str, fault:
     try:
         await wait_until(lambda: gate.waiting >= len(SMOKE_CASES) or task.done(), 300, "every build in flight")
         assert not task.done(), task.result()
-        assert run.allocator is not None
-        active = {lane_id: s.active for lane_id, s in run.allocator.stats().lanes.items()}
+        active = run.units.per_lane()
         victim = run.lanes[max(active, key=lambda lane_id: active[lane_id])]  # the lane with builds in flight
         assert active[victim.lane_id] > 0
         victim_pgid = int(victim.handle)  # lanes run in their own session: group id = n8n's pid

@@ -120,7 +120,7 @@ class _Allocator(Allocator):
 def _arm(allocator: Allocator, tmp_path: Path) -> Run:
     """An arm's run, not started, whose allocator is ``allocator``."""
     run = Run(resolve(RunConfig(state_dir=tmp_path)))
-    run.allocator = allocator
+    run.units.engage(allocator)
     return run
 
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from orchestrator.errors import ConfigError
 from orchestrator.results.writer import RUN_FILENAME
 from orchestrator.run.config import RunConfig
+from orchestrator.run.pipeline import Run
 from orchestrator.run.resolve import resolve
 
 CASES = Path(__file__).resolve().parents[3] / "cases"
@@ -42,6 +43,15 @@ def test_a_resolved_run_is_frozen(tmp_path: Path) -> None:
     spec = run.lane_spec()
     spec.env["N8N_LOG_LEVEL"] = "info"  # a lane's spec is its own copy
     assert run.lane_env["N8N_LOG_LEVEL"] == "debug" and run.explicit_env == {"N8N_LOG_LEVEL"}
+
+
+def test_a_run_built_from_a_resolved_run_has_nothing_left_to_fill_in(tmp_path: Path) -> None:
+    """What a run opens as it goes (plan, builder, gateway, provisioner, allocator) is passed along
+    its stages, not parked on the run as ``None`` until then: only the stop reason waits to be set."""
+    run = Run(resolve(RunConfig(state_dir=tmp_path)))
+    unset = sorted(name for name, value in vars(run).items() if value is None)
+    assert unset == ["stop_reason"]
+    assert not run.units.engaged and run.units.per_lane() == {}
 
 
 def test_resolve_decides_the_builder_the_budget_the_run_id_and_the_output_dir_once(tmp_path: Path) -> None:
