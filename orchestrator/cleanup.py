@@ -15,17 +15,17 @@ run label too, so the process sweep has stopped them by then).
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.builders.seeds import deleter_for
 from orchestrator.deletion import close_with_lane, delete_one, in_delete_order
-from orchestrator.lanes.backend import get_backend
+from orchestrator.lanes.backend import BackendOptions, get_backend
 from orchestrator.lanes.bringup import safe_teardown
 from orchestrator.lanes.pool import lane_from_entry
+from orchestrator.lanes.static.options import StaticOwner
 from orchestrator.ledger import Ledger, all_runs, run_is_live
 from orchestrator.n8n.errors import N8nError
 from orchestrator.n8n.rest import N8nClient
@@ -34,8 +34,6 @@ from orchestrator.redact import redact
 log = logging.getLogger(__name__)
 
 SWEEP_BACKENDS = ("process", "docker", "kubernetes")
-#: the backend whose leftovers ``cleanup --kubernetes`` (the janitor) removes by cluster state, not by ledger
-JANITOR_BACKEND = "kubernetes"
 
 
 @dataclass
@@ -53,19 +51,21 @@ def _close_static_lanes(ledger: Ledger, lane_urls: dict[str, str]) -> None:
             ledger.deleted("lane", lane_id, lane=lane_id)
 
 
-async def _clean_static(ledger: Ledger, lane_urls: dict[str, str], email: str | None, password: str | None,
+async def _clean_static(ledger: Ledger, lane_urls: dict[str, str], owner: StaticOwner | None,
                         report: CleanupReport) -> None:
     try:
-        await _delete_on_static(ledger, lane_urls, email, password, report)
+        await _delete_on_static(ledger, lane_urls, owner, report)
     finally:
         _close_static_lanes(ledger, lane_urls)
 
 
-async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], email: str | None, password: str | None,
+async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], login: StaticOwner | None,
                             report: CleanupReport) -> None:
     entries = [e for e in in_delete_order(ledger.open_entries()) if e.lane in lane_urls]
     if not entries:
         return
+    email = login.email if login else None
+    password = login.password.get_secret_value() if login and login.password else None
     if not (email and password):
         report.failures.append(f"run {ledger.run_id}: {len(entries)} resource(s) on static lanes need --email/--password")
         return
@@ -88,12 +88,14 @@ async def _delete_on_static(ledger: Ledger, lane_urls: dict[str, str], email: st
 
 
 async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str] | None = None, *,
-                  email: str | None = None, password: str | None = None) -> CleanupReport:
+                  options: Mapping[str, BackendOptions] | None = None) -> CleanupReport:
     """``orchestrator cleanup``: remove what finished or dead runs left, never a live run's (one whose
     process holds its run lock). For ``run_id`` (every run in ``state_dir`` when None): tear down its
-    open lanes from the ledger, delete its users on static lanes (with the given owner login), sweep
-    each backend by label (failures reported only for ``backends`` named) and remove orphaned build
-    folders. Returns what went, what failed and what was left alone."""
+    open lanes from the ledger, delete its users on static lanes (with the owner login in the static
+    backend's cleanup ``options``), sweep each backend by label (failures reported only for
+    ``backends`` named) and remove orphaned build folders. Returns what went, what failed and what
+    was left alone."""
+    options = options or {}
     report = CleanupReport()
     ledgers = [Ledger.for_run(run_id, state_dir)] if run_id else all_runs(state_dir)
     live = {ledger.run_id for ledger in ledgers if run_is_live(ledger.run_dir)}  # never touch live work
@@ -119,7 +121,8 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
             finally:
                 await backend.close()
         if ledger.run_id in static_urls:
-            await _clean_static(ledger, static_urls[ledger.run_id], email, password, report)
+            login = next((o for o in options.values() if isinstance(o, StaticOwner)), None)
+            await _clean_static(ledger, static_urls[ledger.run_id], login, report)
     # by label, run by run: only the runs of this state dir that are not live (another state dir's
     # runs, or a live one here, may be someone's work in progress)
     for rid in [ledger.run_id for ledger in ledgers]:
@@ -144,37 +147,3 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
             shutil.rmtree(staged, ignore_errors=True)
             (report.failures if staged.exists() else report.removed).append(f"{ledger.run_id}: build dir {staged}")
     return report
-
-
-def janitor_pass(namespace: str | None, context: str | None, run_id: str | None, grace_s: float,
-                 dry_run: bool, *, say: Callable[[str], object], lease_grace_s: float | None = None) -> int:
-    """One pass of the Kubernetes janitor (``cleanup --kubernetes``), told line by line through ``say``;
-    returns the number of failures."""
-    from orchestrator.lanes.kubernetes.api import kubeconfig_namespace, load_api_client
-    from orchestrator.lanes.kubernetes.backend import SA_NAMESPACE_FILE
-    from orchestrator.lanes.kubernetes.janitor import DEFAULT_LEASE_GRACE_S, Janitor
-
-    api_client, in_cluster = load_api_client(context)
-    ns = (namespace or os.environ.get("ORCHESTRATOR_K8S_NAMESPACE") or os.environ.get("POD_NAMESPACE")
-          or (SA_NAMESPACE_FILE.read_text().strip() if in_cluster and SA_NAMESPACE_FILE.exists() else None)
-          or kubeconfig_namespace(context) or "default")
-    # With an existing lane Secret (what the chart requires) there is no per-run Secret, and no RBAC on secrets.
-    # With the chart's ORCHESTRATOR_K8S_RELEASE, only that release's runs (its admission policy lets
-    # the janitor delete nothing else).
-    janitor = Janitor(api_client, ns, grace_s=grace_s, delete_secrets=not os.environ.get("ORCHESTRATOR_K8S_LANE_SECRET"),
-                      release=os.environ.get("ORCHESTRATOR_K8S_RELEASE") or None,
-                      lease_grace_s=DEFAULT_LEASE_GRACE_S if lease_grace_s is None else lease_grace_s)
-    try:
-        report = janitor.run(run_id, dry_run=dry_run, force=run_id is not None)
-    finally:
-        api_client.close()
-    for verdict in report.verdicts:
-        state = "alive" if verdict.alive else ("dead (dry run: kept)" if dry_run else "dead")
-        say(f"{verdict.run}: {state}: {verdict.why}")
-    for item in report.removed:
-        say(f"removed {item}")
-    for failure in report.failures:
-        say(f"[red]failed:[/red] {failure}")
-    say(f"cleanup --kubernetes ({ns}): {len(report.verdicts)} run(s), {len(report.dead_runs)} dead, "
-                  f"{len(report.removed)} removed, {len(report.failures)} failed")
-    return len(report.failures)

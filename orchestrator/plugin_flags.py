@@ -1,4 +1,5 @@
-"""The flags the plug-ins contribute to the run commands, made from their options models.
+"""The flags the plug-ins contribute to the run commands (and to ``orchestrator cleanup``), made from
+their options models.
 
 A builder's or a lane backend's options model (``BuilderOptions``, ``BackendOptions``) names in its
 ``flags`` the fields that are flags of ``orchestrator run`` (and every command that shares its
@@ -9,8 +10,10 @@ nor the run names one of them: the CLI adds them to the shared options
 keeps their values in ``plugin_options`` and each plug-in takes its own from there
 (:mod:`orchestrator.run.stack`).
 
-The models come from the registries' ``options`` tables (light modules): making the CLI imports no
-plug-in, no SDK.
+A backend's options model may name another in ``cleanup``: the options ``orchestrator cleanup``
+takes of it (the static lanes' owner, the Kubernetes janitor's), whose ``flags`` are that command's
+(:func:`cleanup_flags`). The models come from the registries' ``options`` tables (light modules):
+making the CLI imports no plug-in, no SDK.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 
 from orchestrator.builders.builder import BUILDERS
-from orchestrator.lanes.backend import BACKENDS
+from orchestrator.lanes.backend import BACKENDS, BackendOptions
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,47 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
     return out
 
 
+def _cleanup_models() -> list[tuple[str, type[BaseModel]]]:
+    """(owner, model) of every built-in backend that takes options in ``orchestrator cleanup``."""
+    return [(f"{name} backend", model.cleanup) for name, model in BACKENDS.options_models().items()
+            if issubclass(model, BackendOptions) and model.cleanup is not None]
+
+
 @functools.cache
 def plugin_flags() -> Mapping[str, PluginFlag]:
-    """Every contributed flag by field name (two plug-ins may share one, of the same type)."""
+    """Every contributed flag of the run commands by field name (two plug-ins may share one, of the same type)."""
+    return _flags(_models())
+
+
+def backend_flags() -> Mapping[str, PluginFlag]:
+    """The run commands' flags a lane backend contributes (``orchestrator lanes up`` takes them too)."""
+    return {n: f for n, f in plugin_flags().items() if any(o.endswith(" backend") for o in f.owners)}
+
+
+@functools.cache
+def cleanup_flags() -> Mapping[str, PluginFlag]:
+    """Every flag the lane backends contribute to ``orchestrator cleanup`` (their ``cleanup`` models)."""
+    return _flags(_cleanup_models())
+
+
+def cleanup_options(given: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, BackendOptions]:
+    """Each backend's ``orchestrator cleanup`` options, by backend name: from the flags ``given``
+    (their values by field name), else the model's env variables in ``environ``.
+
+    Raises:
+        ConfigError: one line naming the backend and the option that is bad.
+    """
+    out: dict[str, BackendOptions] = {}
+    for owner, model in _cleanup_models():
+        assert issubclass(model, BackendOptions)
+        name = owner.removesuffix(" backend")
+        out[name] = model.parse(name, {k: v for k, v in given.items() if k in model.model_fields}, environ)
+    return out
+
+
+def _flags(models: list[tuple[str, type[BaseModel]]]) -> Mapping[str, PluginFlag]:
     flags: dict[str, PluginFlag] = {}
-    for owner, model in _models():
+    for owner, model in models:
         env_vars: Mapping[str, str] = getattr(model, "env_vars", {})
         for name in getattr(model, "flags", ()):
             info = model.model_fields[name]
@@ -112,4 +151,4 @@ def secret_option_names() -> frozenset[str]:
                      if SecretStr in (typing.get_args(info.annotation) or (info.annotation,)))
 
 
-__all__ = ["PluginFlag", "plugin_flags", "plugin_option_names", "secret_option_names"]
+__all__ = ["PluginFlag", "backend_flags", "cleanup_flags", "cleanup_options", "plugin_flags", "plugin_option_names", "secret_option_names"]

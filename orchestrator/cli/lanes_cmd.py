@@ -6,7 +6,7 @@ import asyncio
 import json
 import signal
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import httpx
 import typer
@@ -14,12 +14,14 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.cli.common import new_run_id, positive, run_async
+from orchestrator.cli.plugin_params import with_flags
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import DEFAULT_BACKEND, LaneError, available_backends, get_backend, readiness_status
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.pool import lane_from_entry, make_spec
 from orchestrator.ledger import Ledger, all_runs, default_state_dir
+from orchestrator.plugin_flags import backend_flags
 from orchestrator.toolchain import InstallError, ensure_toolchain
 
 app = typer.Typer(no_args_is_help=True, help="Provision, inspect and tear down n8n lane pools.")
@@ -39,6 +41,7 @@ def install(
 
 
 @app.command("up")
+@with_flags(backend_flags(), into="given")
 def up(
     backend: str = typer.Option(DEFAULT_BACKEND, help=f"Lane backend: {', '.join(available_backends())}."),
     count: int = typer.Option(1, "--count", "-n", help="How many lanes."),
@@ -46,22 +49,22 @@ def up(
     env: list[str] = typer.Option([], "--env", help="KEY=VALUE override for every lane (repeatable)."),
     run_id: Optional[str] = typer.Option(None, help="Run id (default: a new one)."),
     state_dir: Path = typer.Option(default_state_dir(), help="Where ledgers live."),
-    base_url: Optional[str] = typer.Option(None, help="Comma-separated lane URLs (static backend)."),
     retries: int = typer.Option(1, help="Replacements per lane that fails to come up."),
+    given: Optional[dict[str, Any]] = None,
 ) -> None:
     """Bring up COUNT lanes, seed their owners, and leave them running (Ctrl-C tears them down)."""
     positive(count, "--count")
     positive(retries, "--retries", allow_zero=True)
     rid = run_id or new_run_id()
     try:
-        run_async(_up(backend, count, profile, env, rid, state_dir, base_url, retries))
+        run_async(_up(backend, count, profile, env, rid, state_dir, given or {}, retries))
     except asyncio.CancelledError:
         console.print(f"[yellow]interrupted: the lanes of run {rid} were torn down[/yellow]")
         raise typer.Exit(130) from None
 
 
 async def _up(backend_name: str, count: int, profile: str, env: list[str], run_id: str, state_dir: Path,
-              base_url: str | None, retries: int) -> None:
+              given: dict[str, Any], retries: int) -> None:
     # Handlers, not KeyboardInterrupt: a SIGINT disposition inherited as "ignored" (background
     # jobs, CI) would otherwise leave lanes up; SIGTERM (a pod being stopped) gets the same path.
     loop, main = asyncio.get_running_loop(), asyncio.current_task()
@@ -71,11 +74,13 @@ async def _up(backend_name: str, count: int, profile: str, env: list[str], run_i
     spec = make_spec(profile, env)
     ledger = Ledger.for_run(run_id, state_dir)
     backend_cls = get_backend(backend_name)
-    backend = backend_cls(run_id, ledger, state_dir, **({} if backend_cls.owns_lanes else {"base_url": base_url}))
+    flags, fields = backend_flags(), backend_cls.options_model.model_fields  # the backend's own flags, as given
+    options = {k: v for k, v in given.items() if k in fields and v is not None and v != flags[k].default}
+    backend = backend_cls(run_id, ledger, state_dir, **options)
     if backend_cls.needs_local_n8n:
         await asyncio.to_thread(ensure_toolchain, claude=False, log=lambda m: console.print(f"[dim]{m}[/dim]"))
     try:
-        result = await bring_up(backend, count, spec, make_owner(run_id), retries=retries)
+        result = await bring_up(backend, count, spec, make_owner(run_id, backend.owner_password), retries=retries)
     except LaneError as exc:
         raise ConfigError(f"lanes up (run {run_id}): {exc}") from None
     finally:

@@ -18,6 +18,7 @@ import typer
 
 from orchestrator.builders.budgets import DEFAULT_TURN_BUDGET_MS
 from orchestrator.builders.builder import ALIASES, BUILD_VIA_MCP, DEFAULT_BUILDER, Builder, available_builders
+from orchestrator.cli.plugin_params import parameter
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import DEFAULT_BACKEND, available_backends
 from orchestrator.ledger import default_state_dir
@@ -94,13 +95,8 @@ SHARED: list[P] = [
 ]
 
 
-def _contributed() -> list[P]:
-    """The plug-ins' own flags (``orchestrator.plugin_flags``), after the shared ones."""
-    return [_opt(f.name, f.annotation, f.default, f.help, f.flag, envvar=f.envvar, show_default=not f.secret)
-            for f in plugin_flags().values()]
-
-
-PLUGIN_FLAGS = _contributed()
+#: the plug-ins' own flags (``orchestrator.plugin_flags``), after the shared ones
+PLUGIN_FLAGS = [parameter(f) for f in plugin_flags().values()]
 _NAMES = {p.name for p in SHARED} | {p.name for p in PLUGIN_FLAGS}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -47,6 +47,16 @@ class BackendOptions(BaseModel):
     #: the fields that are flags of the run commands (``--base-url`` for ``base_url``): the CLI makes
     #: them from the field (its type, default, description and env variable), ``orchestrator.plugin_flags``
     flags: ClassVar[tuple[str, ...]] = ()
+    #: the options this backend takes in ``orchestrator cleanup`` (another model; its :attr:`flags`
+    #: are that command's flags); None: cleanup needs nothing of it
+    cleanup: ClassVar[type[BackendOptions] | None] = None
+    #: the backend has a pass of its own over what it runs on (:meth:`LaneBackend.janitor`): run when
+    #: its cleanup options ask for it (:meth:`asks_for_janitor`) or ``cleanup --backend`` names it
+    has_janitor: ClassVar[bool] = False
+
+    def asks_for_janitor(self) -> bool:
+        """Whether these cleanup options ask for the backend's own pass (:attr:`has_janitor`)."""
+        return False
 
     @classmethod
     def parse(cls, backend: str, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> Self:
@@ -133,6 +143,13 @@ class LaneBackend(abc.ABC):
         self.config: BackendOptions = self.parse_options(options, self.options_environ())
         #: the run replaces this with its own (metrics, stopping the run)
         self.events = BackendEvents()
+
+    @classmethod
+    def janitor(cls, options: BackendOptions, run_id: str | None, *, say: Callable[[str], object]) -> int:
+        """``orchestrator cleanup``'s pass over what this backend runs on (its cleanup options say
+        :attr:`~BackendOptions.has_janitor`): remove what dead runs left there — never a live run's —
+        telling each step through ``say``. Returns the number of failures."""
+        raise NotImplementedError(f"the {cls.name} backend has no janitor")
 
     def options_environ(self) -> Mapping[str, str]:
         """Where the options' env fallbacks (:attr:`BackendOptions.env_vars`) are read: this process's

@@ -172,8 +172,9 @@ def test_no_forbidden_import() -> None:
 #: modules code elsewhere in ``orchestrator/`` may import (tests and benches may reach any module)
 PLUGIN_PACKAGES: dict[str, tuple[list[set[str]], set[str]]] = {
     "orchestrator.lanes.kubernetes": (
-        [{"pod_options", "api"}, {"objects", "watch"}, {"options"}, {"lease"}, {"janitor", "backend"}, {"__init__"}],
-        {"backend", "options", "janitor", "api"}),  # cleanup --kubernetes: the janitor, on the backend's client
+        [{"pod_options", "api"}, {"objects", "watch"}, {"options", "namespace"}, {"lease"}, {"janitor"}, {"backend"},
+         {"__init__"}],
+        {"backend", "options", "janitor", "api"}),
     "orchestrator.lanes.docker": ([{"options"}, {"backend"}, {"__init__"}], {"backend", "options"}),
     "orchestrator.lanes.process": ([{"options", "launcher"}, {"backend"}, {"__init__"}], {"backend", "options"}),
     "orchestrator.lanes.static": ([{"options"}, {"backend"}, {"__init__"}], {"backend", "options"}),

@@ -15,7 +15,13 @@ from orchestrator.builders.builder import BUILDERS
 from orchestrator.cli.main import app
 from orchestrator.errors import ConfigError
 from orchestrator.lanes.backend import BACKENDS
-from orchestrator.plugin_flags import plugin_flags, plugin_option_names, secret_option_names
+from orchestrator.plugin_flags import (
+    cleanup_flags,
+    cleanup_options,
+    plugin_flags,
+    plugin_option_names,
+    secret_option_names,
+)
 from orchestrator.run.config import RunConfig
 from orchestrator.run.resolve import resolve
 
@@ -69,6 +75,8 @@ def _named(tree: ast.AST, names: set[str]) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             found += [f"{node.lineno}: {f}" for f in flags if re.search(re.escape(f) + r"(?![\w-])", node.value)]
+        elif isinstance(node, ast.arg) and node.arg in names:  # a command's own option: def cmd(email=…)
+            found.append(f"{node.lineno}: {node.arg}=")
         elif isinstance(node, ast.Attribute) and node.attr in names:
             base = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
             if base in CONFIG_NAMES:
@@ -78,11 +86,31 @@ def _named(tree: ast.AST, names: set[str]) -> list[str]:
 
 def test_cli_and_run_name_no_plug_in_flag() -> None:
     names = set(plugin_option_names()) - set(RunConfig.model_fields)  # a run-wide flag a plug-in reads too
+    names |= set(cleanup_flags()) - {"dry_run"}  # cleanup's too (``cases push --dry-run`` is its own)
     found = {str(p.relative_to(PKG)): hits for folder in ("cli", "run") for p in sorted((PKG / folder).rglob("*.py"))
              if (hits := _named(ast.parse(p.read_text()), names))}
     assert found == {}
 
 
 def test_the_check_finds_a_named_flag() -> None:
-    tree = ast.parse('"""--base-url in a docstring is prose."""\nx = cfg.base_url\ny = ["--prebuilt-workflows"]\n')
-    assert _named(tree, {"base_url", "prebuilt_workflows"}) == ["2: .base_url", "3: --prebuilt-workflows"]
+    tree = ast.parse('"""--base-url in a docstring is prose."""\nx = cfg.base_url\ny = ["--prebuilt-workflows"]\n'
+                     'def cleanup(email=None): ...\n')
+    assert _named(tree, {"base_url", "prebuilt_workflows", "email"}) == [
+        "2: .base_url", "3: --prebuilt-workflows", "4: email="]
+
+
+def test_cleanup_takes_the_backends_own_flags_from_their_cleanup_models(tmp_path: Path) -> None:
+    """``orchestrator cleanup`` offers the static owner's and the Kubernetes janitor's flags, made from
+    the backends' ``cleanup`` models; a bad value is one line naming the backend and the option."""
+    flags = cleanup_flags()
+    assert {"email", "password", "kubernetes", "namespace", "context", "grace_seconds", "lease_grace_seconds",
+            "dry_run"} <= set(flags)
+    assert flags["password"].secret and flags["email"].envvar == "N8N_EVAL_EMAIL"
+    options = cleanup_options({"email": "o@example.com", "password": "pw", "kubernetes": False}, {})
+    static, janitor = options["static"], options["kubernetes"]
+    assert not janitor.asks_for_janitor() and type(janitor).has_janitor and not type(static).has_janitor
+    assert "pw" not in repr(static)  # the password is a secret
+    with pytest.raises(ConfigError, match="kubernetes backend: option 'grace_seconds'"):
+        cleanup_options({"grace_seconds": -1.0}, {})
+    result = CliRunner().invoke(app, ["cleanup", "--state-dir", str(tmp_path), "--grace-seconds", "-1"])
+    assert isinstance(result.exception, ConfigError) and "grace_seconds" in str(result.exception)

@@ -91,21 +91,22 @@ from kubernetes.client.exceptions import ApiException
 
 from orchestrator.deletion import close_with_lane
 from orchestrator.errors import ConfigError
-from orchestrator.lanes.backend import LaneBackend, LaneError, answers_ready, register_backend
+from orchestrator.lanes.backend import BackendOptions, LaneBackend, LaneError, answers_ready, register_backend
 from orchestrator.lanes.kubernetes import objects
 from orchestrator.lanes.kubernetes.api import (
     RateLimiter,
     api_error,
     call_with_retry,
     is_ready,
-    kubeconfig_namespace,
     load_api_client,
     status_summary,
     stuck_reason,
     terminal_reason,
 )
+from orchestrator.lanes.kubernetes.janitor import janitor_pass
 from orchestrator.lanes.kubernetes.lease import LeaseKeeper, take_over
-from orchestrator.lanes.kubernetes.options import KubernetesOptions, resolved
+from orchestrator.lanes.kubernetes.namespace import resolve_namespace
+from orchestrator.lanes.kubernetes.options import JanitorOptions, KubernetesOptions, resolved
 from orchestrator.lanes.kubernetes.watch import RunPodWatch
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.ledger import Ledger
@@ -116,7 +117,6 @@ from orchestrator.sandbox.service import lane_env as sandbox_lane_env
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 @register_backend
@@ -127,6 +127,11 @@ class KubernetesBackend(LaneBackend):
     runs_build_runner = True  # the build-runner container in each lane pod (``pod.buildRunner``)
     takes_over_resumed_runs = True  # ``takeover``: a replaced orchestrator's lanes are removed once its Lease ran out
     options_model = KubernetesOptions
+
+    @classmethod
+    def janitor(cls, options: BackendOptions, run_id: str | None, *, say: Callable[[str], object]) -> int:
+        assert isinstance(options, JanitorOptions)
+        return janitor_pass(options, run_id, say=say)
 
     @classmethod
     def parse_options(cls, options: Mapping[str, object], environ: Mapping[str, str] | None = None) -> KubernetesOptions:
@@ -210,13 +215,8 @@ class KubernetesBackend(LaneBackend):
         """The run's namespace, decided once: ``--namespace``, else the pod's own (in-cluster), else the
         kubeconfig context's, else ``default``."""
         if self._namespace is None:
-            self._namespace = (
-                self.opts.namespace
-                or self._environ.get(objects.ENV_POD_NAMESPACE)
-                or (SA_NAMESPACE_FILE.read_text().strip() if self._owns_client and SA_NAMESPACE_FILE.exists() else None)
-                or (kubeconfig_namespace(self.opts.context) if self._owns_client else None)
-                or "default"
-            )
+            self._namespace = resolve_namespace(self.opts.namespace, self._environ, self.opts.context,
+                                                local=self._owns_client)
         return self._namespace
 
     @property

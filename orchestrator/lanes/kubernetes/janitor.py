@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,15 +57,14 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter
 
 from orchestrator.lanes.kubernetes import objects
-from orchestrator.lanes.kubernetes.api import call_with_retry, finished_at, parse_time
+from orchestrator.lanes.kubernetes.api import call_with_retry, finished_at, load_api_client, parse_time
 from orchestrator.lanes.kubernetes.lease import ExpiryWitness
+from orchestrator.lanes.kubernetes.namespace import resolve_namespace
+from orchestrator.lanes.kubernetes.options import DEFAULT_GRACE_S, DEFAULT_LEASE_GRACE_S, JanitorOptions
 from orchestrator.redact import redact
 
 log = logging.getLogger(__name__)
 
-DEFAULT_GRACE_S = 300.0
-#: How long a pass watches an expired Lease stay unrenewed (at least the Lease's TTL) before the run is dead.
-DEFAULT_LEASE_GRACE_S = 60.0
 _DELETED_KINDS = ("pod", "service", "networkpolicy", "lease")
 
 
@@ -356,3 +356,30 @@ def _pod_detail(pod: dict[str, Any]) -> str:
     ]
     known = [r for r in reasons if r]
     return f" ({', '.join(known)})" if known else ""
+
+
+def janitor_pass(options: JanitorOptions, run_id: str | None, *, say: Callable[[str], object]) -> int:
+    """One pass of the janitor (``cleanup --kubernetes``) over ``options``' namespace, or over run
+    ``run_id`` only (then even before its grace), told line by line through ``say``. Returns the
+    number of failures."""
+    api_client, _ = load_api_client(options.context)
+    ns = resolve_namespace(options.namespace, os.environ, options.context, local=True)
+    # With an existing lane Secret (what the chart requires) there is no per-run Secret, and no RBAC on
+    # secrets; with the chart's release, only that release's runs (its admission policy lets the
+    # janitor delete nothing else).
+    janitor = Janitor(api_client, ns, grace_s=options.grace_seconds, delete_secrets=not options.existing_secret,
+                      release=options.release, lease_grace_s=options.lease_grace_seconds)
+    try:
+        report = janitor.run(run_id, dry_run=options.dry_run, force=run_id is not None)
+    finally:
+        api_client.close()
+    for verdict in report.verdicts:
+        state = "alive" if verdict.alive else ("dead (dry run: kept)" if options.dry_run else "dead")
+        say(f"{verdict.run}: {state}: {verdict.why}")
+    for item in report.removed:
+        say(f"removed {item}")
+    for failure in report.failures:
+        say(f"[red]failed:[/red] {failure}")
+    say(f"cleanup --kubernetes ({ns}): {len(report.verdicts)} run(s), {len(report.dead_runs)} dead, "
+        f"{len(report.removed)} removed, {len(report.failures)} failed")
+    return len(report.failures)

@@ -43,10 +43,52 @@ from orchestrator.lanes.backend import BackendOptions
 from orchestrator.lanes.kubernetes import objects
 
 _JSON_OPTIONS = ("pod", "egress")
+#: How long the janitor keeps the lanes of an orchestrator that ended.
+DEFAULT_GRACE_S = 300.0
+#: How long a pass watches an expired Lease stay unrenewed (at least the Lease's TTL) before the run is dead.
+DEFAULT_LEASE_GRACE_S = 60.0
+_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class JanitorOptions(BackendOptions):
+    """What ``orchestrator cleanup`` takes of this backend: ``--kubernetes`` runs the janitor (what the
+    chart's CronJob runs) instead of the ledgers' sweep. The chart's lane Secret and release come
+    from the environment, as the orchestrator's own."""
+
+    flags: ClassVar[tuple[str, ...]] = ("kubernetes", "namespace", "context", "grace_seconds",
+                                        "lease_grace_seconds", "dry_run")
+    env_vars: ClassVar[Mapping[str, str]] = {
+        "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
+        "context": "ORCHESTRATOR_K8S_CONTEXT",
+        "existing_secret": "ORCHESTRATOR_K8S_LANE_SECRET",
+        "release": "ORCHESTRATOR_K8S_RELEASE",
+    }
+    has_janitor: ClassVar[bool] = True
+
+    kubernetes: bool = Field(False, description=(
+        "run the Kubernetes janitor: delete lane objects of runs whose orchestrator is gone or ended, "
+        "never a live run's"))
+    namespace: str | None = Field(None, pattern=_NAME, max_length=63, description=(
+        "the janitor's namespace (default: POD_NAMESPACE, the kubeconfig's)"))
+    context: str | None = Field(None, description="the janitor's kubeconfig context")
+    grace_seconds: float = Field(DEFAULT_GRACE_S, ge=0, description="how long an ended orchestrator's lanes are kept")
+    lease_grace_seconds: float = Field(DEFAULT_LEASE_GRACE_S, ge=0, description=(
+        "how long the janitor itself must see a run's Lease expired and unrenewed, with its own API calls "
+        "answered, before the run is dead (at least the Lease's TTL)"))
+    dry_run: bool = Field(False, description="the janitor only says which runs are dead")
+    #: the chart's lane Secret: runs made no Secret of their own, and the janitor may delete none
+    existing_secret: str | None = Field(None, pattern=_NAME)
+    #: the chart's release: only its runs are the janitor's (its admission policy allows no other)
+    release: str | None = Field(None, pattern=_NAME, max_length=53)
+
+    def asks_for_janitor(self) -> bool:
+        return self.kubernetes
 
 
 class KubernetesOptions(BackendOptions):
     """The backend's options after env fallbacks (:attr:`env_vars`); a bad value is refused naming the option."""
+
+    cleanup: ClassVar[type[BackendOptions] | None] = JanitorOptions
 
     env_vars: ClassVar[Mapping[str, str]] = {
         "namespace": "ORCHESTRATOR_K8S_NAMESPACE",
