@@ -128,7 +128,7 @@ async def cleanup(state_dir: Path, run_id: str | None = None, backends: list[str
     for rid in [ledger.run_id for ledger in ledgers]:
         for name in backends or SWEEP_BACKENDS:
             try:
-                backend = get_backend(name)(rid, Ledger(state_dir / "runs" / rid), state_dir)
+                backend = get_backend(name)(rid, Ledger.for_run(rid, state_dir), state_dir)
             except Exception as exc:  # a backend whose client is unavailable here (no dockerd, no kubeconfig)
                 log.debug("sweep %s skipped: %s", name, exc)
                 continue

@@ -54,9 +54,14 @@ class Entry:
         return (self.kind, self.lane, self.id)
 
 
+def runs_root(state_dir: Path) -> Path:
+    """The folder of every run's folder under ``state_dir``."""
+    return state_dir / "runs"
+
+
 def run_dir(state_dir: Path, run_id: str) -> Path:
     """Where a run's ledger, lock, ``run.json`` and unit logs live: ``<state dir>/runs/<run id>``."""
-    return state_dir / "runs" / run_id
+    return runs_root(state_dir) / run_id
 
 
 class Ledger:
@@ -197,7 +202,7 @@ def run_is_live(run_dir: Path) -> bool:
 
 def all_runs(state_dir: Path | None = None) -> list[Ledger]:
     """The ledger of every run under ``state_dir`` that has one, by run id."""
-    root = (state_dir or default_state_dir()) / "runs"
+    root = runs_root(state_dir or default_state_dir())
     if not root.is_dir():
         return []
     return [Ledger(p) for p in sorted(root.iterdir()) if (p / "ledger.jsonl").exists()]

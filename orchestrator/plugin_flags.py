@@ -50,13 +50,18 @@ class PluginFlag:
         return "--" + self.name.replace("_", "-")
 
 
+def _is_secret(annotation: Any) -> bool:
+    """Whether a field of this type holds a secret (``SecretStr``, optional or not)."""
+    return SecretStr in (typing.get_args(annotation) or (annotation,))
+
+
 def _cli_type(annotation: Any) -> tuple[Any, bool]:
     """The type typer parses for a field's ``annotation`` (a secret is a string on the command line)."""
     args = typing.get_args(annotation)
     optional = type(None) in args
     inner = [a for a in args if a is not type(None)] if args else [annotation]
     base = inner[0] if len(inner) == 1 else str
-    secret = base is SecretStr
+    secret = _is_secret(annotation)
     if secret:
         base = str
     if base not in (str, int, float, bool, Path):
@@ -148,7 +153,7 @@ def plugin_option_names() -> frozenset[str]:
 def secret_option_names() -> frozenset[str]:
     """Plug-in options that are secrets (typed ``SecretStr``): never recorded with the run."""
     return frozenset(name for _, model in _models() for name, info in model.model_fields.items()
-                     if SecretStr in (typing.get_args(info.annotation) or (info.annotation,)))
+                     if _is_secret(info.annotation))
 
 
 __all__ = ["PluginFlag", "backend_flags", "cleanup_flags", "cleanup_options", "plugin_flags", "plugin_option_names", "secret_option_names"]

@@ -20,7 +20,7 @@ from orchestrator.lanes.backend import DEFAULT_BACKEND, LaneError, available_bac
 from orchestrator.lanes.bringup import bring_up, make_owner, teardown_pool
 from orchestrator.lanes.model import Lane, LaneState
 from orchestrator.lanes.pool import lane_from_entry, make_spec
-from orchestrator.ledger import Ledger, all_runs, default_state_dir
+from orchestrator.ledger import Ledger, all_runs, default_state_dir, run_dir
 from orchestrator.plugin_flags import backend_flags
 from orchestrator.toolchain import InstallError, ensure_toolchain
 
@@ -134,7 +134,7 @@ def down(
     state_dir: Path = typer.Option(default_state_dir(), help="Where ledgers live."),
 ) -> None:
     """Tear down every open lane of RUN_ID (by ledger), then sweep its leftovers by label."""
-    if not (state_dir / "runs" / run_id).is_dir():
+    if not run_dir(state_dir, run_id).is_dir():
         raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'}")
     failures = run_async(_down(run_id, state_dir))
     if failures:

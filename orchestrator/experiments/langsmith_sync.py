@@ -59,6 +59,7 @@ from orchestrator.experiments.langsmith_rows import (
     unit_rows,
     units_from_n8n_rows,
 )
+from orchestrator.ledger import run_dir
 from orchestrator.redact import redact, redact_obj, register_secret
 from orchestrator.results.model import (
     EvalResults,
@@ -272,7 +273,7 @@ class LangSmithHooks(RunHooks):
         return {**_experiment_metadata(self.cfg, run_id, git), "model_server": "scripted" if self.scripted else "real"}
 
     def _state_path(self, run_id: str) -> Path:
-        return self.cfg.state_dir / "runs" / run_id / STATE_FILENAME
+        return run_dir(self.cfg.state_dir, run_id) / STATE_FILENAME
 
     # ------------------------------------------------------------ hooks
     async def on_cases(self, run_id: str, cases: list[LoadedCase]) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from orchestrator.domain import BuildStatus
+from orchestrator.ledger import runs_root
 
 from .contract import NotEvalResults, from_document
 from .model import EvalResults, UnitResult
@@ -90,7 +91,7 @@ def default_durations_source(state_dir: Path, baseline: Path | None, *, exclude_
     (``runs/<id>/run.json`` names its output folder), never run ``exclude_run``; else ``None``."""
     if baseline is not None:
         return baseline
-    runs = Path(state_dir) / "runs"
+    runs = runs_root(Path(state_dir))
     if not runs.is_dir():
         return None
     candidates: list[tuple[float, Path]] = []

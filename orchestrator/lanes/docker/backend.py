@@ -72,7 +72,7 @@ from orchestrator.lanes.docker.options import DockerOptions
 from orchestrator.lanes.labels import LANE_INDEX_ENV, LANE_INDEX_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RUN_ENV, RUN_LABEL
 from orchestrator.lanes.model import Lane, LaneSpec, LaneState, Resources
 from orchestrator.lanes.ports import release_ports, reserve_ports
-from orchestrator.ledger import Ledger, all_runs
+from orchestrator.ledger import Ledger, all_runs, run_dir
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
 from orchestrator.toolchain import Toolchain, default_cache_dir
@@ -199,7 +199,7 @@ class DockerBackend(LaneBackend):
 
     def sandboxes_dir(self) -> Path:
         """Where this run's lane sandboxes keep their state."""
-        return self.state_dir / "runs" / self.run_id / "sandboxes"
+        return run_dir(self.state_dir, self.run_id) / "sandboxes"
 
     def _lane_sandboxes(self) -> LaneSandboxes:
         """Ours, or one that stops a sandbox known only from the ledger (a crashed run's)."""

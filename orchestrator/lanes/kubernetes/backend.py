@@ -602,7 +602,7 @@ class KubernetesBackend(LaneBackend):
 
     def _knows_run(self, run_id: str) -> bool:
         """Whether this machine's ledger of ``run_id`` recorded kubernetes objects."""
-        ledger = self.ledger if run_id == self.run_id else Ledger(self.state_dir / "runs" / run_id)
+        ledger = self.ledger if run_id == self.run_id else Ledger.for_run(run_id, self.state_dir)
         return any((rec.get("meta") or {}).get("backend") == self.name for rec in ledger.records())
 
     async def sweep(self, run_id: str | None = None) -> list[str]:
@@ -675,7 +675,7 @@ class KubernetesBackend(LaneBackend):
         run_id = (meta.get("annotations") or {}).get(objects.ANNOTATION_RUN_ID)
         if not run_id:
             return
-        ledger = self.ledger if run_id == self.run_id else Ledger(self.state_dir / "runs" / run_id)
+        ledger = self.ledger if run_id == self.run_id else Ledger.for_run(run_id, self.state_dir)
         if not ledger.path.exists():  # a run recorded elsewhere (another machine, a pod's volume)
             return
         name = meta.get("name", "")

@@ -58,7 +58,7 @@ from orchestrator.lanes.model import Lane, LaneSpec, LaneState
 from orchestrator.lanes.ports import release_ports, reserve_ports
 from orchestrator.lanes.process import launcher as task_launcher
 from orchestrator.lanes.process.options import ProcessOptions
-from orchestrator.ledger import Ledger
+from orchestrator.ledger import Ledger, run_dir, runs_root
 from orchestrator.procs import group_members, pid_alive, terminate_group
 from orchestrator.redact import redact, register_secret
 from orchestrator.sandbox.lanes import LaneSandboxes, sweep_recorded
@@ -173,11 +173,11 @@ class ProcessBackend(LaneBackend):
 
     def lanes_dir(self) -> Path:
         """Where this run's lanes keep their folders (``n8n.log``, user folder)."""
-        return self.state_dir / "runs" / self.run_id / "lanes"
+        return run_dir(self.state_dir, self.run_id) / "lanes"
 
     def sandboxes_dir(self) -> Path:
         """Where this run's lane sandboxes keep their state."""
-        return self.state_dir / "runs" / self.run_id / "sandboxes"
+        return run_dir(self.state_dir, self.run_id) / "sandboxes"
 
     def _lane_env(self, spec: LaneSpec, index: int, folder: Path, port: int, broker: int) -> dict[str, str]:
         env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
@@ -397,7 +397,7 @@ class ProcessBackend(LaneBackend):
         log = folder / "n8n.log"
         if not log.exists():
             return
-        dest = self.state_dir / "runs" / self.run_id / "logs"
+        dest = run_dir(self.state_dir, self.run_id) / "logs"
         dest.mkdir(parents=True, exist_ok=True)
         (dest / f"{lane_id}.log").write_text(redact(log.read_text(errors="replace")))
 
@@ -409,13 +409,13 @@ class ProcessBackend(LaneBackend):
             if pid_alive(pid):
                 await _kill_group(pid, grace_s=3.0)
                 removed.append(f"process {pid}")
-        runs_root = self.state_dir / "runs"
-        run_dirs = [runs_root / run_id] if run_id else (list(runs_root.iterdir()) if runs_root.is_dir() else [])
-        removed += await sweep_recorded(run_dirs)  # sandboxes a crashed run left (its cgroups too)
-        for run_dir in run_dirs:
+        root = runs_root(self.state_dir)
+        folders = [run_dir(self.state_dir, run_id)] if run_id else (list(root.iterdir()) if root.is_dir() else [])
+        removed += await sweep_recorded(folders)  # sandboxes a crashed run left (its cgroups too)
+        for run_folder in folders:
             for sub in ("lanes", "sandboxes"):
-                if (run_dir / sub).is_dir():
-                    for folder in (run_dir / sub).iterdir():
+                if (run_folder / sub).is_dir():
+                    for folder in (run_folder / sub).iterdir():
                         if folder.is_dir():
                             shutil.rmtree(folder, ignore_errors=True)
                         else:
