@@ -193,7 +193,7 @@ class Run:
         self.notes: list[str] = []
         self.builder_failures: list[str] = []
         self.spent_usd = 0.0
-        #: stops the units: the main task's, then the allocator's (see :class:`_Units`)
+        #: its hold on the units: a stop goes to the run's task, then to the allocator (:class:`_Units`)
         self.units = _Units()
         self.pool = Pool()
         #: what the run lets go of at its end, in a declared order (``run/teardown.py``)
