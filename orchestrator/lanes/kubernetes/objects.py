@@ -72,6 +72,9 @@ LANE_DEADLINE_MARGIN_S = 600
 #: Downward-API env the orchestrator reads to own its lanes (the Helm chart sets all of them).
 ENV_POD_NAME = "POD_NAME"
 ENV_POD_NAMESPACE = "POD_NAMESPACE"
+#: the lane's model route (the run's model gateway, ``<gateway>/lane/<index>``): the build runner's
+#: claude calls it too, as ``ANTHROPIC_BASE_URL``
+ENV_MODEL_URL = "N8N_INSTANCE_AI_MODEL_URL"
 ENV_POD_UID = "POD_UID"
 ENV_JOB_NAME = "JOB_NAME"
 ENV_JOB_UID = "JOB_UID"
@@ -506,10 +509,13 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
 
     They share the pod's network namespace with n8n: the runner reaches the MCP server and the
     sandbox is reached by n8n on 127.0.0.1. Neither gets a service-account token (the pod has none)
-    and the runner's model key comes from the same lane Secret as n8n's.
+    and the runner's model key comes from the same lane Secret as n8n's; its claude calls the lane's
+    model route (the run's model gateway, which counts every call against the unit) when n8n has one.
     """
     containers, volumes = pod_spec["containers"], pod_spec["volumes"]
     n8n_env = [e for e in containers[0]["env"] if "valueFrom" in e]  # secret refs only
+    route = [{"name": "ANTHROPIC_BASE_URL", "value": e["value"]} for e in containers[0]["env"]
+             if e["name"] == ENV_MODEL_URL and e.get("value")]
     home = [{"name": "HOME", "value": "/tmp"}, {"name": "TMPDIR", "value": "/tmp"}]
     secret = next((e["valueFrom"]["secretKeyRef"]["name"] for e in n8n_env), None)
     runner_token: dict[str, Any] = (  # optional key of the lane Secret: the runner then demands it
@@ -521,7 +527,7 @@ def _add_sidecars(pod_spec: dict[str, Any], pod: LanePod, image: str, pull_polic
             BUILD_RUNNER_CONTAINER, pod.build_runner, image, pull_policy,
             ["python", "-m", "orchestrator.builders.claude.build_runner", "serve", "--port", str(BUILD_RUNNER_PORT),
              "--root", BUILD_ROOT, "--n8n-url", f"http://127.0.0.1:{N8N_PORT}"],
-            BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + n8n_env + [runner_token]))
+            BUILD_RUNNER_PORT, [{"name": "builds", "mountPath": BUILD_ROOT}], home + route + n8n_env + [runner_token]))
         volumes.append({"name": "builds", "emptyDir": {"sizeLimit": pod.build_runner.volume_size_limit}})
     if pod.sandbox.enabled:
         sandbox = _sidecar(

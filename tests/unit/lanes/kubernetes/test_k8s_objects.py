@@ -333,6 +333,20 @@ def test_lane_pod_memory_request_must_equal_limit() -> None:
 
 # ---- build runner and sandbox next to n8n -----------------------------------------------------------
 
+def test_the_build_runners_claude_calls_the_lanes_model_route() -> None:
+    """Issue 37: every model call of the run goes through the gateway. A lane's model route (the
+    gateway's ``/lane/<index>``) is its build runner's ``ANTHROPIC_BASE_URL`` too, so the ``remote``
+    builder's claude is counted against the unit like the lane's own calls; without a route, none."""
+    pod_opts = k8s.LanePod.model_validate({"buildRunner": {"enabled": True}})
+    routed = spec()
+    routed.env["N8N_INSTANCE_AI_MODEL_URL"] = "http://gw.evals.svc:8788/lane/3"
+    for lane_spec, expected in ((routed, ["http://gw.evals.svc:8788/lane/3"]), (spec(), [])):
+        pod = k8s.pod_object("r1", 3, "evals", lane_spec, secret="lane-keys", pod=pod_opts,
+                             sidecar_image="registry.invalid/n8n-eval-orchestrator:1")
+        runner = pod["spec"]["containers"][1]
+        assert [e["value"] for e in runner["env"] if e["name"] == "ANTHROPIC_BASE_URL"] == expected
+
+
 @pytest.mark.parametrize("version", ["1.27", "1.30", "1.33"])
 def test_lane_pod_with_build_runner_and_sandbox(version: str) -> None:
     pod_opts = k8s.LanePod.model_validate({"buildRunner": {"enabled": True}, "sandbox": {"enabled": True}})
