@@ -12,16 +12,21 @@ on loss:
   estimate the pacer got wrong: it slows the pacer (``retry-after``, the provider's count), not the
   builds;
 - otherwise, at the end of each epoch (``epoch_s``, 10 s), from the calls answered in it: queued
-  longer than ``queue_high`` (1.0) of the provider's own time on average → a step fewer builds (each
-  build waits on the queue more than it gains); queued less than ``queue_low`` (0.5) of it while
-  builds were waiting for a slot → a step more (the provider has room and work is waiting); in
+  longer than ``queue_high`` (2.0) times the provider's own time on average → a step fewer builds
+  (each build waits on the queue more than it gains); queued less than ``queue_low`` (1.0) times it
+  while builds were waiting for a slot → a step more (the provider has room and work is waiting); in
   between it holds. A step is ``step`` (10 %) of the cap, at least one build, so a pool of 500 lanes
   converges in as many epochs as a pool of 5. A cap the allocator never reached is never raised.
 
 Between those bounds the queue is never empty for long (the provider's budget is used: a run takes
-about its tokens ÷ the provider's rate) and never long (a build's calls wait, on average, no longer than the provider
-takes to answer them: no build times out waiting). The cap stays in [``minimum``, ``maximum``] (``--concurrency-min``,
-``--concurrency-max``).
+about its tokens ÷ the provider's rate) and never long (a build's calls wait, on average, at most
+twice what the provider takes to answer them: a build takes at most about three times its unhurried
+time, far inside its budget). Why one to two: a build's calls differ a lot in size (a turn's first
+call is small, a late one carries the whole thread), so the tokens in flight swing with which builds
+are between calls; a queue of less than one service time runs dry at every such swing —
+``bench/provider_limit.py`` measured the band of one half to one at R 1.14–1.18, the provider idle in
+one window of six, against 1.07–1.09 for this one (three runs). The cap stays in [``minimum``, ``maximum``]
+(``--concurrency-min``, ``--concurrency-max``).
 
 **When a call may go** (:class:`RateMirror`): a mirror of the provider's token buckets, from the
 ``anthropic-ratelimit-{tokens,requests}-{limit,remaining,reset}`` headers of its last answer: the
@@ -55,8 +60,8 @@ class ConcurrencyRule:
     maximum: int = 8
     start: int = 4
     epoch_s: float = 10.0
-    queue_high: float = 1.0
-    queue_low: float = 0.5
+    queue_high: float = 2.0  # × the provider's own time, queued on average: a step fewer builds above it
+    queue_low: float = 1.0  # …and a step more below it while builds wait for a slot
     step: float = 0.1
     backoff: float = 0.5
 

@@ -51,13 +51,22 @@ def test_the_cap_is_not_raised_when_the_allocator_never_reached_it() -> None:
     assert epoch(c, clock, queued=0.0, running=5, waiting=0) is None and c.cap == 8
 
 
-def test_calls_queued_longer_than_their_service_time_lower_the_cap_a_step() -> None:
+def test_calls_queued_longer_than_twice_their_service_time_lower_the_cap_a_step() -> None:
     clock = Clock()
     c = Concurrency(RULE, clock)
-    assert epoch(c, clock, queued=1.2, running=8, waiting=4) == 7
-    assert epoch(c, clock, queued=0.8, running=7, waiting=4) is None  # between the marks: it holds
-    assert epoch(c, clock, queued=0.5, running=7, waiting=4) is None
-    assert c.changes[-1][1:] == (7, "calls queued 1.20× their service time")
+    assert epoch(c, clock, queued=2.4, running=8, waiting=4) == 7
+    assert epoch(c, clock, queued=1.9, running=7, waiting=4) is None  # between the marks: it holds
+    assert epoch(c, clock, queued=1.0, running=7, waiting=4) is None
+    assert c.changes[-1][1:] == (7, "calls queued 2.40× their service time")
+
+
+def test_a_queue_shorter_than_one_service_time_while_builds_wait_raises_the_cap() -> None:
+    """The band is one to two service times queued (``gateway/control.py``): below one, the provider's
+    queue runs dry whenever a few builds are between calls at once, so a build more is worth it."""
+    clock = Clock()
+    c = Concurrency(RULE, clock)
+    assert epoch(c, clock, queued=0.9, running=8, waiting=2) == 9
+    assert epoch(c, clock, queued=0.9, running=8, waiting=2) is None  # the allocator did not reach 9
 
 
 def test_provider_pushback_halves_the_cap_at_once_but_only_once_an_epoch_and_never_below_the_minimum() -> None:
