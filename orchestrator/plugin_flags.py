@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,9 +79,9 @@ def _models() -> list[tuple[str, type[BaseModel]]]:
     return out
 
 
-def _cleanup_models() -> list[tuple[str, type[BaseModel]]]:
-    """(owner, model) of every built-in backend that takes options in ``orchestrator cleanup``."""
-    return [(f"{name} backend", model.cleanup) for name, model in BACKENDS.options_models().items()
+def _cleanup_models() -> list[tuple[str, type[BackendOptions]]]:
+    """(backend name, model) of every built-in backend that takes options in ``orchestrator cleanup``."""
+    return [(name, model.cleanup) for name, model in BACKENDS.options_models().items()
             if issubclass(model, BackendOptions) and model.cleanup is not None]
 
 
@@ -99,21 +99,27 @@ def backend_flags() -> Mapping[str, PluginFlag]:
 @functools.cache
 def cleanup_flags() -> Mapping[str, PluginFlag]:
     """Every flag the lane backends contribute to ``orchestrator cleanup`` (their ``cleanup`` models)."""
-    return _flags(_cleanup_models())
+    return _flags([(f"{name} backend", model) for name, model in _cleanup_models()])
 
 
-def cleanup_options(given: Mapping[str, object], environ: Mapping[str, str]) -> dict[str, BackendOptions]:
-    """Each backend's ``orchestrator cleanup`` options, by backend name: from the flags ``given``
-    (their values by field name), else the model's env variables in ``environ``.
+def cleanup_options(given: Mapping[str, object], environ: Mapping[str, str],
+                    named: Collection[str] = ()) -> dict[str, BackendOptions]:
+    """The ``orchestrator cleanup`` options of each backend that takes part, by backend name: from
+    the flags ``given`` (their values by field name), else the model's env variables in ``environ``.
+    A backend with a janitor takes part only when ``named`` (``--backend``) or one of its flags was
+    given a value of its own: a plain cleanup never reads, nor refuses, the janitor's environment.
 
     Raises:
         ConfigError: one line naming the backend and the option that is bad.
     """
+    flags = cleanup_flags()
     out: dict[str, BackendOptions] = {}
-    for owner, model in _cleanup_models():
-        assert issubclass(model, BackendOptions)
-        name = owner.removesuffix(" backend")
-        out[name] = model.parse(name, {k: v for k, v in given.items() if k in model.model_fields}, environ)
+    for name, model in _cleanup_models():
+        mine = {k: v for k, v in given.items() if k in model.model_fields}
+        asked = any(v is not None and (k not in flags or v != flags[k].default) for k, v in mine.items())
+        if model.has_janitor and name not in named and not asked:
+            continue
+        out[name] = model.parse(name, mine, environ)
     return out
 
 
@@ -156,4 +162,5 @@ def secret_option_names() -> frozenset[str]:
                      if _is_secret(info.annotation))
 
 
-__all__ = ["PluginFlag", "backend_flags", "cleanup_flags", "cleanup_options", "plugin_flags", "plugin_option_names", "secret_option_names"]
+__all__ = ["PluginFlag", "backend_flags", "cleanup_flags", "cleanup_options", "plugin_flags", "plugin_option_names",
+           "secret_option_names"]

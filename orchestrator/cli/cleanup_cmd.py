@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         for name in backend:
             if name not in available_backends():
                 raise ConfigError(f"--backend: unknown backend {name!r}; choose one of {', '.join(available_backends())}")
-        options = cleanup_options(given or {}, os.environ)
+        options = cleanup_options(given or {}, os.environ, named=backend)
         janitors = [name for name, opts in options.items()
                     if type(opts).has_janitor and (opts.asks_for_janitor() or name in backend)]
         if janitors:
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
                     raise typer.Exit(1)
                 return
         if run_id and not run_dir(state_dir, run_id).is_dir():
-            raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'} (a run in a cluster: its backend's janitor, see cleanup --help)")
+            raise ConfigError(f"--run-id: no run {run_id!r} under {state_dir / 'runs'} (a run in a cluster: its backend's janitor, in cleanup --help)")
         report = run_async(cleanup(state_dir, run_id, list(backend) or None, options=options))
         for item in report.skipped:
             console.print(f"[yellow]{item}[/yellow]")

@@ -106,10 +106,14 @@ def test_cleanup_takes_the_backends_own_flags_from_their_cleanup_models(tmp_path
     assert {"email", "password", "kubernetes", "namespace", "context", "grace_seconds", "lease_grace_seconds",
             "dry_run"} <= set(flags)
     assert flags["password"].secret and flags["email"].envvar == "N8N_EVAL_EMAIL"
-    options = cleanup_options({"email": "o@example.com", "password": "pw", "kubernetes": False}, {})
-    static, janitor = options["static"], options["kubernetes"]
-    assert not janitor.asks_for_janitor() and type(janitor).has_janitor and not type(static).has_janitor
-    assert "pw" not in repr(static)  # the password is a secret
+    # a plain cleanup: the static owner only; the janitor's environment is neither read nor refused
+    bad_env = {"ORCHESTRATOR_K8S_NAMESPACE": "Not_A_Name"}
+    options = cleanup_options({"email": "o@example.com", "password": "pw", "kubernetes": False}, bad_env)
+    assert set(options) == {"static"} and "pw" not in repr(options["static"])  # the password is a secret
+    janitor = cleanup_options({"kubernetes": True}, {})["kubernetes"]
+    assert janitor.asks_for_janitor() and type(janitor).has_janitor
+    with pytest.raises(ConfigError, match="kubernetes backend: option 'namespace' \\(env ORCHESTRATOR_K8S_NAMESPACE\\)"):
+        cleanup_options({}, bad_env, named=["kubernetes"])
     with pytest.raises(ConfigError, match="kubernetes backend: option 'grace_seconds'"):
         cleanup_options({"grace_seconds": -1.0}, {})
     result = CliRunner().invoke(app, ["cleanup", "--state-dir", str(tmp_path), "--grace-seconds", "-1"])
