@@ -69,10 +69,12 @@ def _cli_type(annotation: Any) -> tuple[Any, bool]:
     return (typing.Optional[base] if optional else base), secret
 
 
-def _models() -> list[tuple[str, type[BaseModel]]]:
-    """(owner, model) of every built-in plug-in with an options model."""
+def _models(kinds: tuple[str, ...] = ("backend", "builder")) -> list[tuple[str, type[BaseModel]]]:
+    """(owner, model) of every built-in plug-in of ``kinds`` with an options model."""
     out: list[tuple[str, type[BaseModel]]] = []
     for registry, kind in ((BACKENDS, "backend"), (BUILDERS, "builder")):
+        if kind not in kinds:
+            continue
         for name, model in registry.options_models().items():
             assert isinstance(model, type) and issubclass(model, BaseModel)
             out.append((f"{name} {kind}", model))
@@ -91,9 +93,10 @@ def plugin_flags() -> Mapping[str, PluginFlag]:
     return _flags(_models())
 
 
+@functools.cache
 def backend_flags() -> Mapping[str, PluginFlag]:
     """The run commands' flags a lane backend contributes (``orchestrator lanes up`` takes them too)."""
-    return {n: f for n, f in plugin_flags().items() if any(o.endswith(" backend") for o in f.owners)}
+    return _flags(_models(("backend",)))
 
 
 @functools.cache

@@ -155,6 +155,7 @@ class LaneBackend(abc.ABC):
         """Where the options' env fallbacks (:attr:`BackendOptions.env_vars`) are read: this process's
         environment (a backend that takes another, e.g. a test's, overrides it)."""
         return os.environ
+
     @property
     def min_ready_timeout_s(self) -> float:
         """The least time a lane of this backend may need to become ready (node scale-up, image pull)."""
